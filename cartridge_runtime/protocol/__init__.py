@@ -1,0 +1,118 @@
+"""Sans-IO core of Bifaci v6: frames, codec, incremental decoder, limits, checksum,
+handshake, sequence numbers and per-request state.
+
+Nothing here does IO, imports anyio or sleeps; time, where it matters, is an argument.
+"""
+
+from . import _builders as frames
+from ._checksum import checksum, verify_chunk
+from ._codec import decode_body, decode_frame, encode_body, encode_frame, frame_to_map, map_to_frame
+from ._constants import (
+    COALESCE_AGE,
+    COALESCE_BYTES,
+    DEFAULT_INITIAL_CREDIT,
+    DEFAULT_MAX_CHUNK,
+    DEFAULT_MAX_FRAME,
+    DEFAULT_MAX_REORDER_BUFFER,
+    HARD_FRAME_CAP,
+    IDENTITY_CAP,
+    IDENTITY_NONCE_LEN,
+    IDENTITY_STREAM_ID,
+    PREFIX_LEN,
+    PROTOCOL_VERSION,
+    REQ_CONTENT_TYPE,
+    AttributionClass,
+    CreditDirection,
+    ErrorCode,
+    FrameType,
+    Key,
+    NetworkPolicy,
+)
+from ._decoder import FrameDecoder
+from ._errors import (
+    ChecksumMismatchError,
+    CreditViolationError,
+    FrameDecodeError,
+    FrameEncodeError,
+    FrameTooLargeError,
+    HandshakeError,
+    IdentityCheckError,
+    LocalProtocolError,
+    ProtocolError,
+    RemoteProtocolError,
+    StreamAbandonedError,
+    StreamStateError,
+    VersionMismatchError,
+    map_exceptions,
+)
+from ._frame import ZERO_ID, Frame, MessageId
+from ._handshake import CartridgeHello, IdentityCheck, accept_cartridge_hello, accept_host_hello
+from ._limits import DEFAULT_LIMITS, LIMIT_NAMES, Limits
+from ._seq import FlowKey, SeqAssigner
+from ._validate import ATTRIBUTION_CLASSES, POLICY_WORDS, validate_frame
+
+__all__ = (
+    # model
+    "Frame",
+    "MessageId",
+    "ZERO_ID",
+    "FrameType",
+    "Key",
+    "AttributionClass",
+    "ErrorCode",
+    "NetworkPolicy",
+    "CreditDirection",
+    "frames",
+    # codec
+    "encode_frame",
+    "encode_body",
+    "decode_frame",
+    "decode_body",
+    "frame_to_map",
+    "map_to_frame",
+    "validate_frame",
+    "FrameDecoder",
+    "checksum",
+    "verify_chunk",
+    # limits and handshake
+    "Limits",
+    "DEFAULT_LIMITS",
+    "LIMIT_NAMES",
+    "CartridgeHello",
+    "IdentityCheck",
+    "accept_host_hello",
+    "accept_cartridge_hello",
+    "SeqAssigner",
+    "FlowKey",
+    # errors
+    "ProtocolError",
+    "LocalProtocolError",
+    "RemoteProtocolError",
+    "FrameDecodeError",
+    "FrameEncodeError",
+    "FrameTooLargeError",
+    "ChecksumMismatchError",
+    "HandshakeError",
+    "VersionMismatchError",
+    "IdentityCheckError",
+    "StreamStateError",
+    "CreditViolationError",
+    "StreamAbandonedError",
+    "map_exceptions",
+    # constants
+    "PROTOCOL_VERSION",
+    "PREFIX_LEN",
+    "HARD_FRAME_CAP",
+    "DEFAULT_MAX_FRAME",
+    "DEFAULT_MAX_CHUNK",
+    "DEFAULT_MAX_REORDER_BUFFER",
+    "DEFAULT_INITIAL_CREDIT",
+    "COALESCE_BYTES",
+    "COALESCE_AGE",
+    "REQ_CONTENT_TYPE",
+    "IDENTITY_CAP",
+    "IDENTITY_STREAM_ID",
+    "IDENTITY_NONCE_LEN",
+    "ATTRIBUTION_CLASSES",
+    "POLICY_WORDS",
+)

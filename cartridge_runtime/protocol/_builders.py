@@ -1,0 +1,221 @@
+"""Constructors for each frame type, with meta in the reference's key order.
+
+These are plain functions returning :class:`Frame` values; ``seq`` is left at 0 and is set
+by whoever numbers the flow (:class:`SeqAssigner`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._checksum import checksum as _checksum
+from ._constants import REQ_CONTENT_TYPE, FrameType, NetworkPolicy
+from ._frame import ZERO_ID, Frame, MessageId
+from ._limits import Limits
+
+
+def hello(limits: Limits, *, manifest: bytes | None = None, pools: bytes | None = None) -> Frame:
+    """HELLO: the four limits, ``version: 6``, and for a cartridge its manifest and pools."""
+    meta: dict[str, Any] = limits.to_meta()
+    meta["version"] = 6
+    if manifest is not None:
+        meta["manifest"] = manifest
+    if pools is not None:
+        meta["pools"] = pools
+    return Frame(frame_type=FrameType.HELLO, id=ZERO_ID, meta=meta)
+
+
+def req(rid: MessageId, cap: str, *, xid: MessageId | None = None, seq: int = 0) -> Frame:
+    """REQ calling ``cap``: empty payload, CBOR content type (REQ-1)."""
+    return Frame(
+        frame_type=FrameType.REQ,
+        id=rid,
+        seq=seq,
+        content_type=REQ_CONTENT_TYPE,
+        payload=b"",
+        cap=cap,
+        routing_id=xid,
+    )
+
+
+def stream_start(
+    rid: MessageId,
+    stream_id: str,
+    media_urn: str,
+    *,
+    xid: MessageId | None = None,
+    is_sequence: bool | None = None,
+    unbounded: bool | None = None,
+    output: str | None = None,
+    meta: Mapping[str, Any] | None = None,
+    seq: int = 0,
+) -> Frame:
+    return Frame(
+        frame_type=FrameType.STREAM_START,
+        id=rid,
+        seq=seq,
+        meta=meta,
+        stream_id=stream_id,
+        media_urn=media_urn,
+        routing_id=xid,
+        is_sequence=is_sequence,
+        unbounded=True if unbounded else None,
+        output=output,
+    )
+
+
+def chunk(
+    rid: MessageId,
+    stream_id: str,
+    index: int,
+    payload: bytes,
+    *,
+    xid: MessageId | None = None,
+    meta: Mapping[str, Any] | None = None,
+    seq: int = 0,
+) -> Frame:
+    """CHUNK carrying ``payload`` exactly as given, with its FNV-1a 64 checksum."""
+    return Frame(
+        frame_type=FrameType.CHUNK,
+        id=rid,
+        seq=seq,
+        meta=meta,
+        payload=payload,
+        stream_id=stream_id,
+        routing_id=xid,
+        chunk_index=index,
+        checksum=_checksum(payload),
+    )
+
+
+def stream_end(
+    rid: MessageId, stream_id: str, chunk_count: int | None, *, xid: MessageId | None = None, seq: int = 0
+) -> Frame:
+    """STREAM_END; ``chunk_count`` is ``None`` for unbounded streams (FLW-*)."""
+    return Frame(
+        frame_type=FrameType.STREAM_END,
+        id=rid,
+        seq=seq,
+        stream_id=stream_id,
+        routing_id=xid,
+        chunk_count=chunk_count,
+    )
+
+
+def end(
+    rid: MessageId,
+    *,
+    xid: MessageId | None = None,
+    response: bool = True,
+    progress: float = 1.0,
+    message: str | None = None,
+    seq: int = 0,
+) -> Frame:
+    """END. A response END carries ``{exit_code: 0, progress[, message]}``; a requester's has no meta."""
+    meta: dict[str, Any] | None = None
+    if response:
+        meta = {"exit_code": 0, "progress": float(progress)}
+        if message is not None:
+            meta["message"] = message
+    return Frame(frame_type=FrameType.END, id=rid, seq=seq, meta=meta, eof=True, routing_id=xid)
+
+
+def err(
+    rid: MessageId,
+    code: str,
+    message: str,
+    attribution_class: str = "internal",
+    *,
+    arg_urn: str | None = None,
+    xid: MessageId | None = None,
+    seq: int = 0,
+) -> Frame:
+    """ERR with meta ``{code, attribution_class, message[, arg_urn]}`` (ERR-*)."""
+    meta: dict[str, Any] = {
+        "code": str(code),
+        "attribution_class": str(attribution_class),
+        "message": message or str(code),
+    }
+    if arg_urn:
+        meta["arg_urn"] = arg_urn
+    return Frame(frame_type=FrameType.ERR, id=rid, seq=seq, meta=meta, routing_id=xid)
+
+
+def log(
+    rid: MessageId,
+    level: str,
+    message: str,
+    attribution_class: str = "internal",
+    *,
+    arg_urn: str | None = None,
+    xid: MessageId | None = None,
+    seq: int = 0,
+) -> Frame:
+    """A non-progress LOG: ``{level, attribution_class, message[, arg_urn]}``."""
+    meta: dict[str, Any] = {"level": level, "attribution_class": str(attribution_class), "message": message}
+    if arg_urn:
+        meta["arg_urn"] = arg_urn
+    return Frame(frame_type=FrameType.LOG, id=rid, seq=seq, meta=meta, routing_id=xid)
+
+
+def progress(
+    rid: MessageId, fraction: float, message: str = "", *, xid: MessageId | None = None, seq: int = 0
+) -> Frame:
+    """A progress LOG: ``{level: "progress", message, progress}``, no attribution class."""
+    meta = {"level": "progress", "message": message, "progress": float(fraction)}
+    return Frame(frame_type=FrameType.LOG, id=rid, seq=seq, meta=meta, routing_id=xid)
+
+
+def heartbeat(hid: MessageId, *, meta: Mapping[str, Any] | None = None) -> Frame:
+    return Frame(frame_type=FrameType.HEARTBEAT, id=hid, meta=meta)
+
+
+def cancel(
+    rid: MessageId,
+    *,
+    force_kill: bool = False,
+    code: str | None = None,
+    attribution_class: str | None = None,
+    message: str | None = None,
+    xid: MessageId | None = None,
+) -> Frame:
+    """CANCEL of request ``rid``; meta only when a reason is given (FLW-*)."""
+    meta: dict[str, Any] | None = None
+    if code is not None or attribution_class is not None or message is not None:
+        meta = {}
+        if code is not None:
+            meta["code"] = code
+        if attribution_class is not None:
+            meta["attribution_class"] = str(attribution_class)
+        if message is not None:
+            meta["message"] = message
+    return Frame(frame_type=FrameType.CANCEL, id=rid, meta=meta, routing_id=xid, force_kill=force_kill)
+
+
+def credit(
+    rid: MessageId,
+    amount: int,
+    direction: str,
+    *,
+    stream_id: str | None = None,
+    xid: MessageId | None = None,
+) -> Frame:
+    """CREDIT granting ``amount`` chunks on ``stream_id``; ``direction`` is request/response."""
+    return Frame(
+        frame_type=FrameType.CREDIT,
+        id=rid,
+        meta={"credit_dir": str(direction)},
+        stream_id=stream_id,
+        routing_id=xid,
+        credit=amount,
+    )
+
+
+def close_stream(rid: MessageId, *, stream_id: str | None = None, xid: MessageId | None = None) -> Frame:
+    return Frame(frame_type=FrameType.CLOSE_STREAM, id=rid, stream_id=stream_id, routing_id=xid)
+
+
+def policy(network: NetworkPolicy | str) -> Frame:
+    """POLICY with ``{network: word}``, id 0."""
+    return Frame(frame_type=FrameType.POLICY, id=ZERO_ID, meta={"network": str(NetworkPolicy(network))})

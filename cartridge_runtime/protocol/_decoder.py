@@ -1,0 +1,123 @@
+"""Incremental, length-prefixed frame decoder (FRM-2, FRM-9).
+
+Theory of operation: bytes go in with :meth:`FrameDecoder.feed`; complete frames come out of
+:meth:`FrameDecoder.next_frame` one at a time, parsed only when asked for. The length prefix
+is checked against the negotiated ``max_frame`` and the 16 MiB hard cap as soon as its four
+bytes are known, before any body byte is kept, so a hostile prefix costs nothing.
+:attr:`FrameDecoder.bytes_wanted` tells an IO shell how much to read next, so that it never
+buffers more than the frame being completed.
+
+After an error the decoder is poisoned: the byte stream can no longer be trusted, and every
+later call raises the same error.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from ._codec import decode_body
+from ._constants import DEFAULT_MAX_FRAME, HARD_FRAME_CAP, PREFIX_LEN
+from ._errors import FrameDecodeError, FrameTooLargeError, ProtocolError
+from ._frame import Frame
+
+_unpack_len = struct.Struct(">I").unpack_from
+
+
+class FrameDecoder:
+    """Turn a byte stream into :class:`Frame` values.
+
+    :param max_frame: the largest body accepted; before the handshake use the default.
+    """
+
+    __slots__ = ("_buf", "_closed", "_error", "_max_frame", "_need")
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self._buf = bytearray()
+        self._max_frame = min(max_frame, HARD_FRAME_CAP)
+        self._error: ProtocolError | None = None
+        self._closed = False
+        self._need = PREFIX_LEN
+
+    @property
+    def max_frame(self) -> int:
+        return self._max_frame
+
+    @max_frame.setter
+    def max_frame(self, value: int) -> None:
+        """Apply a negotiated max_frame (bounded by the hard cap)."""
+        self._max_frame = min(int(value), HARD_FRAME_CAP)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held that have not been returned as frames yet."""
+        return len(self._buf)
+
+    @property
+    def bytes_wanted(self) -> int:
+        """How many more bytes complete the frame in progress (at least 1 while open)."""
+        buf = self._buf
+        if len(buf) < PREFIX_LEN:
+            return PREFIX_LEN - len(buf)
+        (n,) = _unpack_len(buf, 0)
+        return max(1, PREFIX_LEN + n - len(buf))
+
+    @property
+    def at_frame_boundary(self) -> bool:
+        """True when no partial frame is buffered (EOF here is a clean end)."""
+        return not self._buf
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append received bytes. ``b""`` means end of stream.
+
+        :raises ProtocolError: the decoder already failed, or the stream ended mid-frame
+            (raised by :meth:`next_frame`).
+        """
+        if self._error is not None:
+            raise self._error
+        if not data:
+            self._closed = True
+            return
+        if self._closed:
+            raise FrameDecodeError("data fed after end of stream")
+        self._buf += data
+
+    def next_frame(self) -> Frame | None:
+        """The next complete frame, or ``None`` when more bytes are needed (or at clean EOF).
+
+        :raises FrameTooLargeError: a length prefix exceeds the limit.
+        :raises FrameDecodeError: a body is malformed, or EOF fell inside a frame.
+        """
+        if self._error is not None:
+            raise self._error
+        buf = self._buf
+        have = len(buf)
+        if have < PREFIX_LEN:
+            if self._closed and have:
+                self._fail(FrameDecodeError(f"stream ended inside a length prefix ({have} of 4 bytes)"))
+            return None
+        (n,) = _unpack_len(buf, 0)
+        if n > self._max_frame:
+            self._fail(FrameTooLargeError(f"frame length {n} exceeds max_frame {self._max_frame}"))
+        end = PREFIX_LEN + n
+        if have < end:
+            if self._closed:
+                self._fail(FrameDecodeError(f"stream ended inside a frame ({have - PREFIX_LEN} of {n} body bytes)"))
+            return None
+        try:
+            with memoryview(buf) as mv:
+                frame = decode_body(mv[PREFIX_LEN:end])
+        except ProtocolError as exc:
+            self._fail(exc)
+        del buf[:end]
+        return frame
+
+    def frames(self) -> list[Frame]:
+        """All complete frames now available."""
+        out = []
+        while (f := self.next_frame()) is not None:
+            out.append(f)
+        return out
+
+    def _fail(self, exc: ProtocolError) -> None:
+        self._error = exc
+        raise exc
