@@ -49,6 +49,28 @@ from ._frame import ZERO_ID, Frame, MessageId
 from ._handshake import CartridgeHello, IdentityCheck, accept_cartridge_hello, accept_host_hello
 from ._limits import DEFAULT_LIMITS, LIMIT_NAMES, Limits
 from ._seq import FlowKey, SeqAssigner
+from ._events import (
+    BodyEnded,
+    ErrorReceived,
+    Event,
+    LogReceived,
+    ProgressReceived,
+    RequestOpened,
+    StreamClosed,
+    StreamData,
+    StreamItem,
+    StreamOpened,
+)
+from ._outgoing import OutgoingStream, OutState
+from ._payload import SequenceAssembler, decode_scalar, scalar_payloads, sequence_fragments, split_text
+from ._request_state import (
+    REQUEST_TRANSITIONS,
+    STREAM_TRANSITIONS,
+    BodyReceiver,
+    Input,
+    RequestState,
+    StreamState,
+)
 from ._validate import ATTRIBUTION_CLASSES, POLICY_WORDS, validate_frame
 
 __all__ = (
@@ -84,6 +106,31 @@ __all__ = (
     "accept_cartridge_hello",
     "SeqAssigner",
     "FlowKey",
+    # per-request state
+    "BodyReceiver",
+    "RequestState",
+    "StreamState",
+    "Input",
+    "REQUEST_TRANSITIONS",
+    "STREAM_TRANSITIONS",
+    "OutgoingStream",
+    "OutState",
+    "Event",
+    "RequestOpened",
+    "StreamOpened",
+    "StreamData",
+    "StreamItem",
+    "StreamClosed",
+    "LogReceived",
+    "ProgressReceived",
+    "BodyEnded",
+    "ErrorReceived",
+    # payloads
+    "decode_scalar",
+    "scalar_payloads",
+    "sequence_fragments",
+    "split_text",
+    "SequenceAssembler",
     # errors
     "ProtocolError",
     "LocalProtocolError",

@@ -1,0 +1,114 @@
+"""Events a :class:`BodyReceiver` reports for the frames of one request or response."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ._frame import MessageId
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class RequestOpened:
+    """A REQ arrived: the request ``rid`` calls ``cap``."""
+
+    rid: MessageId
+    xid: MessageId | None
+    cap: str | None
+    payload: bytes | None = None
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class StreamOpened:
+    """A STREAM_START: a new stream with its media URN and mode."""
+
+    stream_id: str
+    media_urn: str
+    is_sequence: bool = False
+    unbounded: bool = False
+    output: str | None = None
+    meta: Mapping[str, Any] | None = None
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class StreamData:
+    """One scalar-mode chunk, decoded: a single CBOR value (bytes, text, list element...)."""
+
+    stream_id: str
+    value: Any
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class StreamItem:
+    """One whole sequence-mode item with the per-item meta of its first fragment."""
+
+    stream_id: str
+    value: Any
+    meta: Mapping[str, Any] | None = None
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class StreamClosed:
+    """A STREAM_END; ``chunk_count`` is ``None`` for unbounded streams."""
+
+    stream_id: str
+    chunk_count: int | None
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class LogReceived:
+    """A non-progress LOG."""
+
+    level: str
+    message: str
+    attribution_class: str | None = None
+    arg_urn: str | None = None
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class ProgressReceived:
+    """A progress LOG (``level == "progress"``)."""
+
+    progress: float
+    message: str = ""
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class BodyEnded:
+    """END: the request body (or the response) is complete."""
+
+    meta: Mapping[str, Any] | None = None
+
+    @property
+    def progress(self) -> float | None:
+        p = (self.meta or {}).get("progress")
+        return float(p) if p is not None else None
+
+    @property
+    def message(self) -> str | None:
+        return (self.meta or {}).get("message")
+
+
+@attrs.frozen(slots=True, kw_only=True)
+class ErrorReceived:
+    """ERR: the request failed."""
+
+    code: str
+    attribution_class: str
+    message: str
+    arg_urn: str | None = None
+
+
+Event = (
+    RequestOpened
+    | StreamOpened
+    | StreamData
+    | StreamItem
+    | StreamClosed
+    | LogReceived
+    | ProgressReceived
+    | BodyEnded
+    | ErrorReceived
+)
