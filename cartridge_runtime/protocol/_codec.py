@@ -10,6 +10,7 @@ nothing else escapes.
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -28,6 +29,8 @@ _unpack_len = struct.Struct(">I").unpack_from
 _BIG_PAYLOAD = 4096
 
 _FRAME_TYPES = {int(t): t for t in FrameType}
+_INT_KEYS = {int}
+_CBORDecoder = cbor2.CBORDecoder
 
 # (attribute, key) in wire order, after the always-written keys 0..3.
 _OPTIONAL_FIELDS: tuple[tuple[str, int], ...] = (
@@ -159,6 +162,10 @@ def map_to_frame(m: Any) -> Frame:
     """
     if not isinstance(m, dict):
         raise FrameDecodeError(f"frame body must be a CBOR map, got {type(m).__name__}")
+    if set(map(type, m)) != _INT_KEYS:
+        # Keys that are not integers are ignored (FRM-4). Filter them out first: 1.0 and True
+        # hash and compare equal to 1, so a plain lookup would read them as key 1.
+        m = {k: v for k, v in m.items() if type(k) is int}
     version = m.get(0)
     if version is None:
         raise FrameDecodeError("frame has no version (key 0)")
@@ -227,9 +234,14 @@ def decode_body(body: bytes | bytearray | memoryview) -> Frame:
     :raises FrameDecodeError: anything is wrong with it.
     """
     try:
-        m = cbor2.loads(body)
-    except (cbor2.CBORDecodeError, ValueError, TypeError, UnicodeDecodeError, OverflowError, RecursionError, IndexError, KeyError) as exc:
+        fp = io.BytesIO(body)
+        m = _CBORDecoder(fp).decode()
+        end = fp.tell()
+    except Exception as exc:  # anything cbor2 raises on hostile input is a decode error
         raise FrameDecodeError(f"frame body is not valid CBOR: {exc}") from exc
+    if end != len(body):
+        # The body must be exactly one map; cbor2.loads would silently ignore the rest.
+        raise FrameDecodeError(f"{len(body) - end} bytes of trailing data after the frame map")
     return map_to_frame(m)
 
 

@@ -29,7 +29,7 @@ class FrameDecoder:
     :param max_frame: the largest body accepted; before the handshake use the default.
     """
 
-    __slots__ = ("_buf", "_closed", "_error", "_max_frame", "_need")
+    __slots__ = ("_buf", "_closed", "_error", "_max_frame", "_need", "_scan")
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self._buf = bytearray()
@@ -37,6 +37,8 @@ class FrameDecoder:
         self._error: ProtocolError | None = None
         self._closed = False
         self._need = PREFIX_LEN
+        #: Offset in ``_buf`` of the first length prefix not yet checked against max_frame.
+        self._scan = 0
 
     @property
     def max_frame(self) -> int:
@@ -54,7 +56,13 @@ class FrameDecoder:
 
     @property
     def bytes_wanted(self) -> int:
-        """How many more bytes complete the frame in progress (at least 1 while open)."""
+        """How many more bytes complete the frame in progress (at least 1 while open).
+
+        :raises ProtocolError: the decoder already failed (e.g. an oversize prefix), so an IO
+            shell never sizes a read from a hostile prefix.
+        """
+        if self._error is not None:
+            raise self._error
         buf = self._buf
         if len(buf) < PREFIX_LEN:
             return PREFIX_LEN - len(buf)
@@ -79,7 +87,19 @@ class FrameDecoder:
             return
         if self._closed:
             raise FrameDecodeError("data fed after end of stream")
-        self._buf += data
+        buf = self._buf
+        buf += data
+        # Check each length prefix as soon as its four bytes are known, and drop an oversize
+        # frame's body at once, so a hostile prefix never makes us hold its body (FRM-9).
+        scan = self._scan
+        limit = self._max_frame
+        while scan + PREFIX_LEN <= len(buf):
+            (n,) = _unpack_len(buf, scan)
+            if n > limit:
+                del buf[scan + PREFIX_LEN :]
+                self._fail(FrameTooLargeError(f"frame length {n} exceeds max_frame {limit}"))
+            scan += PREFIX_LEN + n
+        self._scan = scan
 
     def next_frame(self) -> Frame | None:
         """The next complete frame, or ``None`` when more bytes are needed (or at clean EOF).
@@ -109,6 +129,7 @@ class FrameDecoder:
         except ProtocolError as exc:
             self._fail(exc)
         del buf[:end]
+        self._scan -= end
         return frame
 
     def frames(self) -> list[Frame]:

@@ -128,6 +128,7 @@ class _Stream:
         "assembler",
         "chunks",
         "is_sequence",
+        "item_meta",
         "pending",
         "state",
         "stream_id",
@@ -144,6 +145,7 @@ class _Stream:
         self.is_sequence = is_sequence
         self.unbounded = unbounded
         self.assembler = SequenceAssembler() if is_sequence else None
+        self.item_meta: Any = None
 
 
 class BodyReceiver:
@@ -339,6 +341,8 @@ class BodyReceiver:
         if stream.assembler is None:
             return [StreamData(stream_id=sid, value=decode_scalar(payload))]
         continuing = stream.assembler.in_item
+        if not continuing:
+            stream.item_meta = frame.meta
         items = stream.assembler.feed(payload)
         self._step(stream, Input.ITEM_INCOMPLETE if stream.assembler.in_item else Input.ITEM_COMPLETE)
         if continuing or not items:
@@ -347,7 +351,8 @@ class BodyReceiver:
             self._grant(stream, 1)
             if not items:
                 return []
-        meta: Any = frame.meta if not continuing else None
+        meta: Any = stream.item_meta
+        stream.item_meta = None
         return [StreamItem(stream_id=sid, value=v, meta=meta if i == 0 else None) for i, v in enumerate(items)]
 
     # -- credit ----------------------------------------------------------------------------

@@ -41,7 +41,7 @@ def _attribution(meta: Mapping[str, Any], frame: Frame, *, required: bool) -> No
         if required:
             raise FrameDecodeError(f"{frame.frame_type.name} meta requires 'attribution_class'")
         return
-    if v not in ATTRIBUTION_CLASSES:
+    if type(v) is not str or v not in ATTRIBUTION_CLASSES:  # type first: v may be unhashable
         raise FrameDecodeError(
             f"{frame.frame_type.name} meta attribution_class {v!r} is not one of "
             + ", ".join(sorted(ATTRIBUTION_CLASSES))
@@ -92,7 +92,7 @@ def _check_end(frame: Frame) -> None:
 def _check_policy(frame: Frame) -> None:
     meta = _meta(frame, required=True)
     word = meta.get("network")
-    if word not in POLICY_WORDS:
+    if type(word) is not str or word not in POLICY_WORDS:  # type first: word may be unhashable
         raise FrameDecodeError(
             f"POLICY network {word!r} is not one of " + ", ".join(sorted(POLICY_WORDS))
         )
