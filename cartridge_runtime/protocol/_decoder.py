@@ -66,7 +66,7 @@ class FrameDecoder:
         buf = self._buf
         if len(buf) < PREFIX_LEN:
             return PREFIX_LEN - len(buf)
-        (n,) = _unpack_len(buf, 0)
+        n: int = _unpack_len(buf, 0)[0]
         return max(1, PREFIX_LEN + n - len(buf))
 
     @property

@@ -125,8 +125,8 @@ def scalar_payloads(value: Any, max_chunk: int) -> Iterator[bytes]:
             piece = mv[pos : pos + max_chunk]
             yield b"".join((bstr_head(len(piece)), piece))
     elif isinstance(value, str):
-        for piece in split_text(value, max_chunk):
-            yield tstr_head(len(piece)) + piece
+        for text_piece in split_text(value, max_chunk):
+            yield tstr_head(len(text_piece)) + text_piece
     elif isinstance(value, list | tuple):
         for element in value:
             yield cbor2.dumps(element)
