@@ -1,0 +1,300 @@
+"""The whole cartridge manifest (fact sheet §6): model, JSON in and out.
+
+Serialization theory: the reference builds a plain dict whose keys are
+inserted in a fixed order and hands it to ``json.dumps`` with default
+settings (``", "`` / ``": "`` separators, ``ensure_ascii``). HELLO carries
+those UTF-8 bytes; the CLI prints the same object with ``indent=2``. Our
+``to_json()`` methods build the same dicts in the same order, so the same
+``json.dumps`` call reproduces the bytes exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Final
+
+import attrs
+
+from ._cap import CAP_IDENTITY, CapDef, CapGroup, identity_cap
+from ._errors import ManifestParseError
+from ._parse import as_list, as_object, fail, join, opt_text, req_text
+
+__all__ = (
+    "PoolDeclarations",
+    "Manifest",
+    "CHANNELS",
+    "POOL_ALL",
+)
+
+#: The distribution channels a manifest may name.
+CHANNELS: Final = ("release", "nightly")
+#: The reserved pool that contains every cap.
+POOL_ALL: Final = "all"
+
+
+def _pools(value: Mapping[str, Iterable[str]] | None) -> dict[str, tuple[str, ...]]:
+    return {name: tuple(members) for name, members in (value or {}).items()}
+
+
+def _capacities(value: Mapping[str, int] | None) -> dict[str, int]:
+    return dict(value or {})
+
+
+@attrs.frozen(kw_only=True)
+class PoolDeclarations:
+    """Shared pools (name to member cap URNs) and declared capacities (pool
+    name, cap URN or ``all`` to an int; 0 means unlimited)."""
+
+    pools: dict[str, tuple[str, ...]] = attrs.field(factory=dict, converter=_pools, hash=False)
+    capacities: dict[str, int] = attrs.field(factory=dict, converter=_capacities, hash=False)
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing declared (then ``pool_declarations`` is left out of the JSON)."""
+        return not self.pools and not self.capacities
+
+    def to_json(self) -> dict[str, Any]:
+        """``{["pools"], ["capacities"]}``, each written only when non-empty."""
+        result: dict[str, Any] = {}
+        if self.pools:
+            result["pools"] = {name: list(members) for name, members in self.pools.items()}
+        if self.capacities:
+            result["capacities"] = dict(self.capacities)
+        return result
+
+    @classmethod
+    def from_json(cls, data: Any, path: str = "pool_declarations") -> PoolDeclarations:
+        """Read the declarations object (shape only; see ``validate_pool_declarations``).
+
+        :raises ManifestParseError: a non-object, non-list member list, or a
+            capacity that is not a non-negative integer.
+        """
+        obj = as_object(data, path)
+        pools: dict[str, list[str]] = {}
+        raw_pools = as_object(obj.get("pools") or {}, join(path, "pools"))
+        for name, members in raw_pools.items():
+            member_path = join(join(path, "pools"), name)
+            items = as_list(members, member_path)
+            for index, item in enumerate(items):
+                if not isinstance(item, str):
+                    fail("a pool member is a cap URN string", join(member_path, index))
+            pools[name] = items
+        capacities: dict[str, int] = {}
+        raw_caps = as_object(obj.get("capacities") or {}, join(path, "capacities"))
+        for key, value in raw_caps.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                fail(
+                    f"a capacity is a non-negative integer, not {value!r}",
+                    join(join(path, "capacities"), key),
+                )
+            capacities[key] = value
+        return cls(pools=pools, capacities=capacities)
+
+
+def _groups(value: Iterable[CapGroup]) -> tuple[CapGroup, ...]:
+    return tuple(value)
+
+
+def _channel(value: str) -> str:
+    if value not in CHANNELS:
+        raise ManifestParseError(
+            f"channel must be 'release' or 'nightly', not {value!r}", field="channel"
+        )
+    return value
+
+
+@attrs.frozen(kw_only=True)
+class Manifest:
+    """A cartridge's manifest: identity ``(name, version, channel)``, where it
+    was built for (``registry_url``, ``None`` for a dev build), its cap groups
+    and optional pool declarations.
+
+    Build one with :meth:`build` (adds the identity cap, one default group),
+    or read one with :meth:`from_json`.
+    """
+
+    name: str
+    version: str
+    channel: str = attrs.field(default="release", converter=_channel)
+    registry_url: str | None = None
+    description: str
+    cap_groups: tuple[CapGroup, ...] = attrs.field(converter=_groups)
+    author: str | None = None
+    page_url: str | None = None
+    pool_declarations: PoolDeclarations = attrs.field(factory=PoolDeclarations)
+
+    DEFAULT_GROUP: ClassVar[str] = "default"
+
+    # -- building -----------------------------------------------------------------
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        name: str,
+        version: str,
+        description: str,
+        caps: Sequence[CapDef] = (),
+        channel: str = "release",
+        registry_url: str | None = None,
+        author: str | None = None,
+        page_url: str | None = None,
+        pools: Mapping[str, Iterable[str]] | None = None,
+        capacities: Mapping[str, int] | None = None,
+        adapter_urns: Iterable[str] = (),
+        group_name: str = "default",
+    ) -> Manifest:
+        """A manifest with one cap group holding ``caps``, the identity cap
+        first when ``caps`` does not already declare ``cap:effect=none``.
+
+        ``pools`` and ``capacities`` become the pool declarations; cap URNs
+        in them may be written in any spelling (validation canonicalizes).
+        """
+        cap_list = list(caps)
+        if not any(cap.urn == CAP_IDENTITY for cap in cap_list):
+            cap_list.insert(0, identity_cap())
+        return cls(
+            name=name,
+            version=version,
+            channel=channel,
+            registry_url=registry_url,
+            description=description,
+            cap_groups=(
+                CapGroup(name=group_name, caps=cap_list, adapter_urns=tuple(adapter_urns)),
+            ),
+            author=author,
+            page_url=page_url,
+            pool_declarations=PoolDeclarations(pools=pools, capacities=capacities),
+        )
+
+    # -- queries ------------------------------------------------------------------
+
+    def all_caps(self) -> list[CapDef]:
+        """Every cap of every group, in declaration order."""
+        return [cap for group in self.cap_groups for cap in group.caps]
+
+    def iter_caps(self) -> Iterator[CapDef]:
+        """Every cap of every group, lazily."""
+        for group in self.cap_groups:
+            yield from group.caps
+
+    def find_cap(self, urn_or_alias: str) -> CapDef | None:
+        """The cap named by ``urn_or_alias``: first by exact URN text, then by
+        alias, then by cap-URN equivalence (any spelling of the same cap).
+        ``None`` when nothing matches."""
+        caps = self.all_caps()
+        for cap in caps:
+            if cap.urn == urn_or_alias:
+                return cap
+        for cap in caps:
+            if urn_or_alias in cap.aliases:
+                return cap
+        from cartridge_runtime.urn import CapUrn, UrnError
+
+        try:
+            wanted = CapUrn.parse(urn_or_alias)
+        except UrnError:
+            return None
+        for cap in caps:
+            if cap.cap_urn.is_equivalent(wanted):
+                return cap
+        return None
+
+    # -- JSON ---------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """The reference's JSON object, keys in its order. ``registry_url`` is
+        always written (``null`` for dev builds)."""
+        result: dict[str, Any] = {
+            "name": self.name,
+            "version": self.version,
+            "channel": self.channel,
+            "registry_url": self.registry_url,
+            "description": self.description,
+            "cap_groups": [group.to_json() for group in self.cap_groups],
+        }
+        if self.author is not None:
+            result["author"] = self.author
+        if self.page_url is not None:
+            result["page_url"] = self.page_url
+        if not self.pool_declarations.is_empty:
+            result["pool_declarations"] = self.pool_declarations.to_json()
+        return result
+
+    def to_json_bytes(self) -> bytes:
+        """The bytes HELLO carries in ``meta.manifest`` (byte-identical to the reference)."""
+        return json.dumps(self.to_json()).encode("utf-8")
+
+    def to_pretty_json(self) -> str:
+        """The text the CLI ``manifest`` command prints (2-space indent)."""
+        return json.dumps(self.to_json(), indent=2)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, strict: bool = False) -> Manifest:
+        """Read a manifest from parsed JSON.
+
+        With ``strict=True`` the result is also validated (identity cap,
+        RULE1..RULE22, pool declarations).
+
+        :raises ManifestParseError: the object is not a manifest.
+        :raises ManifestUrnError: a cap URN does not parse.
+        :raises ManifestError: (strict) any validation failure.
+        """
+        obj = as_object(data, "")
+        if "registry_url" not in obj:
+            fail("missing required field 'registry_url' (null for dev builds)", "registry_url")
+        channel = req_text(obj, "channel", "")
+        if "cap_groups" not in obj:
+            fail("missing required field 'cap_groups'", "cap_groups")
+        groups_raw = as_list(obj["cap_groups"], "cap_groups")
+        if not groups_raw:
+            fail("a manifest declares at least one cap group", "cap_groups")
+        declarations = PoolDeclarations()
+        if obj.get("pool_declarations") is not None:
+            declarations = PoolDeclarations.from_json(obj["pool_declarations"])
+        manifest = cls(
+            name=req_text(obj, "name", ""),
+            version=req_text(obj, "version", ""),
+            channel=channel,
+            registry_url=opt_text(obj, "registry_url", ""),
+            description=req_text(obj, "description", ""),
+            cap_groups=[
+                CapGroup.from_json(item, join("cap_groups", index))
+                for index, item in enumerate(groups_raw)
+            ],
+            author=opt_text(obj, "author", ""),
+            page_url=opt_text(obj, "page_url", ""),
+            pool_declarations=declarations,
+        )
+        if strict:
+            from ._validate import validate_manifest
+
+            validate_manifest(manifest)
+        return manifest
+
+    @classmethod
+    def from_json(
+        cls, data: bytes | bytearray | memoryview | str, *, strict: bool = False
+    ) -> Manifest:
+        """Read a manifest from JSON text or UTF-8 bytes (e.g. HELLO's
+        ``meta.manifest``). ``strict=True`` also validates it.
+
+        :raises ManifestParseError: bad UTF-8, bad JSON, or not a manifest.
+        :raises ManifestError: (strict) any validation failure.
+        """
+        try:
+            text = bytes(data).decode("utf-8") if not isinstance(data, str) else data
+            parsed = json.loads(text)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise ManifestParseError(f"manifest is not valid JSON: {exc}") from exc
+        return cls.from_dict(parsed, strict=strict)
+
+    def validate(self) -> None:
+        """Validate this manifest (see :func:`validate_manifest`).
+
+        :raises ManifestError: the first problem found.
+        """
+        from ._validate import validate_manifest
+
+        validate_manifest(self)
