@@ -1,0 +1,185 @@
+"""Checks of flow control, heartbeat and cancel, all driven through the identity cap with
+its input left open (identity echoes whatever it is given, so it keeps a request running for
+as long as the kit wants)."""
+
+from __future__ import annotations
+
+import math
+
+import cbor2
+
+from ..protocol import (
+    IDENTITY_CAP,
+    Frame,
+    FrameType,
+    Limits,
+    MessageId,
+    frames as build,
+)
+from ._context import CheckContext, Conn, meta_of
+from ._model import CheckFailed, CheckSkipped, check
+from ._session import TargetGone, WaitTimeout
+
+
+def _open_identity(conn: Conn, rid: MessageId, data: bytes = b"still running") -> None:
+    """REQ + STREAM_START + one CHUNK of an identity request; the body stays open."""
+    conn.exchange(IDENTITY_CAP, [cbor2.dumps(data)], rid=rid, finish=False, until_terminal=False)
+
+
+def _finish_identity(conn: Conn, rid: MessageId, sent: int = 1) -> object:
+    return conn.exchange(IDENTITY_CAP, [], rid=rid, send_req=False, first_index=sent)
+
+
+@check("FLW-12", "HEARTBEAT answered at once, also while a request runs", rules=("FLW-12", "HSK-22"), ck="CK-26")
+def heartbeat_during_request(ctx: CheckContext) -> str:
+    conn = ctx.shared()
+    rid = MessageId.new()
+    _open_identity(conn, rid)
+    for hid in (MessageId.new(), MessageId(42)):
+        reply = conn.heartbeat(hid, seconds=min(5.0, ctx.remaining()))
+        if reply is None:
+            raise CheckFailed(f"no HEARTBEAT reply (id {hid}) while a request was open")
+    ex = _finish_identity(conn, rid)
+    if ex.terminal is not None and ex.terminal.frame_type is FrameType.ERR:  # type: ignore[attr-defined]
+        raise CheckFailed(f"the open request failed after the heartbeat: {ex.describe()}")  # type: ignore[attr-defined]
+    return "UUID and integer heartbeats answered with the same id before the request ended"
+
+
+@check("FLW-13", "Heartbeat reply: seq 0, no routing id, counters and pools", rules=("FLW-13",), ck="CK-26")
+def heartbeat_reply_shape(ctx: CheckContext) -> str:
+    conn = ctx.shared()
+    reply = conn.heartbeat(MessageId.new(), seconds=min(5.0, ctx.remaining()))
+    if reply is None:
+        raise CheckSkipped("no heartbeat reply to inspect (FLW-12 reports the silence)")
+    meta = meta_of(reply)
+    problems = []
+    if reply.seq != 0:
+        problems.append(f"seq {reply.seq}")
+    if reply.routing_id is not None:
+        problems.append(f"routing id {reply.routing_id}")
+    for name in ("drops_total", "stragglers_total", "overruns_total"):
+        if type(meta.get(name)) is not int:
+            problems.append(f"{name} {meta.get(name)!r}")
+    if not isinstance(meta.get("pools"), bytes):
+        problems.append("no pools byte string")
+    if problems:
+        raise CheckFailed("reply has " + ", ".join(problems))
+    return "seq 0, no routing id, three counters, pools"
+
+
+@check("FLW-2", "CHUNKs never beyond the credit window", rules=("FLW-1", "FLW-2"), ck="CK-27")
+def credit_respected(ctx: CheckContext) -> str:
+    conn = ctx.ready(Limits(max_chunk=1000, initial_credit=2))
+    data = bytes(range(256)) * 24  # 6144 bytes, at least 7 response chunks
+    payloads = [cbor2.dumps(data[i : i + 600]) for i in range(0, len(data), 600)]
+    ex = conn.exchange(IDENTITY_CAP, payloads, respond="slow", quiet=0.15)
+    if ex.credit_overruns:
+        raise CheckFailed(ex.credit_overruns[0])
+    if not ex.ok or ex.output != data:
+        raise CheckFailed(f"echo under a window of 2 with slow grants: {ex.describe()}")
+    return f"window 2, {ex.response_grants} slow single grants: never exceeded"
+
+
+def _many(ctx: CheckContext, window: int, n: int) -> tuple[object, int]:
+    conn = ctx.ready(Limits(max_chunk=1000, initial_credit=window))
+    data = bytes(range(256)) * 16
+    payloads = [cbor2.dumps(data[i % 16 * 200 : i % 16 * 200 + 200]) for i in range(n)]
+    ex = conn.exchange(IDENTITY_CAP, payloads)
+    return ex, n
+
+
+@check("FLW-4", "Input credit returned in time, never more than received", rules=("FLW-4", "FLW-5"), ck="CK-28")
+def credit_returned(ctx: CheckContext) -> str:
+    ex, n = _many(ctx, 4, 24)
+    grants = ex.input_grants  # type: ignore[attr-defined]
+    if not ex.ok:  # type: ignore[attr-defined]
+        raise CheckFailed(f"24 chunks under a window of 4: {ex.describe()}")  # type: ignore[attr-defined]
+    if sum(grants) > n:
+        raise CheckFailed(f"granted {sum(grants)} credits for {n} chunks")
+    return f"24 chunks, window 4: {len(grants)} grants totalling {sum(grants)}"
+
+
+@check("FLW-6", "Credit grants batched at max(1, window/2)", "SHOULD", rules=("FLW-6",), ck="CK-28")
+def credit_batched(ctx: CheckContext) -> str:
+    window, n = 8, 32
+    ex, _ = _many(ctx, window, n)
+    grants: list[int] = ex.input_grants  # type: ignore[attr-defined]
+    batch = max(1, window // 2)
+    if not ex.ok:  # type: ignore[attr-defined]
+        raise CheckSkipped(f"the request failed ({ex.describe()}); see FLW-4")  # type: ignore[attr-defined]
+    limit = 2 * math.ceil(n / batch)
+    if len(grants) > limit or any(g > batch * 2 for g in grants):
+        raise CheckFailed(f"{len(grants)} grants {grants[:12]} for {n} chunks (batches of {batch} expected)")
+    return f"{n} chunks, window {window}: grants {grants}"
+
+
+@check("FLW-7", "Credit violation ends the request with ERR", rules=("FLW-7", "ERR-6"), ck="CK-29")
+def credit_violation(ctx: CheckContext) -> str:
+    conn = ctx.ready(Limits(initial_credit=2))
+    n = 16
+    payloads = [cbor2.dumps(bytes([i]) * 64) for i in range(n)]
+    ex = conn.exchange(IDENTITY_CAP, payloads, obey_credit=False)
+    t = ex.terminal
+    assert t is not None
+    if t.frame_type is FrameType.ERR:
+        meta = meta_of(t)
+        msg = str(meta.get("message", ""))
+        if "CREDIT_VIOLATION" not in msg and meta.get("code") != "CREDIT_VIOLATION":
+            raise CheckFailed(f"ERR {meta.get('code')!r} {msg[:60]!r} does not name CREDIT_VIOLATION")
+        conn.identity()
+        return f"ERR {meta.get('code')} ({msg[:50]}...); still serving"
+    granted = 2 + sum(ex.input_grants)
+    if granted < n:
+        raise CheckFailed(f"{n} chunks accepted with only {granted} credits granted (want ERR CREDIT_VIOLATION)")
+    return "the cartridge granted enough credit in time; echo correct"
+
+
+CANCEL_CASES: tuple[tuple[dict[str, str], str, str, str], ...] = (
+    ({}, "CANCELLED", "internal", "Request cancelled"),
+    ({"code": "CANCELLED", "attribution_class": "user", "message": "Cancelled by user"}, "CANCELLED", "user", "Cancelled by user"),
+    ({"code": "ABORTED", "attribution_class": "resource", "message": "disk gone"}, "ABORTED", "resource", "disk gone"),
+)
+
+
+def _cancel_and_wait(conn: Conn, ctx: CheckContext, rid: MessageId, **meta: object) -> Frame:
+    conn.send(build.cancel(rid, **meta))  # type: ignore[arg-type]
+    try:
+        return conn.session.expect(lambda f: f.id == rid and f.frame_type.is_terminal, ctx.deadline)
+    except (WaitTimeout, TargetGone) as exc:
+        raise CheckFailed(f"no terminal after CANCEL ({exc})") from None
+
+
+@check("FLW-18", "CANCEL honoured with the reason's ERR", rules=("FLW-16", "FLW-18"), ck="CK-30")
+def cancel_honoured(ctx: CheckContext) -> str:
+    conn = ctx.shared()
+    for meta, code, cls, text in CANCEL_CASES:
+        rid = MessageId.new()
+        _open_identity(conn, rid)
+        t = _cancel_and_wait(conn, ctx, rid, **meta)
+        got = meta_of(t)
+        label = meta.get("code", "no reason")
+        if t.frame_type is not FrameType.ERR:
+            raise CheckFailed(f"cancel ({label}): the request ended with END")
+        if got.get("code") != code or got.get("attribution_class") != cls:
+            raise CheckFailed(
+                f"cancel ({label}): ERR {got.get('code')!r}/{got.get('attribution_class')!r} (want {code}/{cls})"
+            )
+        if text not in str(got.get("message", "")):
+            raise CheckFailed(f"cancel ({label}): message {got.get('message')!r} lacks {text!r}")
+    return "no reason, CANCELLED/user and ABORTED/resource: one ERR each with code, class and message"
+
+
+@check("FLW-19", "Repeated or unknown CANCEL and force_kill produce nothing", rules=("FLW-19", "FLW-20"), ck="CK-30")
+def cancel_quiet(ctx: CheckContext) -> str:
+    conn = ctx.ready()
+    rid = MessageId.new()
+    _open_identity(conn, rid)
+    _cancel_and_wait(conn, ctx, rid, force_kill=True)
+    conn.send(build.cancel(rid), build.cancel(MessageId.new()), build.cancel(MessageId.new(), force_kill=True))
+    extra = [f for f in conn.session.drain(0.3) if f.frame_type is not FrameType.CREDIT]
+    if extra:
+        raise CheckFailed(f"repeated/unknown CANCEL answered with {[f.frame_type.name for f in extra]}")
+    if not conn.session.alive():
+        raise CheckFailed("the process ended after a force_kill CANCEL")
+    conn.identity()
+    return "second and unknown cancels silent; force_kill did not end the process"

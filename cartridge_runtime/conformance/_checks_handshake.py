@@ -1,0 +1,269 @@
+"""Checks of the handshake: HELLO, limits, manifest, pools, identity, POLICY, CLI manifest."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import subprocess
+from typing import Any
+
+from ..protocol import (
+    ZERO_ID,
+    Frame,
+    FrameType,
+    Limits,
+    MessageId,
+    frames as build,
+)
+from ._context import CheckContext, meta_of
+from ._model import CheckFailed, CheckSkipped, check
+from ._session import TargetGone, WaitTimeout
+
+LIMIT_NAMES = ("max_frame", "max_chunk", "max_reorder_buffer", "initial_credit")
+
+#: Limits offered by HSK-5: each well below the protocol defaults.
+SMALL_LIMITS = Limits(max_frame=200_000, max_chunk=1000, max_reorder_buffer=16, initial_credit=4)
+
+
+def target_hello(ctx: CheckContext) -> Frame:
+    """The cartridge's HELLO to a default host HELLO (one process per run, cached)."""
+    if ctx.run.hello is None:
+        try:
+            ctx.shared()
+        except CheckFailed:
+            if ctx.run.hello is None:
+                raise
+    assert ctx.run.hello is not None
+    return ctx.run.hello
+
+
+@check("HSK-2", "HELLO is the cartridge's first frame", ck="CK-01")
+def hello_first(ctx: CheckContext) -> str:
+    target_hello(ctx)  # the handshake fails when the first frame is anything else
+    return "the first frame read was HELLO"
+
+
+@check("HSK-3", "Cartridge HELLO is well-formed", rules=("HSK-3", "FRM-4", "FRM-5"), ck="CK-02")
+def hello_well_formed(ctx: CheckContext) -> str:
+    f = target_hello(ctx)
+    problems = []
+    if f.id != ZERO_ID:
+        problems.append(f"id {f.id} (want 0)")
+    if f.seq != 0:
+        problems.append(f"seq {f.seq} (want 0)")
+    meta = meta_of(f)
+    for name in LIMIT_NAMES:
+        v = meta.get(name)
+        if type(v) is not int or v <= 0:
+            problems.append(f"{name} {v!r} (want a positive integer)")
+    for name in ("manifest", "pools"):
+        if not isinstance(meta.get(name), bytes):
+            problems.append(f"{name} is {type(meta.get(name)).__name__} (want a byte string)")
+    if "version" not in meta:
+        problems.append("no version")
+    if problems:
+        raise CheckFailed("; ".join(problems))
+    return "id 0, seq 0, four positive limits, manifest and pools byte strings"
+
+
+@check("HSK-4", "HELLO meta version is 6", ck="CK-04")
+def hello_version(ctx: CheckContext) -> str:
+    v = meta_of(target_hello(ctx)).get("version")
+    if type(v) is not int or v != 6:
+        raise CheckFailed(f"version {v!r} (want 6)")
+    return "version 6"
+
+
+@check("HSK-5", "Limits negotiated to the minimum", ck="CK-03")
+def limits_negotiated(ctx: CheckContext) -> str:
+    own = meta_of(target_hello(ctx))  # its answer to the defaults = its own maxima
+    conn = ctx.conn()
+    reply = meta_of(conn.handshake(SMALL_LIMITS))
+    wrong = []
+    for name in LIMIT_NAMES:
+        offered = getattr(SMALL_LIMITS, name)
+        base = own.get(name)
+        want = min(offered, base) if type(base) is int and base > 0 else offered
+        if reply.get(name) != want:
+            wrong.append(f"{name} {reply.get(name)!r} (want min({offered}, {base}) = {want})")
+    if wrong:
+        raise CheckFailed("; ".join(wrong))
+    return "offered max_chunk 1000, max_frame 200000, reorder 16, credit 4: all echoed as the minimum"
+
+
+@check(
+    "HSK-8",
+    "Manifest present and valid",
+    rules=("HSK-8", "MAN-3", "MAN-4", "MAN-5", "MAN-6", "MAN-7", "MAN-8", "MAN-9"),
+    ck="CK-05",
+)
+def manifest_valid(ctx: CheckContext) -> str:
+    try:
+        from ..manifest import Manifest, ManifestError, validate_manifest
+    except ImportError as exc:  # pragma: no cover - the package is part of the project
+        raise CheckSkipped(f"cartridge_runtime.manifest unavailable: {exc}") from None
+    raw = meta_of(target_hello(ctx)).get("manifest")
+    if not isinstance(raw, bytes):
+        raise CheckFailed(f"manifest is {type(raw).__name__}, not a byte string")
+    try:
+        manifest = Manifest.from_json(raw)
+        validate_manifest(manifest)
+    except ManifestError as exc:
+        raise CheckFailed(f"{type(exc).__name__}: {exc}") from None
+    caps = manifest.all_caps()
+    return f"{manifest.name} {manifest.version}: {len(caps)} cap(s), all rules pass, identity present"
+
+
+def _pools_problems(raw: Any) -> list[str]:
+    if not isinstance(raw, bytes):
+        return [f"pools is {type(raw).__name__}, not a byte string"]
+    try:
+        pools = json.loads(raw)
+    except ValueError as exc:
+        return [f"pools is not JSON: {exc}"]
+    if not isinstance(pools, dict):
+        return ["pools is not a JSON object"]
+    problems = []
+    if "all" not in pools:
+        problems.append("no 'all' entry")
+    for name, entry in pools.items():
+        if not isinstance(entry, dict):
+            problems.append(f"{name}: not an object")
+            continue
+        for field in ("declared", "configured", "active", "queued"):
+            if type(entry.get(field)) is not int:
+                problems.append(f"{name}.{field} = {entry.get(field)!r} (want an integer)")
+        if "caps" in entry and not (
+            isinstance(entry["caps"], list) and all(isinstance(c, str) for c in entry["caps"])
+        ):
+            problems.append(f"{name}.caps is not a list of cap URNs")
+    return problems
+
+
+@check("HSK-9", "HELLO pools present and well-formed", rules=("HSK-9", "HSK-23"), ck="CK-06")
+def pools_present(ctx: CheckContext) -> str:
+    raw = meta_of(target_hello(ctx)).get("pools")
+    problems = _pools_problems(raw)
+    if problems:
+        raise CheckFailed("; ".join(problems[:4]))
+    return f"{len(json.loads(raw))} pool entries including 'all'"
+
+
+@check("HSK-6", "Invalid host HELLO: nothing written, non-zero exit", rules=("HSK-6", "HSK-4"), ck="CK-07")
+def bad_host_hello(ctx: CheckContext) -> str:
+    variants: dict[str, dict[str, Any]] = {
+        "version 5": {**Limits().to_meta(), "version": 5},
+        "no initial_credit": {
+            k: v for k, v in {**Limits().to_meta(), "version": 6}.items() if k != "initial_credit"
+        },
+    }
+    def attempt(label: str, meta: dict[str, Any]) -> str | None:
+        s = ctx.spawn()
+        s.send(Frame(frame_type=FrameType.HELLO, id=ZERO_ID, meta=meta))
+        rc = s.wait_exit(ctx.deadline)
+        written = [r.frame.frame_type.name for r in s.snapshot()]
+        if written:
+            return f"HELLO with {label}: the cartridge wrote {written}"
+        if rc is None:
+            return f"HELLO with {label}: the cartridge is still running"
+        if rc == 0:
+            return f"HELLO with {label}: exit status 0"
+        return None
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(variants)) as pool:
+        problems = [p for p in pool.map(lambda kv: attempt(*kv), variants.items()) if p]
+    if problems:
+        raise CheckFailed("; ".join(problems))
+    return "version 5 and a missing limit: silent, non-zero exit"
+
+
+@check("HSK-14", "Identity echo correct", rules=("HSK-14", "HSK-16"), ck="CK-08")
+def identity_echo(ctx: CheckContext) -> str:
+    ctx.shared().identity()
+    return "32-byte random nonce echoed"
+
+
+@check("REQ-16", "Identity echo correct when the nonce chunk is split", rules=("REQ-16", "HSK-14"), ck="CK-09")
+def identity_split(ctx: CheckContext) -> str:
+    conn = ctx.shared()
+    for at in (1, 16, 31):
+        try:
+            conn.identity(split_at=at)
+        except CheckFailed as exc:
+            raise CheckFailed(f"nonce split at byte {at}: {exc.detail}") from None
+    return "nonce split at bytes 1, 16 and 31: echoed whole"
+
+
+@check("HSK-19", "POLICY accepted silently", ck="CK-10")
+def policy_accepted(ctx: CheckContext) -> str:
+    conn = ctx.ready(policy=False)
+    for word in ("offline", "no_telemetry", "full"):
+        conn.send(build.policy(word))
+    extra = conn.session.drain(0.3)
+    if extra:
+        raise CheckFailed(f"POLICY was answered with {[f.frame_type.name for f in extra]}")
+    conn.identity()
+    return "three POLICY frames: no answer, requests still served"
+
+
+@check("HSK-20", "REQ before POLICY refused", ck="CK-11")
+def req_before_policy(ctx: CheckContext) -> str:
+    conn = ctx.ready(policy=False)
+    ex = conn.exchange(PROBE_CAP, [b"\x41x"], xid=MessageId(5))
+    t = ex.terminal
+    if t is None or t.frame_type is not FrameType.ERR:
+        raise CheckFailed(f"REQ before POLICY got {ex.describe()} (want ERR PROTOCOL_VIOLATION)")
+    meta = meta_of(t)
+    if meta.get("code") != "PROTOCOL_VIOLATION":
+        raise CheckFailed(f"ERR code {meta.get('code')!r} (want PROTOCOL_VIOLATION)")
+    conn.identity()
+    return "ERR PROTOCOL_VIOLATION, then still serving"
+
+
+#: A cap no cartridge handles (a unique tag makes accidental dispatch impossible).
+PROBE_CAP = "cap:in=media:;conformance-probe=unhandled-7f3a;out=media:"
+
+
+@check("HSK-11", "HELLO after the handshake refused, service continues", rules=("HSK-11", "ERR-7"), ck="CK-34")
+def late_hello(ctx: CheckContext) -> str:
+    conn = ctx.ready()
+    conn.send(build.hello(Limits()))
+    try:
+        f = conn.session.expect(lambda f: f.id == ZERO_ID, ctx.deadline)
+    except (WaitTimeout, TargetGone) as exc:
+        raise CheckFailed(f"no ERR for the late HELLO ({exc})") from None
+    meta = meta_of(f)
+    if f.frame_type is not FrameType.ERR or meta.get("code") != "PROTOCOL_ERROR":
+        raise CheckFailed(f"late HELLO answered with {f.frame_type.name} {meta.get('code')!r} (want ERR PROTOCOL_ERROR)")
+    conn.identity()
+    return "ERR PROTOCOL_ERROR id 0, then still serving"
+
+
+@check("CLI-2", "CLI `manifest` equals the HELLO manifest", rules=("CLI-2", "MAN-2"), ck="CK-37")
+def cli_manifest(ctx: CheckContext) -> str:
+    raw = meta_of(target_hello(ctx)).get("manifest")
+    try:
+        hello_manifest = json.loads(raw) if isinstance(raw, bytes) else None
+    except ValueError:
+        hello_manifest = None
+    if hello_manifest is None:
+        raise CheckSkipped("the HELLO manifest is not JSON (see HSK-8)")
+    try:
+        proc = subprocess.run(
+            [*ctx.argv, "manifest"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=max(1.0, ctx.remaining()),
+        )
+    except subprocess.TimeoutExpired:
+        raise CheckFailed("`manifest` did not finish in time") from None
+    if proc.returncode != 0:
+        raise CheckFailed(f"`manifest` exited {proc.returncode}")
+    try:
+        printed = json.loads(proc.stdout)
+    except ValueError as exc:
+        raise CheckFailed(f"`manifest` output is not JSON: {exc}") from None
+    if printed != hello_manifest:
+        diff = sorted(k for k in set(printed) | set(hello_manifest) if printed.get(k) != hello_manifest.get(k))
+        raise CheckFailed(f"CLI manifest differs from HELLO's in {diff}")
+    return "same JSON object"

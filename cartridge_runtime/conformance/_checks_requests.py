@@ -1,0 +1,200 @@
+"""Checks of requests and responses: dispatch errors, the baseline traffic the frame audit
+judges, size limits, sequences and bad checksums, plus the audit-backed checks."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import cbor2
+
+from ..protocol import (
+    IDENTITY_CAP,
+    Frame,
+    FrameType,
+    Limits,
+    MessageId,
+    frames as build,
+)
+from ._checks_handshake import PROBE_CAP
+from ._context import CheckContext, meta_of
+from ._model import CheckFailed, CheckSkipped, check
+
+#: Limits of the baseline sessions: small chunks and windows so that a few KiB exercise
+#: multi-chunk streams and credit.
+BASELINE_LIMITS = Limits(max_chunk=1000, initial_credit=8)
+SMALL_FRAME_LIMITS = Limits(max_frame=4096, max_chunk=1000, initial_credit=8)
+
+
+def _blob(n: int) -> bytes:
+    return bytes(range(256)) * (n // 256) + bytes(range(n % 256))
+
+
+def _chunks(data: bytes, size: int) -> list[bytes]:
+    return [cbor2.dumps(data[i : i + size]) for i in range(0, len(data), size)]
+
+
+def run_baseline(ctx: CheckContext) -> str:
+    """Ordinary traffic for the frame audit: multi-chunk echoes with UUID, integer and no
+    routing ids, a sequence input, NO_HANDLER, a heartbeat, and a small max_frame."""
+    conn = ctx.ready(BASELINE_LIMITS)
+    data = _blob(5000)
+    notes = []
+    for xid in (None, MessageId.new(), MessageId(7)):
+        ex = conn.exchange(IDENTITY_CAP, _chunks(data, 700), xid=xid)
+        if not ex.ok or ex.output != data:
+            notes.append(f"echo with xid {xid}: {ex.describe()}")
+    conn.exchange(PROBE_CAP, [cbor2.dumps(b"x")], xid=MessageId(8))
+    conn.heartbeat(seconds=2.0)
+    # a sequence stream whose middle item spans several fragments
+    items = [b"a", _blob(2500), "text item", [1, 2, 3]]
+    frags: list[bytes] = []
+    for item in items:
+        enc = cbor2.dumps(item)
+        frags += [enc[i : i + 900] for i in range(0, len(enc), 900)]
+    ex = conn.exchange(IDENTITY_CAP, frags, is_sequence=True, xid=MessageId(9))
+    if any(f.is_sequence for f in ex.starts.values()):
+        ctx.run.seen.add("sequence-output")
+    conn2 = ctx.ready(SMALL_FRAME_LIMITS)
+    ex = conn2.exchange(IDENTITY_CAP, _chunks(data, 900))
+    if not ex.ok or ex.output != data:
+        notes.append(f"echo under max_frame 4096: {ex.describe()}")
+    return "; ".join(notes) or "baseline traffic complete"
+
+
+@check("REQ-4", "NO_HANDLER for an unknown cap", ck="CK-12")
+def no_handler(ctx: CheckContext) -> str:
+    conn = ctx.shared()
+    ex = conn.exchange(PROBE_CAP, [cbor2.dumps(b"payload")], xid=MessageId(3))
+    t = ex.terminal
+    meta = meta_of(t) if t is not None else {}
+    if t is None or t.frame_type is not FrameType.ERR or meta.get("code") != "NO_HANDLER":
+        raise CheckFailed(f"unknown cap got {ex.describe()} (want ERR NO_HANDLER)")
+    if meta.get("attribution_class") != "environment":
+        raise CheckFailed(f"NO_HANDLER class {meta.get('attribution_class')!r} (want environment)")
+    conn.identity()
+    return "ERR NO_HANDLER / environment; body frames ignored; still serving"
+
+
+@check("REQ-2", "REQ without cap / with a payload refused", rules=("REQ-2", "REQ-3"), ck="CK-13")
+def invalid_req(ctx: CheckContext) -> str:
+    conn = ctx.shared()
+    cases: list[tuple[str, Frame, str]] = []
+    rid = MessageId.new()
+    cases.append(("REQ without key 10", Frame(frame_type=FrameType.REQ, id=rid, payload=b""), "INVALID_REQUEST"))
+    rid2 = MessageId.new()
+    cases.append(("REQ with a payload", build.req(rid2, IDENTITY_CAP).replace(payload=b"\x01"), "PROTOCOL_ERROR"))
+    for label, frame, code in cases:
+        conn.send(frame)
+        try:
+            t = conn.session.expect(lambda f, r=frame.id: f.id == r and f.frame_type.is_terminal, ctx.deadline)
+        except Exception as exc:  # noqa: BLE001
+            raise CheckFailed(f"{label}: no ERR ({exc})") from None
+        got = meta_of(t).get("code")
+        if t.frame_type is not FrameType.ERR or got != code:
+            raise CheckFailed(f"{label}: got {t.frame_type.name} {got!r} (want ERR {code})")
+    conn.identity()
+    return "ERR INVALID_REQUEST and ERR PROTOCOL_ERROR; still serving"
+
+
+@check("FRM-16", "Chunks fit max_frame when max_frame < max_chunk", "SHOULD", ck="CK-19")
+def chunk_fits_frame(ctx: CheckContext) -> str:
+    ctx.audit_skip.add("TYP-5")  # a seq gap after a refused write is this check's finding
+    conn = ctx.ready(Limits(max_frame=2048, initial_credit=8))
+    data = _blob(6000)
+    ex = conn.exchange(IDENTITY_CAP, _chunks(data, 500))
+    if not ex.ok:
+        defect = None
+        if "too large" in str(meta_of(ex.terminal or Frame(frame_type=FrameType.END, id=ex.rid)).get("message", "")).lower():
+            defect = "capdag 1.524.58 keeps max_chunk above max_frame: the write fails (Frame too large) and leaves a seq gap"
+        raise CheckFailed(f"echo under max_frame 2048: {ex.describe()}", known_defect=defect)
+    if ex.output != data:
+        raise CheckFailed("echo under max_frame 2048 differs from the input")
+    return "6000-byte echo under max_frame 2048 succeeded"
+
+
+@check("REQ-12", "Bad checksum ends the request with ERR; process keeps serving", rules=("REQ-12", "ERR-6"), ck="CK-31")
+def bad_checksum(ctx: CheckContext) -> str:
+    conn = ctx.shared()
+    rid = MessageId.new()
+    good = build.chunk(rid, "arg-0", 0, cbor2.dumps(b"corrupted in transit"))
+    conn.send(
+        build.req(rid, IDENTITY_CAP),
+        build.stream_start(rid, "arg-0", "media:"),
+        good.replace(checksum=(good.checksum or 0) ^ 0x5A5A),
+        build.stream_end(rid, "arg-0", 1),
+        build.end(rid, response=False),
+    )
+    try:
+        t = conn.session.expect(lambda f: f.id == rid and f.frame_type.is_terminal, ctx.deadline, on_other=_grant(conn, rid))
+    except Exception as exc:  # noqa: BLE001
+        raise CheckFailed(f"no terminal for a request with a bad checksum ({exc})") from None
+    if t.frame_type is not FrameType.ERR:
+        raise CheckFailed("a CHUNK with a wrong checksum was accepted (END)")
+    conn.identity()
+    return f"ERR {meta_of(t).get('code')!r} ({str(meta_of(t).get('message', ''))[:40]}...); still serving"
+
+
+def _grant(conn: object, rid: MessageId) -> Callable[[Frame], None]:
+    def grant(f: Frame) -> None:
+        if f.id == rid and f.frame_type is FrameType.CHUNK and f.stream_id:
+            conn.send(build.credit(rid, 1, "response", stream_id=f.stream_id))  # type: ignore[attr-defined]
+
+    return grant
+
+
+# -- checks judged by the frame audit --------------------------------------------------------
+
+
+def _audit_check(rule: str, *, need: str | None = None, none_ok: str = "") -> Callable[[CheckContext], str]:
+    def run(ctx: CheckContext) -> str:
+        findings = ctx.run.findings.get(rule, [])
+        if findings:
+            more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
+            raise CheckFailed(findings[0] + more, known_defect=ctx.run.known_defect(rule, findings))
+        if need and need not in ctx.run.seen:
+            raise CheckSkipped(none_ok)
+        return f"no violation in {ctx.run.audited_sessions} audited sessions"
+
+    return run
+
+
+_AUDITED = (
+    ("TYP-5", "seq per flow from 0, gap-free", "MUST", ("TYP-5",), "CK-14"),
+    ("TYP-6", "Non-flow frames carry seq 0", "MUST", ("TYP-6",), "CK-14"),
+    ("REQ-5", "Routing id copied onto every response frame", "MUST", ("REQ-5",), "CK-15"),
+    ("REQ-11", "Correct checksum on every CHUNK", "MUST", ("REQ-11",), "CK-16"),
+    ("REQ-9", "chunk_index contiguous from 0", "MUST", ("REQ-9",), "CK-17"),
+    ("REQ-10", "chunk_count equals the CHUNKs sent", "MUST", ("REQ-10", "FLW-11"), "CK-18"),
+    ("REQ-8", "CHUNK and STREAM_END only on open streams", "MUST", ("REQ-8", "REQ-7"), "CK-17"),
+    ("FRM-15", "At most max_chunk data bytes per CHUNK", "MUST", ("FRM-15",), "CK-19"),
+    ("FRM-14", "No frame larger than max_frame", "MUST", ("FRM-14",), "CK-19"),
+    ("REQ-14", "Every scalar chunk payload is one CBOR item", "MUST", ("REQ-14", "REQ-19"), "CK-20"),
+    ("REQ-17", "Sequence fragments reassemble into items", "MUST", ("REQ-17", "REQ-18"), "CK-21"),
+    ("REQ-29", "END meta: exit_code 0, float progress, eof", "MUST", ("REQ-29",), "CK-22"),
+    ("REQ-26", "No END while a stream is open", "MUST", ("REQ-26",), "CK-22"),
+    ("REQ-30", "ERR meta: non-empty code and message", "MUST", ("REQ-30",), "CK-23"),
+    ("ERR-1", "attribution_class is one of the five words", "MUST", ("ERR-1",), "CK-23"),
+    ("REQ-31", "arg_urn absent or non-empty", "MUST", ("REQ-31",), "CK-23"),
+    ("REQ-33", "Non-progress LOG meta", "MUST", ("REQ-33",), "CK-24"),
+    ("REQ-34", "Progress LOG meta", "MUST", ("REQ-34",), "CK-24"),
+    ("TYP-7", "Nothing of a flow after its END or ERR", "MUST", ("TYP-7", "REQ-27"), "CK-25"),
+    ("FLW-3", "CREDIT frame layout and credit_dir", "MUST", ("FLW-3",), "CK-28"),
+    ("TYP-11", "Cartridge never sends RELAY_*, POLICY or a second HELLO", "MUST", ("TYP-11",), ""),
+    ("FRM-2", "Every frame written decodes", "MUST", ("FRM-2", "FRM-4", "TYP-1"), ""),
+)
+
+_NEEDS = {
+    "REQ-17": ("sequence-output", "no sequence output stream seen (the identity echo answered in scalar mode)"),
+    "REQ-33": ("log", "the target wrote no LOG in any scenario"),
+    "REQ-34": ("progress-log", "the target wrote no progress LOG in any scenario"),
+}
+
+for _id, _title, _level, _rules, _ck in _AUDITED:
+    _need, _why = _NEEDS.get(_id, (None, ""))
+    check(_id, _title, _level, rules=_rules, ck=_ck, audit=True)(_audit_check(_id, need=_need, none_ok=_why))
+
+
+def nonce() -> bytes:
+    """A fresh random payload."""
+    return os.urandom(32)

@@ -1,0 +1,124 @@
+"""Checks of what a cartridge does with bad or unexpected input, and of its exit."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import struct
+import time
+
+import cbor2
+
+from ..protocol import ZERO_ID, Frame, FrameType, Limits, encode_body
+from ._context import CheckContext
+from ._model import CheckFailed, CheckSkipped, check
+from ._session import TargetGone, WaitTimeout
+
+SILENT_EXIT_0 = "capdag 1.524.58 prints 'Read error' and exits 0 on malformed input, sending no ERR"
+
+
+def _prefixed(body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + body
+
+
+MALFORMED: dict[str, bytes] = {
+    "bad CBOR body": _prefixed(b"\xff\xfe\xfd"),
+    "text at top level": _prefixed(cbor2.dumps("not a map")),
+    "map without key 2": _prefixed(cbor2.dumps({0: 6, 1: 7, 3: 0})),
+    "frame type 2": _prefixed(cbor2.dumps({0: 6, 1: 2, 2: 0, 3: 0})),
+}
+
+
+def _exit_after(ctx: CheckContext, label: str, data: bytes, limits: Limits = Limits()) -> tuple[int | None, bool, str]:
+    """Fresh process, setup, write ``data``; (exit status or None, ERR id 0 seen, stderr)."""
+    conn = ctx.ready(limits)
+    conn.session.write(data)
+    saw_err = False
+    deadline = min(ctx.deadline, time.monotonic() + 10.0)
+    try:
+        while True:
+            f = conn.session.recv(deadline)
+            if f.frame_type is FrameType.ERR and f.id == ZERO_ID:
+                saw_err = True
+    except (WaitTimeout, TargetGone):
+        pass
+    rc = conn.session.wait_exit(deadline)
+    return rc, saw_err, conn.session.stderr_text
+
+
+def _judge(label: str, rc: int | None, stderr: str) -> None:
+    if rc is None:
+        raise CheckFailed(f"{label}: still running (no exit)")
+    if rc == 0:
+        raise CheckFailed(
+            f"{label}: silent exit 0",
+            known_defect=SILENT_EXIT_0 if "Read error" in stderr else None,
+        )
+
+
+def _parallel(ctx: CheckContext, cases: dict[str, bytes]) -> dict[str, tuple[int | None, bool, str]]:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(cases)) as pool:
+        futs = {label: pool.submit(_exit_after, ctx, label, data) for label, data in cases.items()}
+        return {label: f.result() for label, f in futs.items()}
+
+
+@check("FRM-20", "Malformed frame: diagnostic and non-zero exit", rules=("FRM-20", "FRM-2", "FRM-4", "TYP-1"), ck="CK-32")
+def malformed_frame(ctx: CheckContext) -> str:
+    for label, (rc, _err, stderr) in _parallel(ctx, MALFORMED).items():
+        _judge(label, rc, stderr)
+    return "bad CBOR, text top level, missing id, type 2: all non-zero exits"
+
+
+@check("FRM-21", "ERR PROTOCOL_ERROR id 0 before exiting on malformed input", "SHOULD", rules=("FRM-21",), ck="CK-32")
+def malformed_err(ctx: CheckContext) -> str:
+    rc, saw_err, stderr = _exit_after(ctx, "bad CBOR body", MALFORMED["bad CBOR body"])
+    if not saw_err:
+        raise CheckFailed(
+            f"no ERR id 0 before exit (status {rc})",
+            known_defect=SILENT_EXIT_0 if rc == 0 and "Read error" in stderr else None,
+        )
+    return f"ERR id 0, then exit {rc}"
+
+
+@check("FRM-12", "Oversize length prefix refused without reading the body", rules=("FRM-12", "FRM-20"), ck="CK-33")
+def oversize_prefix(ctx: CheckContext) -> str:
+    limits = Limits(max_frame=65536)
+    rc, _err, stderr = _exit_after(ctx, "prefix 65537", struct.pack(">I", 65537) + b"\xa0" * 16, limits)
+    _judge("length prefix 65537 over max_frame 65536", rc, stderr)
+    return f"exit {rc} without waiting for the body"
+
+
+@check("TYP-10", "RELAY_NOTIFY / RELAY_STATE to a cartridge are fatal", ck="CK-35")
+def relay_frames(ctx: CheckContext) -> str:
+    cases = {
+        "RELAY_NOTIFY": _prefixed(
+            encode_body(Frame(frame_type=FrameType.RELAY_NOTIFY, id=ZERO_ID, meta={"manifest": b"{}"}))
+        ),
+        "RELAY_STATE": _prefixed(encode_body(Frame(frame_type=FrameType.RELAY_STATE, id=ZERO_ID, payload=b"state"))),
+    }
+    results = _parallel(ctx, cases)
+    for label, (rc, saw_err, stderr) in results.items():
+        if saw_err:
+            continue
+        _judge(label, rc, stderr)
+    return ", ".join(f"{k}: {'ERR' if v[1] else f'exit {v[0]}'}" for k, v in results.items())
+
+
+@check("FRM-23", "stdin EOF ends the process promptly with status 0", ck="CK-36")
+def stdin_eof(ctx: CheckContext) -> str:
+    for after_request in (False, True):
+        conn = ctx.ready()
+        if after_request:
+            conn.identity()
+        conn.session.close_stdin()
+        rc = conn.session.wait_exit(min(ctx.deadline, time.monotonic() + 5.0))
+        when = "after a request" if after_request else "after setup"
+        if rc is None:
+            raise CheckFailed(f"EOF {when}: still running 5 s later")
+        if rc != 0:
+            raise CheckFailed(f"EOF {when}: exit status {rc}")
+    return "exit 0 after setup and after a request"
+
+
+@check("ERR-4", "Typed handler errors keep code, class and arg_urn", ck="CK-38")
+def typed_error(ctx: CheckContext) -> str:
+    raise CheckSkipped("needs a cap known to raise a typed error; the kit cannot tell one from the manifest")

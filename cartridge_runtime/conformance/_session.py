@@ -1,0 +1,286 @@
+"""The kit's own transport: one target process driven through raw frames.
+
+Deliberately independent of the runtime and the engine: the kit must be able to write
+anything (malformed bodies, lying length prefixes, frames out of order), so it writes bytes
+and reads frames with nothing in between but the sans-IO codec. Two daemon threads drain the
+target's stdout (split into frames as they arrive) and stderr; every wait takes a deadline
+so a silent or hung target fails the check it is in instead of hanging the kit.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from ..protocol import (
+    HARD_FRAME_CAP,
+    PREFIX_LEN,
+    Frame,
+    FrameType,
+    MessageId,
+    ProtocolError,
+    decode_body,
+    encode_frame,
+)
+
+__all__ = ("Received", "Session", "TargetGone", "WaitTimeout", "target_command")
+
+
+class WaitTimeout(Exception):
+    """A wait for the target ran past its deadline."""
+
+
+class TargetGone(Exception):
+    """The target closed its stdout (or wrote something undecodable) during a wait."""
+
+
+def target_command(target: str | os.PathLike[str] | Sequence[str]) -> list[str]:
+    """The argv that runs ``target``: a ``.py`` script runs under this interpreter,
+    anything else is executed directly; a sequence is taken as a ready argv."""
+    if isinstance(target, (list, tuple)):
+        return [str(part) for part in target]
+    path = str(target)
+    if path.endswith(".py"):
+        return [sys.executable, path]
+    return [path]
+
+
+@attrs.frozen(kw_only=True)
+class Received:
+    """One frame read from the target, with the body size as it arrived."""
+
+    frame: Frame
+    body_len: int
+    index: int
+
+
+_EOF = object()
+
+
+class Session:
+    """One running target process plus everything it wrote.
+
+    ``received`` keeps every frame in arrival order (the audit reads it); ``inbox`` is the
+    queue checks consume. ``decode_error`` is set when the target wrote bytes that do not
+    decode as a frame (the audit reports it; waits then see the stream as ended).
+    """
+
+    def __init__(self, argv: Sequence[str], *, args: Sequence[str] = (), label: str = "") -> None:
+        self.argv = [*argv, *args]
+        self.label = label
+        self.received: list[Received] = []
+        self.sent: list[Frame] = []
+        self.sent_bytes = 0
+        self.decode_error: str | None = None
+        self.stdout_eof = False
+        self._inbox: queue.Queue[object] = queue.Queue()
+        self._stderr = bytearray()
+        self._lock = threading.Lock()
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+            env=env,
+        )
+        self._out_thread = threading.Thread(target=self._read_stdout, daemon=True)
+        self._err_thread = threading.Thread(target=self._read_stderr, daemon=True)
+        self._out_thread.start()
+        self._err_thread.start()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        buf = bytearray()
+        stream = self.proc.stdout
+        try:
+            while True:
+                data = stream.read(65536)
+                if not data:
+                    break
+                buf += data
+                while len(buf) >= PREFIX_LEN:
+                    size = int.from_bytes(buf[:PREFIX_LEN], "big")
+                    if size > HARD_FRAME_CAP:
+                        self._fail(f"length prefix {size} above the 16 MiB hard cap")
+                        return
+                    if len(buf) < PREFIX_LEN + size:
+                        break
+                    body = bytes(buf[PREFIX_LEN : PREFIX_LEN + size])
+                    del buf[: PREFIX_LEN + size]
+                    try:
+                        frame = decode_body(body)
+                    except ProtocolError as exc:
+                        self._fail(f"undecodable frame from the target: {exc}")
+                        return
+                    with self._lock:
+                        rec = Received(frame=frame, body_len=size, index=len(self.received))
+                        self.received.append(rec)
+                    self._inbox.put(rec)
+            if buf:
+                self._fail(f"stdout ended inside a frame ({len(buf)} stray bytes)")
+                return
+        except (OSError, ValueError):
+            pass
+        self.stdout_eof = True
+        self._inbox.put(_EOF)
+
+    def _fail(self, message: str) -> None:
+        self.decode_error = message
+        self.stdout_eof = True
+        self._inbox.put(_EOF)
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        try:
+            while True:
+                data = self.proc.stderr.read(65536)
+                if not data:
+                    return
+                with self._lock:
+                    self._stderr += data
+                    if len(self._stderr) > 65536:
+                        del self._stderr[:-32768]
+        except (OSError, ValueError):
+            return
+
+    @property
+    def stderr_text(self) -> str:
+        """The tail of what the target wrote to stderr."""
+        with self._lock:
+            return self._stderr.decode("utf-8", "replace")
+
+    def recv(self, deadline: float) -> Frame:
+        """The next frame, waiting until ``deadline`` (a ``time.monotonic()`` value).
+
+        :raises WaitTimeout: nothing arrived in time.
+        :raises TargetGone: the target's stdout ended (or became undecodable).
+        """
+        timeout = deadline - time.monotonic()
+        try:
+            item = self._inbox.get(timeout=max(0.0, timeout)) if timeout > 0 else self._inbox.get_nowait()
+        except queue.Empty:
+            raise WaitTimeout("no frame from the target in time") from None
+        if item is _EOF:
+            self._inbox.put(_EOF)  # later waits see the end too
+            raise TargetGone(self.decode_error or "the target closed its stdout")
+        assert isinstance(item, Received)
+        return item.frame
+
+    def expect(
+        self,
+        match: Callable[[Frame], bool],
+        deadline: float,
+        *,
+        on_other: Callable[[Frame], None] | None = None,
+    ) -> Frame:
+        """Read until a frame satisfies ``match``; other frames go to ``on_other``."""
+        while True:
+            frame = self.recv(deadline)
+            if match(frame):
+                return frame
+            if on_other is not None:
+                on_other(frame)
+
+    def drain(self, quiet: float) -> list[Frame]:
+        """Frames that arrive until the target has been quiet for ``quiet`` seconds."""
+        out: list[Frame] = []
+        while True:
+            try:
+                out.append(self.recv(time.monotonic() + quiet))
+            except (WaitTimeout, TargetGone):
+                return out
+
+    # -- writing -------------------------------------------------------------------------
+
+    def send(self, *frames: Frame) -> None:
+        """Encode and write frames (no size limit: the kit may send what it likes)."""
+        data = b"".join(encode_frame(f, HARD_FRAME_CAP) for f in frames)
+        self.sent.extend(frames)
+        self.write(data)
+
+    def write(self, data: bytes) -> None:
+        """Write raw bytes; a closed pipe is ignored (the target may have exited)."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+            self.sent_bytes += len(data)
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+
+    def close_stdin(self) -> None:
+        """Send EOF on the target's stdin."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    def wait_exit(self, deadline: float) -> int | None:
+        """The exit status, or None when the process is still running at ``deadline``."""
+        try:
+            return self.proc.wait(timeout=max(0.01, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return None
+
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """End the process (idempotent) and release the pipes."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - the kernel did not reap it
+            pass
+        for pipe in (self.proc.stdin,):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+        self._out_thread.join(timeout=2)
+        self._err_thread.join(timeout=2)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+
+    def frames_of(self, rid: MessageId) -> list[Frame]:
+        """Every frame received so far whose id is ``rid``."""
+        with self._lock:
+            return [r.frame for r in self.received if r.frame.id == rid]
+
+    def snapshot(self) -> list[Received]:
+        """A copy of everything received so far."""
+        with self._lock:
+            return list(self.received)
+
+
+def is_response_to(rid: MessageId) -> Callable[[Frame], bool]:
+    """Predicate: a flow frame answering request ``rid``."""
+    return lambda f: f.id == rid and f.frame_type.is_flow
+
+
+FLOW_TERMINALS = (FrameType.END, FrameType.ERR)

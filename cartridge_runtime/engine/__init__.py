@@ -1,0 +1,58 @@
+"""The engine: launch cartridges of any language as subprocesses, route calls to them by cap
+URN, stream data both ways under credit flow control, watch their health and survive their
+crashes.
+
+Example::
+
+    async with Engine() as engine:
+        engine.add_cartridge("cartridges/interop.py")
+        async with engine.call("cap:in=media:;op=echo;out=media:", [("media:", b"hi")]) as response:
+            async for event in response:
+                ...
+        result = await engine.call_bytes(cap, [("media:", b"hi")])
+"""
+
+from __future__ import annotations
+
+from ._call import Inputs, InputValue, Response
+from ._config import EngineConfig
+from ._engine import CartridgeStatus, Engine, EngineStats
+from ._errors import CallError, CartridgeDied, EngineClosed, EngineError, NoRoute, SpawnFailed
+from ._events import (
+    CallEvent,
+    Item,
+    Log,
+    OutputData,
+    OutputEnded,
+    OutputItem,
+    OutputResult,
+    OutputStarted,
+    Progress,
+    Result,
+)
+
+__all__ = (
+    "Engine",
+    "EngineConfig",
+    "Response",
+    "Result",
+    "OutputResult",
+    "Inputs",
+    "InputValue",
+    "Item",
+    "CallEvent",
+    "OutputStarted",
+    "OutputData",
+    "OutputItem",
+    "OutputEnded",
+    "Progress",
+    "Log",
+    "CartridgeStatus",
+    "EngineStats",
+    "EngineError",
+    "CallError",
+    "CartridgeDied",
+    "SpawnFailed",
+    "NoRoute",
+    "EngineClosed",
+)

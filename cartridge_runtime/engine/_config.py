@@ -1,0 +1,42 @@
+"""Engine configuration: timeouts, health probes, policy, limits, shutdown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from ..protocol import DEFAULT_LIMITS, Limits, NetworkPolicy
+
+
+@attrs.frozen(kw_only=True)
+class EngineConfig:
+    """Knobs of an :class:`Engine`. Every field has a working default.
+
+    :ivar step_timeout: seconds allowed for each start-up step (spawn, HELLO, identity, POLICY).
+    :ivar heartbeat_interval: seconds between health probes of a running cartridge (``None``: off).
+    :ivar heartbeat_timeout: seconds a probe may wait for its reply before the cartridge is
+        marked unhealthy (it is never killed for that).
+    :ivar policy: the network policy sent to every cartridge after its identity check.
+    :ivar limits: the limits offered in HELLO (each cartridge negotiates the minimum).
+    :ivar shutdown_grace: seconds a cartridge gets to exit after its stdin closes, before a kill.
+    :ivar cancel_grace: seconds ``cancel(force_kill=True)`` waits for the cartridge's ERR before
+        it kills the process.
+    :ivar spawn_retry_after: seconds after a failed start-up before a call may try again;
+        ``None`` means never (until :meth:`Engine.restart`).
+    :ivar stderr_tail_chars: how much of each cartridge's stderr is kept in memory.
+    :ivar log_dir: directory for the per-cartridge stderr logs; ``None`` = a private temp dir.
+    :ivar read_size: bytes asked for per read of a cartridge's stdout.
+    """
+
+    step_timeout: float = 10.0
+    heartbeat_interval: float | None = 30.0
+    heartbeat_timeout: float = 10.0
+    policy: NetworkPolicy = attrs.field(default=NetworkPolicy.OFFLINE, converter=NetworkPolicy)
+    limits: Limits = DEFAULT_LIMITS
+    shutdown_grace: float = 2.0
+    cancel_grace: float = 1.0
+    spawn_retry_after: float | None = None
+    stderr_tail_chars: int = 2000
+    log_dir: Path | None = None
+    read_size: int = 1 << 18

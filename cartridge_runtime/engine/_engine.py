@@ -1,0 +1,474 @@
+"""The engine: cartridges by name, routing by cap URN, calls, peer calls, health, shutdown.
+
+Routing
+-------
+Every cartridge contributes its caps in the order it was added (its manifest's caps once it
+has started, ``known_caps`` before that). A call's cap is resolved with the runtime's own
+dispatch (:func:`cartridge_runtime.urn.select_handler`) over that list with duplicates
+removed: an exact string match first, then the best dispatchable cap (refinements first, then
+the smallest specificity distance). **Ties go to the cartridge added first**; a cap text that
+several cartridges declare belongs to the first of them. When nothing matches and some
+cartridges have not told their caps yet (no ``known_caps`` and never started), they are
+started, in the order added, until one matches.
+
+Ids
+---
+Every request the engine sends a cartridge (its own calls and forwarded peer calls) gets a
+fresh UUID request id and a small unsigned-integer routing id (xid 1, 2, 3... per process).
+The cartridge copies the xid back; routing is by request id, the xid is checked and a missing
+one counted as a protocol error.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import attrs
+
+from ..protocol import ErrorCode, Frame
+from ..urn import select_handler
+from ._call import CallState, Inputs, Response, normalize_inputs
+from ._config import EngineConfig
+from ._conn import Connection, Counters, command_for, describe_returncode
+from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
+from ._events import Result
+from ._peer import PeerLink, run_peer_link
+
+
+@attrs.frozen(kw_only=True)
+class CartridgeStatus:
+    """A snapshot of one cartridge, as :meth:`Engine.status` reports it.
+
+    ``state`` is ``stopped`` (never started or exited cleanly), ``starting``, ``running``,
+    ``failed`` (its start-up failed; see ``last_error``) or ``dead`` (it died; the next call
+    respawns it).
+    """
+
+    name: str
+    command: tuple[str, ...]
+    state: str
+    pid: int | None
+    healthy: bool
+    caps: tuple[str, ...]
+    in_flight: int
+    queued: int
+    starts: int
+    last_error: str | None
+    returncode: int | None
+    stderr_tail: str
+    log_path: str
+    last_heartbeat: float | None
+    remote_stats: Mapping[str, Any]
+    pools: Mapping[str, Mapping[str, int]]
+
+
+@attrs.frozen(kw_only=True)
+class EngineStats:
+    """Protocol statistics over all cartridges of an engine.
+
+    :ivar drops: frames dropped (sent to a dead cartridge, unexpected types, full queues).
+    :ivar stragglers: frames of a flow that had already ended.
+    :ivar no_route: frames whose request id nobody knows, and calls/peer calls with no cartridge.
+    :ivar protocol_errors: protocol violations seen (bad frames, missing xid, bad responses).
+    :ivar heartbeat_misses: health probes that got no reply in time.
+    :ivar respawns: cartridges started again after a death.
+    :ivar late_credits: CREDIT frames that arrived after their request ended (harmless).
+    """
+
+    drops: int
+    stragglers: int
+    no_route: int
+    protocol_errors: int
+    heartbeat_misses: int
+    respawns: int
+    late_credits: int
+
+
+class _Slot:
+    """One added cartridge: its command and its current process (if any)."""
+
+    def __init__(self, name: str, command: list[str], env: Mapping[str, str] | None,
+                 known_caps: Sequence[str] | None, eager: bool) -> None:
+        self.name = name
+        self.command = command
+        self.env = env
+        self.known_caps: list[str] | None = list(known_caps) if known_caps is not None else None
+        self.eager = eager
+        self.conn: Connection | None = None
+        self.failure: SpawnFailed | None = None
+        self.failed_at = 0.0
+        self.starts = 0
+        self.lock = anyio.Lock()
+
+    @property
+    def caps(self) -> list[str] | None:
+        if self.conn is not None and self.conn.manifest is not None:
+            return self.conn.caps
+        return self.known_caps
+
+
+class Engine:
+    """Starts cartridges, routes calls to them, and keeps them healthy. Use as::
+
+        async with Engine() as engine:
+            engine.add_cartridge("cartridges/interop.py")
+            result = await engine.call_bytes("cap:...", [("media:", b"hi")])
+
+    :param config: an :class:`EngineConfig`; keyword arguments override its fields.
+    """
+
+    def __init__(self, config: EngineConfig | None = None, **overrides: Any) -> None:
+        config = config or EngineConfig()
+        self.config = attrs.evolve(config, **overrides) if overrides else config
+        self._slots: dict[str, _Slot] = {}
+        self._counters = Counters()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._closed = False
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._log_dir: Path | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Engine:
+        if self.config.log_dir is not None:
+            self._log_dir = Path(self.config.log_dir)
+            self._log_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self._tmp = tempfile.TemporaryDirectory(prefix="cartridge-engine-")
+            self._log_dir = Path(self._tmp.name)
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        for slot in self._slots.values():
+            if slot.eager:
+                self._tg.start_soon(self._start_quietly, slot)
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        await self.aclose()
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        try:
+            return await self._tg.__aexit__(*exc_info)
+        finally:
+            self._tg = None
+
+    async def aclose(self) -> None:
+        """Shut every cartridge down (stdin closed, grace period, then kill)."""
+        if self._closed:
+            return
+        self._closed = True
+        conns = [s.conn for s in self._slots.values() if s.conn is not None]
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for conn in conns:
+                    tg.start_soon(conn.close, self.config.shutdown_grace)
+
+    # -- cartridges ------------------------------------------------------------------------
+
+    def add_cartridge(
+        self,
+        target: str | os.PathLike[str] | Sequence[str],
+        *,
+        known_caps: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        eager: bool = False,
+        name: str | None = None,
+    ) -> str:
+        """Register a cartridge; returns its name (unique within the engine).
+
+        :param target: a ``.py`` script (run with this interpreter), an executable, or a
+            command list.
+        :param known_caps: its cap URNs, so calls route to it before it ever started.
+        :param env: the process environment (default: inherit).
+        :param eager: start it as soon as the engine runs instead of at the first call.
+        """
+        command = command_for(target)
+        if name is None:
+            base = command[-1] if isinstance(target, str | os.PathLike) else command[0]
+            name = Path(base).stem or "cartridge"
+        unique, n = name, 2
+        while unique in self._slots:
+            unique, n = f"{name}#{n}", n + 1
+        slot = _Slot(unique, command, env, known_caps, eager)
+        self._slots[unique] = slot
+        if eager and self._tg is not None:
+            self._tg.start_soon(self._start_quietly, slot)
+        return unique
+
+    async def start(self, name: str) -> None:
+        """Start a cartridge now (no-op when running).
+
+        :raises SpawnFailed: its start-up failed.
+        """
+        await self._ensure_started(self._slot(name))
+
+    async def restart(self, name: str) -> None:
+        """Forget a start-up failure and (re)start the cartridge, stopping it first if running."""
+        slot = self._slot(name)
+        slot.failure = None
+        if slot.conn is not None and slot.conn.state in ("ready", "starting"):
+            await slot.conn.close(self.config.shutdown_grace)
+        await self._ensure_started(slot)
+
+    async def stop(self, name: str) -> None:
+        """Shut one cartridge down (a later call starts it again)."""
+        slot = self._slot(name)
+        if slot.conn is not None:
+            await slot.conn.close(self.config.shutdown_grace)
+
+    def kill(self, name: str) -> None:
+        """Kill a cartridge's process at once (for tests and operators)."""
+        slot = self._slot(name)
+        if slot.conn is not None:
+            slot.conn.kill("killed by the engine operator")
+
+    def manifest(self, name: str) -> Any:
+        """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, or ``None``."""
+        conn = self._slot(name).conn
+        return conn.manifest if conn is not None else None
+
+    async def probe(self, name: str) -> bool:
+        """Send one health probe now; returns whether the cartridge answered in time."""
+        conn = await self._ensure_started(self._slot(name))
+        return await conn.probe()
+
+    def _slot(self, name: str) -> _Slot:
+        try:
+            return self._slots[name]
+        except KeyError:
+            raise EngineError(f"no cartridge named {name!r}; known: {', '.join(self._slots) or 'none'}") from None
+
+    async def _start_quietly(self, slot: _Slot) -> None:
+        try:
+            await self._ensure_started(slot)
+        except CallError:
+            pass
+
+    async def _ensure_started(self, slot: _Slot) -> Connection:
+        if self._closed or self._tg is None:
+            raise EngineClosed()
+        conn = slot.conn
+        if conn is not None and conn.state == "ready":
+            return conn
+        async with slot.lock:
+            conn = slot.conn
+            if conn is not None and conn.state == "ready":
+                return conn
+            if conn is not None and conn.state in ("starting", "closing"):
+                await conn.dead.wait() if conn.state == "closing" else await conn.started.wait()
+                if conn.state == "ready":
+                    return conn
+            if slot.failure is not None:
+                retry = self.config.spawn_retry_after
+                if retry is None or anyio.current_time() - slot.failed_at < retry:
+                    raise slot.failure
+                slot.failure = None
+            if self._closed:
+                raise EngineClosed()
+            assert self._log_dir is not None
+            slot.starts += 1
+            if slot.starts > 1:
+                self._counters.respawns += 1
+            conn = Connection(
+                name=slot.name,
+                command=slot.command,
+                env=slot.env,
+                config=self.config,
+                counters=self._counters,
+                log_path=self._log_dir / f"{slot.name}.stderr.log",
+                on_peer_request=self._on_peer_request,
+                on_dead=lambda c: None,
+            )
+            slot.conn = conn
+            assert self._tg is not None
+            self._tg.start_soon(conn.run)
+            await conn.started.wait()
+            if conn.state != "ready":
+                failure = conn.startup_error or SpawnFailed(
+                    f"cartridge {slot.name} stopped during start-up", step="spawn", stderr_tail=conn.stderr_tail
+                )
+                slot.failure = failure
+                slot.failed_at = anyio.current_time()
+                raise failure
+            return conn
+
+    # -- routing ---------------------------------------------------------------------------
+
+    def _table(self) -> tuple[list[str], list[tuple[_Slot, str]]]:
+        texts: list[str] = []
+        owners: list[tuple[_Slot, str]] = []
+        seen: set[str] = set()
+        for slot in self._slots.values():
+            for cap in slot.caps or ():
+                if cap not in seen:
+                    seen.add(cap)
+                    texts.append(cap)
+                    owners.append((slot, cap))
+        return texts, owners
+
+    def _lookup(self, cap: str) -> tuple[_Slot, str] | None:
+        texts, owners = self._table()
+        index = select_handler(texts, cap)
+        return owners[index] if index is not None else None
+
+    async def _route(self, cap: str) -> tuple[_Slot, str]:
+        """The cartridge (and its handler cap) that serves ``cap``; may start cartridges whose
+        caps are still unknown.
+
+        :raises NoRoute: nobody provides it.
+        :raises SpawnFailed: nobody else provides it and a cartridge that might failed to start.
+        """
+        hit = self._lookup(cap)
+        if hit is not None:
+            return hit
+        failures: list[SpawnFailed] = []
+        for slot in list(self._slots.values()):
+            if slot.caps is None:
+                try:
+                    await self._ensure_started(slot)
+                except SpawnFailed as exc:
+                    failures.append(exc)
+                    continue
+                hit = self._lookup(cap)
+                if hit is not None:
+                    return hit
+        self._counters.no_route += 1
+        if failures and len(self._slots) == len(failures):
+            raise failures[0]
+        known = ", ".join(self._slots) or "none"
+        message = f"no cartridge handles cap: {cap} (cartridges: {known})"
+        if failures:
+            message += "; failed to start: " + "; ".join(f.message.splitlines()[0] for f in failures)
+        raise NoRoute(message)
+
+    def route(self, cap: str) -> str | None:
+        """The name of the cartridge a call to ``cap`` would go to now (``None``: unknown yet)."""
+        hit = self._lookup(cap)
+        return hit[0].name if hit is not None else None
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def call(self, cap: str, inputs: Inputs | None = None) -> _CallContext:
+        """Call ``cap`` with ``inputs`` (``[(media_urn, value), ...]`` or a mapping).
+
+        A value is ``bytes``/``bytearray``/``memoryview``, ``str`` (sent as text), a
+        :class:`pathlib.Path` (the file's bytes), an async iterable of ``bytes``, or a
+        list/tuple of items (a sequence stream; wrap an item in :class:`Item` to give it meta).
+        Use as ``async with engine.call(cap, inputs) as response:``; leaving the block before
+        the response ended cancels the call.
+
+        :raises NoRoute: no cartridge provides ``cap`` (raised on entering the block).
+        :raises SpawnFailed: the chosen cartridge cannot start.
+        :raises TypeError: malformed ``inputs``.
+        """
+        return _CallContext(self, cap, normalize_inputs(inputs))
+
+    async def call_bytes(self, cap: str, inputs: Inputs | None = None) -> Result:
+        """Call ``cap`` and collect the whole response.
+
+        :raises CallError: the call failed (or could not be routed or started).
+        """
+        async with self.call(cap, inputs) as response:
+            return await response.collect()
+
+    async def _open(self, cap: str, inputs: list[tuple[str, Any]]) -> CallState:
+        if self._closed:
+            raise EngineClosed()
+        slot, handler = await self._route(cap)
+        conn = await self._ensure_started(slot)
+        chain = await conn.gate.acquire(handler)
+        if conn.state != "ready":
+            conn.gate.release(chain)
+            # It died while we waited in line: one fresh attempt on a new process.
+            conn = await self._ensure_started(slot)
+            chain = await conn.gate.acquire(handler)
+            if conn.state != "ready":
+                conn.gate.release(chain)
+                raise conn.death or CallError(ErrorCode.CARTRIDGE_DIED, "environment", f"cartridge {slot.name} died")
+        state = CallState(conn, cap=cap, handler_cap=handler, inputs=inputs, chain=chain,
+                          cancel_grace=self.config.cancel_grace)
+        state.start()
+        return state
+
+    def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
+        link = PeerLink(self, origin, frame)
+        if self._tg is None or self._closed:
+            link._error_to_origin(EngineClosed())
+            return
+        self._tg.start_soon(run_peer_link, link)
+
+    # -- reports ---------------------------------------------------------------------------
+
+    def status(self) -> list[CartridgeStatus]:
+        """One snapshot per cartridge, in the order they were added."""
+        out = []
+        for slot in self._slots.values():
+            conn = slot.conn
+            if conn is None:
+                state = "failed" if slot.failure else "stopped"
+            elif conn.state == "ready" or conn.state == "closing":
+                state = "running"
+            elif conn.state == "starting":
+                state = "starting"
+            elif conn.state == "failed":
+                state = "failed"
+            else:
+                state = "dead" if conn.returncode not in (0, None) or conn.death and "died" in conn.death.message else "stopped"
+            last_error = None
+            if slot.failure is not None:
+                last_error = slot.failure.message
+            elif conn is not None and conn.death is not None:
+                last_error = conn.death.message
+            out.append(CartridgeStatus(
+                name=slot.name,
+                command=tuple(slot.command),
+                state=state,
+                pid=conn.pid if conn is not None and state in ("running", "starting") else None,
+                healthy=conn.healthy if conn is not None and state == "running" else state != "failed",
+                caps=tuple(slot.caps or ()),
+                in_flight=len(conn.calls) if conn is not None else 0,
+                queued=conn.gate.queued if conn is not None else 0,
+                starts=slot.starts,
+                last_error=last_error,
+                returncode=conn.returncode if conn is not None else None,
+                stderr_tail=conn.stderr_tail if conn is not None else "",
+                log_path=str(conn.log_path) if conn is not None else "",
+                last_heartbeat=conn.last_heartbeat if conn is not None else None,
+                remote_stats=dict(conn.remote_stats) if conn is not None else {},
+                pools=conn.gate.snapshot() if conn is not None else {},
+            ))
+        return out
+
+    def stats(self) -> EngineStats:
+        """Protocol counters over every cartridge since the engine started."""
+        c = self._counters
+        return EngineStats(drops=c.drops, stragglers=c.stragglers, no_route=c.no_route,
+                           protocol_errors=c.protocol_errors, heartbeat_misses=c.heartbeat_misses,
+                           respawns=c.respawns, late_credits=c.late_credits)
+
+
+class _CallContext:
+    """``async with engine.call(...) as response`` (internal)."""
+
+    def __init__(self, engine: Engine, cap: str, inputs: list[tuple[str, Any]]) -> None:
+        self._engine = engine
+        self._cap = cap
+        self._inputs = inputs
+        self._state: CallState | None = None
+
+    async def __aenter__(self) -> Response:
+        self._state = await self._engine._open(self._cap, self._inputs)
+        return Response(self._state)
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        if self._state is not None:
+            self._state.abandon()
+
+
+__all__ = ("CartridgeStatus", "Engine", "EngineStats", "describe_returncode")

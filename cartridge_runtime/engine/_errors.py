@@ -1,0 +1,103 @@
+"""Errors the engine raises.
+
+Every failure a caller can see is a :class:`CallError` carrying the same four fields as an ERR
+frame (code, attribution class, message, arg_urn), whether it came from a cartridge's ERR or
+was made by the engine itself (a cartridge that died, failed to start, or no route). The root
+:class:`EngineError` derives from the protocol core's :class:`ProtocolError`, so one ``except``
+catches everything the project raises for protocol reasons.
+"""
+
+from __future__ import annotations
+
+from ..protocol import AttributionClass, ErrorCode, ProtocolError
+
+
+class EngineError(ProtocolError):
+    """Root of the engine's errors (misuse of the engine API included)."""
+
+
+class CallError(EngineError):
+    """A call failed: an ERR from the cartridge, or a failure the engine attributes to it.
+
+    :ivar code: the ERR code (``HANDLER_ERROR``, ``CANCELLED``, ``CARTRIDGE_DIED``...).
+    :ivar attribution_class: ``input``, ``user``, ``resource``, ``environment`` or ``internal``.
+    :ivar message: the human-readable reason.
+    :ivar arg_urn: the argument the error is attributed to, or ``None``.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        attribution_class: str,
+        message: str,
+        arg_urn: str | None = None,
+    ) -> None:
+        super().__init__(message, code=str(code), attribution_class=str(attribution_class), arg_urn=arg_urn)
+
+    @property
+    def retryable(self) -> bool:
+        """Whether a retry can help (``input`` and ``user`` failures are permanent)."""
+        return self.attribution_class not in (AttributionClass.INPUT, AttributionClass.USER)
+
+    def one_line(self) -> str:
+        """``CODE (class): message`` on one line, as the CLI prints it."""
+        first = self.message.splitlines()[0] if self.message else ""
+        return f"{self.code} ({self.attribution_class}): {first}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code!r}, {self.attribution_class!r}, {self.message!r}, {self.arg_urn!r})"
+
+
+class CartridgeDied(CallError):
+    """The cartridge process ended (or was killed) while the call was pending.
+
+    The message names the exit status or signal and ends with the cartridge's stderr tail.
+
+    :ivar returncode: the process exit status (negative: killed by that signal), if known.
+    :ivar stderr_tail: the last lines the cartridge wrote to stderr.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        returncode: int | None = None,
+        stderr_tail: str = "",
+        code: str = ErrorCode.CARTRIDGE_DIED,
+    ) -> None:
+        super().__init__(code, AttributionClass.ENVIRONMENT, message)
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+
+
+class SpawnFailed(CallError):
+    """A cartridge could not be started: spawn, HELLO, identity check, manifest or POLICY failed.
+
+    Raised again, immediately, by every later call routed to that cartridge until
+    :meth:`Engine.restart` (or the configured retry delay passes).
+
+    :ivar step: the start-up step that failed (``spawn``, ``hello``, ``identity``, ``manifest``,
+        ``policy``).
+    :ivar rule: for a manifest failure, the rule broken (``RULE3``...), else ``None``.
+    :ivar stderr_tail: the last lines the cartridge wrote to stderr.
+    """
+
+    def __init__(self, message: str, *, step: str, rule: str | None = None, stderr_tail: str = "") -> None:
+        super().__init__(ErrorCode.SPAWN_FAILED, AttributionClass.ENVIRONMENT, message)
+        self.step = step
+        self.rule = rule
+        self.stderr_tail = stderr_tail
+
+
+class NoRoute(CallError):
+    """No cartridge provides the requested cap."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.NO_HANDLER, AttributionClass.ENVIRONMENT, message)
+
+
+class EngineClosed(CallError):
+    """The engine shut down while the call was pending (or was used after shutdown)."""
+
+    def __init__(self, message: str = "the engine is shut down") -> None:
+        super().__init__(ErrorCode.CARTRIDGE_RETIRED, AttributionClass.ENVIRONMENT, message)

@@ -1,0 +1,133 @@
+"""The cartridge runtime: write a cartridge as one Python file.
+
+::
+
+    from cartridge_runtime.manifest import CapDef, Manifest
+    from cartridge_runtime.runtime import CartridgeRuntime, DryContext, Op, WetContext
+
+    class Echo(Op):
+        async def perform(self, dry: DryContext, wet: WetContext) -> None:
+            req = wet.request
+            out = req.output()
+            async for stream in req.take_input():
+                async for chunk in stream:          # bytes, incrementally, credit-paced
+                    await out.write(chunk)
+
+    runtime = CartridgeRuntime(Manifest.build(name="demo", version="1.0.0", description="demo",
+                                              caps=[CapDef.simple(ECHO, "Echo", aliases="echo")]))
+    runtime.register_op(ECHO, Echo)
+    if __name__ == "__main__":
+        runtime.run()        # no argv: CBOR frames on stdio; any argv: CLI mode
+
+Embedding and tests: ``await runtime.serve(receive, send)`` over any anyio byte streams returns
+the exit status (0 EOF, 1 handshake failure or relay frame, 65 corrupt byte stream, 137 forced
+cancel). :mod:`cartridge_runtime.testing` drives it in-process.
+
+Handler API: :class:`Op` (``async def perform(dry, wet)``, or a plain ``def`` that runs in a
+worker thread with blocking proxies), :class:`DryContext`, :class:`WetContext` (``wet.request``),
+:class:`Request` (``take_input()``, ``output()``, ``output_for(urn)``, ``peer()``, ``network``),
+:class:`InputPackage` / :class:`InputStream`, :class:`OutputStream`, peer calls
+(:class:`PeerInvoker`, :class:`PeerCall`, :class:`PeerResponse`), and errors
+(:class:`OpError` chooses the ERR code/class/arg_urn exactly).
+
+CLI-mode hook (used by ``_cli_mode.run_cli``)
+---------------------------------------------
+``runtime.find_cap_def(alias_or_urn) -> CapDef | None`` and
+``await runtime._invoke_local(cap_urn, inputs, sink)`` run one handler in-process on whole
+inputs ``[(media_urn, bytes), ...]`` under the ``full`` network policy. ``sink`` is any object
+with some of these methods (sync or async; a missing one means "ignore"); ``output`` is the
+:class:`OutputSpec` (``.is_main``, ``.media_urn``, ``.declared_urn``, ``.name``):
+
+* ``start(output, is_sequence, unbounded, meta)`` — the output opened
+* ``write(output, data: bytes)`` — raw bytes from ``OutputStream.write``
+* ``value(output, value)`` — one value from ``emit_cbor`` (bytes, str, int, list, ...)
+* ``item(output, value, meta)`` — one sequence item from ``emit_list_item``
+* ``close(output)`` — the output ended
+* ``progress(fraction, message)``, ``log(level, message, attribution_class, arg_urn)``
+* ``finish(progress, message)`` — the handler succeeded (END's values)
+
+A failure raises :class:`CartridgeError` (``.code``, ``.attribution_class``, ``.message``,
+``.arg_urn``): an :class:`OpError` as raised, ``NO_HANDLER`` for an unknown cap, anything else as
+``HANDLER_ERROR``.
+"""
+
+from __future__ import annotations
+
+from ._context import (
+    REQUEST_KEY,
+    DryContext,
+    FunctionOp,
+    Key,
+    NetworkAccess,
+    Op,
+    OpMetadata,
+    Reach,
+    SyncFunctionOp,
+    WetContext,
+)
+from ._errors import (
+    CartridgeError,
+    InputConsumedError,
+    InputDecodeError,
+    InputStreamError,
+    MissingInput,
+    NetworkPolicyError,
+    OpError,
+    OutputError,
+    PeerCallError,
+    RequestCancelled,
+    UnknownOutput,
+)
+from ._input import InputItem, InputPackage, InputStream
+from ._output import OutputSpec, OutputStream
+from ._peer import PeerCall, PeerData, PeerInvoker, PeerLog, PeerResponse
+from ._request import Request
+from ._runtime import (
+    EXIT_FAILURE,
+    EXIT_FORCE_KILLED,
+    EXIT_OK,
+    EXIT_PROTOCOL,
+    CartridgeRuntime,
+)
+
+__all__ = (
+    "CartridgeRuntime",
+    "EXIT_OK",
+    "EXIT_FAILURE",
+    "EXIT_PROTOCOL",
+    "EXIT_FORCE_KILLED",
+    # handler API
+    "Op",
+    "OpMetadata",
+    "FunctionOp",
+    "SyncFunctionOp",
+    "DryContext",
+    "WetContext",
+    "Key",
+    "REQUEST_KEY",
+    "Reach",
+    "NetworkAccess",
+    "Request",
+    "InputPackage",
+    "InputStream",
+    "InputItem",
+    "OutputStream",
+    "OutputSpec",
+    "PeerInvoker",
+    "PeerCall",
+    "PeerResponse",
+    "PeerData",
+    "PeerLog",
+    # errors
+    "CartridgeError",
+    "OpError",
+    "InputConsumedError",
+    "UnknownOutput",
+    "MissingInput",
+    "InputDecodeError",
+    "InputStreamError",
+    "OutputError",
+    "NetworkPolicyError",
+    "RequestCancelled",
+    "PeerCallError",
+)

@@ -1,0 +1,219 @@
+"""What a handler gets: the :class:`Op` base class and its two contexts.
+
+:class:`DryContext` holds plain values that describe the call (cap URN, negotiated limits,
+network policy word, dry-run flag); :class:`WetContext` is a typed key-value store holding the
+:class:`~cartridge_runtime.runtime.Request` and any resources the cartridge adds. Both are
+built once per request. Neither ``repr`` prints values (they may be secrets or payloads).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
+
+import attrs
+
+from cartridge_runtime.protocol import Limits
+
+from ._errors import NetworkPolicyError
+
+if TYPE_CHECKING:
+    from ._request import Request
+
+T = TypeVar("T")
+
+
+class Reach(enum.Enum):
+    """What a network call reaches; the host's policy decides on it."""
+
+    THIRD_PARTY = "an outside service"
+    OUR_SERVICES = "our own services"
+    TELEMETRY = "analytics"
+
+
+class NetworkAccess:
+    """The live network policy of a request: ``allow(reach)`` raises when refused.
+
+    Reads the runtime's latest POLICY each time, so a policy change reaches running handlers.
+    """
+
+    __slots__ = ("_current",)
+
+    def __init__(self, current: Callable[[], str | None]) -> None:
+        self._current = current
+
+    @property
+    def policy(self) -> str | None:
+        """The policy word in force (``offline``, ``no_telemetry``, ``full``) or ``None``."""
+        return self._current()
+
+    def allows(self, reach: Reach | str = Reach.THIRD_PARTY) -> bool:
+        """Whether a call of this reach may be made now (no policy → ``False``)."""
+        word = self._current()
+        reach = Reach(reach) if not isinstance(reach, Reach) else reach
+        if word == "full":
+            return True
+        if word == "no_telemetry":
+            return reach is not Reach.TELEMETRY
+        return False
+
+    def allow(self, reach: Reach | str = Reach.THIRD_PARTY) -> None:
+        """Check a reach before making the call.
+
+        :raises NetworkPolicyError: refused (``NETWORK_POLICY``/user), or no policy yet
+            (``NETWORK_POLICY_UNSET``/internal).
+        """
+        word = self._current()
+        r = Reach(reach) if not isinstance(reach, Reach) else reach
+        if word is None:
+            raise NetworkPolicyError(
+                f"no network policy has been given; refusing to reach {r.value}",
+                code="NETWORK_POLICY_UNSET",
+                attribution_class="internal",
+            )
+        if not self.allows(r):
+            raise NetworkPolicyError(f"network policy '{word}' refuses reaching {r.value}")
+
+    def __repr__(self) -> str:
+        return f"NetworkAccess(policy={self._current()!r})"
+
+
+@attrs.frozen(kw_only=True)
+class DryContext:
+    """Plain facts about one call, safe to log."""
+
+    cap_urn: str  #: the cap URN the request named
+    handler_urn: str  #: the registered cap URN that serves it
+    limits: Limits  #: the negotiated limits
+    policy: str | None = None  #: the network policy word when the request started
+    dry_run: bool = False  #: plan only, do no work (never set by the wire protocol)
+
+
+class Key(Generic[T]):
+    """A typed key of a :class:`WetContext` (``REQUEST: Key[Request] = Key("request")``)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Key({self.name!r})"
+
+
+#: Where the runtime puts the request in every :class:`WetContext`.
+REQUEST_KEY: Key[Request] = Key("request")
+
+
+class WetContext:
+    """A typed key-value store for live objects: the request and any resources.
+
+    ``wet[KEY]`` / ``wet.get(KEY, default)`` / ``wet.set(KEY, value)``; keys are
+    :class:`Key` objects (plain strings work too). ``repr`` lists keys only.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: dict[str, Any] | None = None) -> None:
+        self._items: dict[str, Any] = dict(items or {})
+
+    @staticmethod
+    def _name(key: Key[Any] | str) -> str:
+        return key.name if isinstance(key, Key) else key
+
+    def set(self, key: Key[T] | str, value: T) -> None:
+        self._items[self._name(key)] = value
+
+    @overload
+    def get(self, key: Key[T]) -> T | None: ...
+    @overload
+    def get(self, key: Key[T], default: T) -> T: ...
+    @overload
+    def get(self, key: str, default: Any = None) -> Any: ...
+    def get(self, key: Key[Any] | str, default: Any = None) -> Any:
+        return self._items.get(self._name(key), default)
+
+    def __getitem__(self, key: Key[T] | str) -> T:
+        try:
+            return cast(T, self._items[self._name(key)])
+        except KeyError:
+            raise KeyError(f"WetContext has no {self._name(key)!r}") from None
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, (Key, str)) and self._name(key) in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def derive(self, **extra: Any) -> WetContext:
+        """A copy with more entries (the original is untouched)."""
+        return WetContext({**self._items, **extra})
+
+    @property
+    def request(self) -> Request:
+        """The request being served."""
+        return cast("Request", self[REQUEST_KEY])
+
+    def __repr__(self) -> str:
+        return f"WetContext(keys={sorted(self._items)!r})"
+
+
+@attrs.frozen(kw_only=True)
+class OpMetadata:
+    """What an :class:`Op` says about itself."""
+
+    name: str
+    description: str = ""
+
+
+class Op:
+    """A cap handler. Subclass it and implement :meth:`perform` (async, or a plain ``def``,
+    which then runs in a worker thread). The runtime makes a fresh instance per request.
+
+    Example::
+
+        class Echo(Op):
+            async def perform(self, dry: DryContext, wet: WetContext) -> None:
+                req = wet.request
+                out = req.output()
+                async for stream in req.take_input():
+                    async for chunk in stream.chunks():
+                        await out.write(chunk)
+    """
+
+    async def perform(self, dry: DryContext, wet: WetContext) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def metadata(self) -> OpMetadata:
+        """Name and description (defaults to the class name and docstring's first line)."""
+        doc = (type(self).__doc__ or "").strip().splitlines()
+        return OpMetadata(name=type(self).__name__, description=doc[0] if doc else "")
+
+
+class FunctionOp(Op):
+    """Adapts ``async def handler(req)`` (the ``@runtime.op(cap)`` decorator form) to :class:`Op`."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._fn = fn
+
+    async def perform(self, dry: DryContext, wet: WetContext) -> None:
+        await self._fn(wet.request)
+
+    def metadata(self) -> OpMetadata:
+        doc = (self._fn.__doc__ or "").strip().splitlines()
+        return OpMetadata(name=getattr(self._fn, "__name__", "op"), description=doc[0] if doc else "")
+
+
+class SyncFunctionOp(Op):
+    """Adapts a plain ``def handler(req)``; it runs in a worker thread like any sync ``perform``."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self._fn = fn
+
+    def perform(self, dry: DryContext, wet: WetContext) -> None:  # type: ignore[override]
+        self._fn(wet.request)
+
+    def metadata(self) -> OpMetadata:
+        doc = (self._fn.__doc__ or "").strip().splitlines()
+        return OpMetadata(name=getattr(self._fn, "__name__", "op"), description=doc[0] if doc else "")

@@ -1,0 +1,138 @@
+"""Errors a handler raises or meets, and how each reaches the wire.
+
+Every error here derives from :class:`CartridgeError`. Those that end a request carry the
+``code`` / ``attribution_class`` / ``arg_urn`` of the ERR frame the runtime writes for them
+(as class attributes, which an instance may override). :class:`OpError` is the one a
+handler author raises (or subclasses) to choose the ERR exactly; any exception that is not a
+:class:`CartridgeError` becomes ``HANDLER_ERROR``/``internal`` with its message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class CartridgeError(Exception):
+    """Root of the runtime's errors; each maps to one ERR frame.
+
+    :ivar code: the ERR ``code``.
+    :ivar attribution_class: the ERR ``attribution_class``.
+    :ivar arg_urn: the argument media URN the failure is attributed to, if any.
+    """
+
+    code: str = "HANDLER_ERROR"
+    attribution_class: str = "internal"
+    arg_urn: str | None = None
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        code: str | None = None,
+        attribution_class: str | None = None,
+        arg_urn: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message or type(self).__name__
+        if code is not None:
+            self.code = code
+        if attribution_class is not None:
+            self.attribution_class = str(attribution_class)
+        if arg_urn is not None:
+            self.arg_urn = arg_urn
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class OpError(CartridgeError):
+    """Raise this from a handler to end the request with exactly this ERR.
+
+    Either pass everything (``OpError("BAD_PAGE", "page 3 is empty", "input")``) or declare
+    a subclass with class attributes and raise it with just a message::
+
+        class BadPage(OpError):
+            code = "BAD_PAGE"
+            attribution_class = "input"
+    """
+
+    def __init__(
+        self,
+        code_or_message: str,
+        message: str | None = None,
+        attribution_class: str | None = None,
+        arg_urn: str | None = None,
+    ) -> None:
+        if message is None:
+            super().__init__(code_or_message, attribution_class=attribution_class, arg_urn=arg_urn)
+        else:
+            super().__init__(message, code=code_or_message, attribution_class=attribution_class, arg_urn=arg_urn)
+
+
+class InputConsumedError(CartridgeError):
+    """``take_input()`` was called a second time for the same request."""
+
+    code = "INPUT_ALREADY_TAKEN"
+
+
+class UnknownOutput(CartridgeError):
+    """``output_for(urn)`` named an output the cap does not declare."""
+
+    code = "UNKNOWN_OUTPUT"
+
+    def __init__(self, cap_urn: str, media_urn: str, declared: Sequence[str] = ()) -> None:
+        listed = ", ".join(declared) or "none"
+        super().__init__(f"cap {cap_urn!r} declares no output {media_urn!r} (declared: {listed})")
+        self.cap_urn = cap_urn
+        self.media_urn = media_urn
+        self.declared = tuple(declared)
+
+
+class MissingInput(CartridgeError):
+    """A required input stream did not arrive; names what was wanted and what came."""
+
+    code = "MISSING_INPUT"
+    attribution_class = "input"
+
+    def __init__(self, wanted: str, arrived: Sequence[str]) -> None:
+        listed = ", ".join(arrived) or "none"
+        super().__init__(f"Missing required arg: {wanted} (streams that arrived: {listed})", arg_urn=wanted)
+        self.wanted = wanted
+        self.arrived = tuple(arrived)
+
+
+class InputDecodeError(CartridgeError):
+    """An input could not be read as asked (invalid UTF-8, a collector on an unbounded stream...)."""
+
+    code = "INVALID_INPUT"
+    attribution_class = "input"
+
+
+class InputStreamError(CartridgeError):
+    """An input stream broke (bad checksum, credit violation, undecodable payload, abandoned).
+
+    ``code`` is the code of the underlying protocol error.
+    """
+
+
+class OutputError(CartridgeError):
+    """An output was used wrongly (written after close, item on a scalar stream...)."""
+
+
+class NetworkPolicyError(CartridgeError):
+    """The host's network policy refuses this reach (``NETWORK_POLICY``, class ``user``), or no
+    policy has been given yet (``NETWORK_POLICY_UNSET``, class ``internal``)."""
+
+    code = "NETWORK_POLICY"
+    attribution_class = "user"
+
+
+class RequestCancelled(CartridgeError):
+    """The request was cancelled; raised inside a synchronous handler at its next runtime call."""
+
+    code = "CANCELLED"
+
+
+class PeerCallError(CartridgeError):
+    """A peer call failed: the peer answered ERR (its code, class and arg_urn are kept) or the
+    call could not be made."""

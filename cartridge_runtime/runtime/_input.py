@@ -1,0 +1,397 @@
+"""The request's input as the handler sees it: an :class:`InputPackage` of :class:`InputStream`.
+
+Theory of operation: the session (or the local invoker) *pushes* decoded events into small
+mailboxes without ever blocking (credit bounds how much can pile up); the handler *pulls*. Each
+time the handler takes a data event, the owner's ``consumed`` hook returns credit (batched by
+:class:`~cartridge_runtime.protocol.BodyReceiver`), and before the handler blocks on an empty
+mailbox the ``before_block`` hook flushes pending credit, so a sender is never starved.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+import attrs
+import cbor2
+
+from cartridge_runtime.urn import media_matches_for_stream
+
+from ._errors import InputDecodeError, InputStreamError, MissingInput
+
+_DATA, _ITEM, _END, _ERR = 0, 1, 2, 3
+
+
+async def _noop(*_: Any) -> None:
+    return None
+
+
+class _Mailbox:
+    """A non-blocking put / awaiting get queue (works on asyncio and trio)."""
+
+    __slots__ = ("_event", "_q")
+
+    def __init__(self) -> None:
+        self._q: collections.deque[Any] = collections.deque()
+        self._event: anyio.Event | None = None
+
+    def put(self, entry: Any) -> None:
+        self._q.append(entry)
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+    def take_nowait(self) -> Any:
+        return self._q.popleft()
+
+    def peek(self) -> Any:
+        return self._q[0]
+
+    async def wait(self) -> None:
+        if not self._q:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+
+
+def _as_bytes(value: Any) -> bytes:
+    """The byte-collector rule: bstr and tstr contents join; anything else is re-encoded as CBOR."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return cbor2.dumps(value)
+
+
+@attrs.frozen(kw_only=True)
+class InputItem:
+    """One decoded value of an input stream, with the per-item meta of sequence items."""
+
+    value: Any
+    meta: Any = None
+
+
+class InputStream:
+    """One incoming argument stream.
+
+    Read it exactly one way: iterate decoded values (:meth:`values`) or items with meta
+    (:meth:`items`), bytes (``async for chunk in stream`` / :meth:`read`), or collect it whole
+    (:meth:`collect_bytes`, :meth:`collect_value`; refused on unbounded streams).
+    """
+
+    def __init__(
+        self,
+        stream_id: str,
+        media_urn: str,
+        *,
+        is_sequence: bool = False,
+        unbounded: bool = False,
+        meta: Any = None,
+        consumed: Callable[[str], Awaitable[None]] = _noop,
+        before_block: Callable[[str], Awaitable[None]] = _noop,
+    ) -> None:
+        self.stream_id = stream_id
+        self.media_urn = media_urn
+        self.is_sequence = is_sequence
+        self.is_unbounded = unbounded
+        self.meta = meta
+        self._box = _Mailbox()
+        self._consumed = consumed
+        self._before_block = before_block
+        self._done = False
+        self._pending = b""  # bytes left over from read(n)
+
+    def __repr__(self) -> str:
+        return (
+            f"InputStream(media_urn={self.media_urn!r}, stream_id={self.stream_id!r}, "
+            f"is_sequence={self.is_sequence}, unbounded={self.is_unbounded})"
+        )
+
+    # -- feeding (runtime side) ------------------------------------------------------------
+
+    def _push_data(self, value: Any) -> None:
+        self._box.put((_DATA, value, None, 1))
+
+    def _push_item(self, value: Any, meta: Any, credit: int) -> None:
+        self._box.put((_ITEM, value, meta, credit))
+
+    def _push_end(self) -> None:
+        self._box.put((_END, None, None, 0))
+
+    def _push_error(self, exc: BaseException) -> None:
+        self._box.put((_ERR, exc, None, 0))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def next_item(self) -> InputItem | None:
+        """The next decoded value (with item meta), or ``None`` at the end of the stream.
+
+        :raises InputStreamError: the stream broke (checksum, credit, decoding, abandoned).
+        """
+        if self._done:
+            return None
+        box = self._box
+        if not len(box):
+            await self._before_block(self.stream_id)
+            await box.wait()
+        kind, value, meta, credit = box.take_nowait()
+        if kind == _END:
+            self._done = True
+            return None
+        if kind == _ERR:
+            box.put((_ERR, value, None, 0))  # stay broken for later reads
+            raise _stream_error(value)
+        if credit:
+            await self._consumed(self.stream_id)
+        return InputItem(value=value, meta=meta)
+
+    async def items(self) -> AsyncIterator[InputItem]:
+        """Every value with its item meta (meta is ``None`` in scalar mode)."""
+        while (item := await self.next_item()) is not None:
+            yield item
+
+    async def values(self) -> AsyncIterator[Any]:
+        """Every decoded value: one per chunk in scalar mode, one per item in sequence mode."""
+        while (item := await self.next_item()) is not None:
+            yield item.value
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The stream as bytes pieces (bstr/tstr contents; other values CBOR-encoded)."""
+        if self._pending:
+            data, self._pending = self._pending, b""
+            yield data
+        while (item := await self.next_item()) is not None:
+            data = _as_bytes(item.value)
+            if data:
+                yield data
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self.chunks()
+
+    async def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all remaining when ``n < 0``); ``b""`` at the end."""
+        if n < 0:
+            return await self._collect(check_unbounded=False)
+        while not self._pending:
+            item = await self.next_item()
+            if item is None:
+                return b""
+            self._pending = _as_bytes(item.value)
+        data, self._pending = self._pending[:n], self._pending[n:]
+        return data
+
+    def _refuse_unbounded(self, what: str) -> None:
+        if self.is_unbounded:
+            raise InputDecodeError(
+                f"{what} refuses unbounded stream {self.stream_id!r} ({self.media_urn}); read it incrementally"
+            )
+
+    async def _collect(self, *, check_unbounded: bool = True) -> bytes:
+        if check_unbounded:
+            self._refuse_unbounded("collect_bytes")
+        parts = [self._pending] if self._pending else []
+        self._pending = b""
+        while (item := await self.next_item()) is not None:
+            parts.append(_as_bytes(item.value))
+        return b"".join(parts)
+
+    async def collect_bytes(self) -> bytes:
+        """The whole stream as bytes.
+
+        :raises InputDecodeError: the stream is unbounded.
+        :raises InputStreamError: the stream broke.
+        """
+        return await self._collect()
+
+    async def collect_value(self) -> Any:
+        """The whole stream as one value: a sequence stream gives the list of its items; a scalar
+        stream gives its single value, or the joined bytes/text of several byte/text chunks, or
+        the list of its values otherwise.
+
+        :raises InputDecodeError: the stream is unbounded.
+        """
+        self._refuse_unbounded("collect_value")
+        values = [v async for v in self.values()]
+        if self.is_sequence:
+            return values
+        if len(values) == 1:
+            return values[0]
+        if values and all(isinstance(v, bytes) for v in values):
+            return b"".join(values)
+        if values and all(isinstance(v, str) for v in values):
+            return "".join(values)
+        return values if values else None
+
+    async def collect_str(self) -> str:
+        """The whole stream as UTF-8 text.
+
+        :raises InputDecodeError: the bytes are not valid UTF-8 (or the stream is unbounded).
+        """
+        return _utf8(await self.collect_bytes(), self.media_urn)
+
+
+def _utf8(data: bytes, urn: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputDecodeError(f"input {urn} is not valid UTF-8: {exc}", arg_urn=urn) from None
+
+
+def _stream_error(exc: BaseException) -> BaseException:
+    if isinstance(exc, InputStreamError):
+        return exc
+    code = getattr(exc, "code", "HANDLER_ERROR")
+    cls = getattr(exc, "attribution_class", "internal")
+    if str(code) == "CANCELLED":
+        cls = "internal"
+    err = InputStreamError(str(exc), code=str(code), attribution_class=str(cls))
+    err.__cause__ = exc
+    return err
+
+
+class InputPackage:
+    """All input streams of one request, as they arrive.
+
+    ``async for stream in package`` yields each :class:`InputStream` when its STREAM_START
+    arrives (iterating again starts over). The collectors read every stream whole; the
+    ``find_*`` / ``require_*`` lookups match media URNs by equivalence.
+    """
+
+    def __init__(self, streams: list[InputStream] | None = None, *, complete: bool = False) -> None:
+        self._streams: list[InputStream] = list(streams or [])
+        self._ended = complete
+        self._error: BaseException | None = None
+        self._event: anyio.Event | None = None
+        self._collected: list[tuple[str, bytes]] | None = None
+        self._before_block: Callable[[], Awaitable[None]] = _noop
+
+    def __repr__(self) -> str:
+        return f"InputPackage(streams={[s.media_urn for s in self._streams]!r}, complete={self._ended})"
+
+    # -- feeding ---------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    def _add(self, stream: InputStream) -> None:
+        self._streams.append(stream)
+        self._wake()
+
+    def _end(self) -> None:
+        self._ended = True
+        self._wake()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._error is None:
+            self._error = exc
+        for s in self._streams:
+            if not s._done:
+                s._push_error(exc)
+        self._wake()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _stream_at(self, index: int) -> InputStream | None:
+        while index >= len(self._streams):
+            if self._error is not None:
+                raise _stream_error(self._error)
+            if self._ended:
+                return None
+            await self._before_block()
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+        return self._streams[index]
+
+    async def __aiter__(self) -> AsyncIterator[InputStream]:
+        i = 0
+        while (s := await self._stream_at(i)) is not None:
+            yield s
+            i += 1
+
+    async def streams(self) -> list[InputStream]:
+        """Every stream, once the request body is complete."""
+        return [s async for s in self]
+
+    @property
+    def arrived(self) -> list[str]:
+        """Media URNs of the streams that have arrived so far."""
+        return [s.media_urn for s in self._streams]
+
+    async def collect_streams(self) -> list[tuple[str, bytes]]:
+        """``(media_urn, bytes)`` per stream, in arrival order (each collected whole).
+
+        :raises InputDecodeError: a stream is unbounded.
+        :raises InputStreamError: a stream broke.
+        """
+        if self._collected is None:
+            result = []
+            async for s in self:
+                result.append((s.media_urn, await s.collect_bytes()))
+            self._collected = result
+        return list(self._collected)
+
+    async def collect_all_bytes(self) -> bytes:
+        """Every stream's bytes, concatenated in arrival order."""
+        return b"".join(data for _, data in await self.collect_streams())
+
+    async def open_stream(self, media_urn: str) -> InputStream | None:
+        """The first stream equivalent to ``media_urn`` (waiting for it), for incremental reading."""
+        async for s in self:
+            if media_matches_for_stream(media_urn, s.media_urn):
+                return s
+        return None
+
+    async def find_stream(self, media_urn: str) -> bytes | None:
+        """The bytes of the first stream equivalent to ``media_urn``, or ``None``."""
+        for urn, data in await self.collect_streams():
+            if media_matches_for_stream(media_urn, urn):
+                return data
+        return None
+
+    async def find_stream_str(self, media_urn: str) -> str | None:
+        """:meth:`find_stream` decoded as UTF-8.
+
+        :raises InputDecodeError: not valid UTF-8.
+        """
+        data = await self.find_stream(media_urn)
+        return None if data is None else _utf8(data, media_urn)
+
+    async def require_stream(self, media_urn: str) -> bytes:
+        """:meth:`find_stream`, but a missing stream is an error.
+
+        :raises MissingInput: naming ``media_urn`` and the URNs that arrived.
+        """
+        data = await self.find_stream(media_urn)
+        if data is None:
+            raise MissingInput(media_urn, self.arrived)
+        return data
+
+    async def require_stream_str(self, media_urn: str) -> str:
+        """:meth:`require_stream` decoded as UTF-8.
+
+        :raises MissingInput: nothing equivalent arrived.
+        :raises InputDecodeError: not valid UTF-8.
+        """
+        return _utf8(await self.require_stream(media_urn), media_urn)
+
+
+def package_from_bytes(inputs: list[tuple[str, bytes]]) -> InputPackage:
+    """A complete package of one-chunk scalar streams (CLI mode, tests)."""
+    streams = []
+    for i, (urn, data) in enumerate(inputs):
+        s = InputStream(f"arg-{i}", urn)
+        if data:
+            s._push_data(bytes(data))
+        s._push_end()
+        streams.append(s)
+    return InputPackage(streams, complete=True)

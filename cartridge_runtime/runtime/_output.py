@@ -1,0 +1,181 @@
+"""The handler's outputs: one :class:`OutputStream` per declared output of the cap.
+
+An :class:`OutputStream` validates what the handler does and hands the work to a *backend*:
+the wire backend (:mod:`._session`) turns it into frames through an
+:class:`~cartridge_runtime.protocol.OutgoingStream` and waits for credit; the local backend
+(:mod:`._local`, CLI mode) hands each emission to a sink. Progress and logs go through the
+request's :class:`Reporter` and never wait for credit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import anyio
+import attrs
+
+from ._errors import OutputError
+
+
+@attrs.frozen(kw_only=True)
+class OutputSpec:
+    """What the runtime knows about one output of a request."""
+
+    media_urn: str  #: the media URN its STREAM_START carries (key 12)
+    declared_urn: str  #: the output's media URN as the definition writes it
+    name: str = "output"
+    is_main: bool = True
+    required: bool = True  #: a required output never written becomes an empty stream
+    is_sequence: bool = False  #: the declared cardinality (used for an empty stream)
+    void: bool = False  #: the main output of a ``media:void`` cap: never opened
+    index: int = 0  #: position in the response (stream id suffix)
+
+
+class Reporter(Protocol):
+    """Where progress, logs and the final status of a request go (never blocks on credit)."""
+
+    async def progress(self, fraction: float, message: str) -> None: ...
+    async def log(self, level: str, message: str, attribution_class: str, arg_urn: str | None) -> None: ...
+    def finish(self, progress: float, message: str | None) -> None: ...
+
+
+class OutputBackend(Protocol):
+    """The transport of one output (frames on the wire, or a local sink)."""
+
+    async def start(self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None) -> None: ...
+    async def write(self, data: bytes | memoryview) -> None: ...
+    async def emit_value(self, value: Any) -> None: ...
+    async def emit_item(self, value: Any, meta: Mapping[str, Any] | None) -> None: ...
+    async def flush(self) -> None: ...
+    async def close(self) -> None: ...
+
+
+class OutputStream:
+    """One output of the response.
+
+    The stream opens (STREAM_START) at its first emission or at an explicit :meth:`start`,
+    which may also set the mode and stream meta. :meth:`write` sends bytes (always CBOR-wrapped,
+    chunked at the negotiated chunk size, small writes coalesced); :meth:`emit_cbor` one value;
+    :meth:`emit_list_item` one sequence item. Data waits for the receiver's credit.
+    """
+
+    def __init__(self, spec: OutputSpec, backend: OutputBackend, reporter: Reporter) -> None:
+        self.spec = spec
+        self._backend = backend
+        self._reporter = reporter
+        self._lock = anyio.Lock()
+        self.started = False
+        self.closed = False
+        self.is_sequence = spec.is_sequence
+        self.unbounded = False
+
+    def __repr__(self) -> str:
+        return f"OutputStream(media_urn={self.spec.media_urn!r}, main={self.spec.is_main}, started={self.started})"
+
+    @property
+    def media_urn(self) -> str:
+        return self.spec.media_urn
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise OutputError(f"output {self.spec.declared_urn} is already closed")
+        if self.spec.void:
+            raise OutputError("this cap's output is media:void; it has no data stream")
+
+    async def _start(self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None) -> None:
+        self.started = True
+        self.is_sequence = is_sequence
+        self.unbounded = unbounded
+        await self._backend.start(is_sequence, unbounded, meta)
+
+    async def start(self, is_sequence: bool = False, meta: Mapping[str, Any] | None = None) -> None:
+        """Open the stream now, in scalar or sequence mode, with optional stream meta.
+
+        :raises OutputError: already started or closed.
+        """
+        async with self._lock:
+            self._check_open()
+            if self.started:
+                raise OutputError(f"output {self.spec.declared_urn} was already started")
+            await self._start(is_sequence, False, meta)
+
+    async def start_unbounded(self, is_sequence: bool = False, meta: Mapping[str, Any] | None = None) -> None:
+        """Open the stream as *unbounded* (STREAM_START key 20; STREAM_END without a count).
+
+        :raises OutputError: already started or closed.
+        """
+        async with self._lock:
+            self._check_open()
+            if self.started:
+                raise OutputError(f"output {self.spec.declared_urn} was already started")
+            await self._start(is_sequence, True, meta)
+
+    async def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Send bytes (a scalar stream's data, or one item on a sequence stream)."""
+        async with self._lock:
+            self._check_open()
+            if not self.started:
+                await self._start(False, False, None)
+            await self._backend.write(data if isinstance(data, bytes) else memoryview(data))
+
+    async def emit_cbor(self, value: Any) -> None:
+        """Send one value (text is split on character boundaries, lists per element, maps per entry)."""
+        async with self._lock:
+            self._check_open()
+            if not self.started:
+                await self._start(False, False, None)
+            await self._backend.emit_value(value)
+
+    async def emit_list_item(self, value: Any, meta: Mapping[str, Any] | None = None) -> None:
+        """Send one sequence item, with optional per-item meta. Opens the stream in sequence mode.
+
+        :raises OutputError: the stream was started in scalar mode.
+        """
+        async with self._lock:
+            self._check_open()
+            if not self.started:
+                await self._start(True, False, None)
+            if not self.is_sequence:
+                raise OutputError(f"output {self.spec.declared_urn} is a scalar stream; emit_list_item needs a sequence")
+            await self._backend.emit_item(value, meta)
+
+    async def flush(self) -> None:
+        """Send coalesced bytes now."""
+        async with self._lock:
+            if self.started and not self.closed:
+                await self._backend.flush()
+
+    async def close(self) -> None:
+        """Flush and end the stream (STREAM_END). A stream never started is opened empty first."""
+        async with self._lock:
+            if self.closed or self.spec.void:
+                return
+            if not self.started:
+                await self._start(self.spec.is_sequence, False, None)
+            self.closed = True
+            await self._backend.close()
+
+    async def progress(self, fraction: float, message: str = "") -> None:
+        """Report progress (0..1). Never waits for credit."""
+        await self._reporter.progress(float(fraction), message)
+
+    async def log(
+        self, level: str, message: str, attribution_class: str = "internal", arg_urn: str | None = None
+    ) -> None:
+        """Send a LOG (``level`` e.g. ``info``/``warn``). Never waits for credit."""
+        if level == "progress":
+            raise OutputError("use progress() for progress reports")
+        await self._reporter.log(level, message, str(attribution_class), arg_urn)
+
+    def finish(self, progress: float = 1.0, message: str | None = None) -> None:
+        """Set the progress and message the final END carries."""
+        self._reporter.finish(float(progress), message)
+
+    async def _finish_output(self) -> None:
+        """End this output after a successful ``perform`` (fact sheet §4.3)."""
+        if self.closed or self.spec.void:
+            return
+        if not self.started and not self.spec.required:
+            return
+        await self.close()

@@ -1,0 +1,96 @@
+"""The :class:`Request` a handler serves: its input, its outputs, peer calls and policy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from cartridge_runtime.urn import media_matches_for_stream
+
+from ._context import NetworkAccess
+from ._errors import InputConsumedError, UnknownOutput
+from ._input import InputPackage
+from ._output import OutputStream, Reporter
+
+if TYPE_CHECKING:
+    from ._peer import PeerInvoker
+
+
+class Request:
+    """One call of a cap, as its handler sees it.
+
+    :ivar cap_urn: the cap URN the requester named.
+    :ivar network: the live network policy (:meth:`NetworkAccess.allow`).
+    """
+
+    def __init__(
+        self,
+        *,
+        cap_urn: str,
+        input_package: InputPackage,
+        outputs: Sequence[OutputStream],
+        reporter: Reporter,
+        network: NetworkAccess,
+        peer: PeerInvoker | None = None,
+    ) -> None:
+        self.cap_urn = cap_urn
+        self._input: InputPackage | None = input_package
+        self._outputs = list(outputs)
+        self._reporter = reporter
+        self.network = network
+        self._peer = peer
+
+    def __repr__(self) -> str:
+        return f"Request(cap_urn={self.cap_urn!r}, outputs={[o.spec.declared_urn for o in self._outputs]!r})"
+
+    def take_input(self) -> InputPackage:
+        """The request's input streams. Only once per request.
+
+        :raises InputConsumedError: called a second time.
+        """
+        if self._input is None:
+            raise InputConsumedError("take_input() was already called for this request; the input can be taken once")
+        package, self._input = self._input, None
+        return package
+
+    def output(self) -> OutputStream:
+        """The main output."""
+        return self._outputs[0]
+
+    @property
+    def outputs(self) -> list[OutputStream]:
+        """Every output: the main one first, then the others in definition order."""
+        return list(self._outputs)
+
+    def output_for(self, media_urn: str) -> OutputStream:
+        """The output whose declared media URN is equivalent to ``media_urn``.
+
+        :raises UnknownOutput: the cap declares no such output.
+        """
+        for out in self._outputs:
+            if media_matches_for_stream(out.spec.declared_urn, media_urn):
+                return out
+        raise UnknownOutput(self.cap_urn, media_urn, [o.spec.declared_urn for o in self._outputs])
+
+    def peer(self) -> PeerInvoker:
+        """Call other caps through the host (peer invocation).
+
+        :raises RuntimeError: this runtime mode cannot make peer calls.
+        """
+        if self._peer is None:
+            raise RuntimeError("peer calls are not available here")
+        return self._peer
+
+    async def progress(self, fraction: float, message: str = "") -> None:
+        """Report progress (0..1); never waits for credit."""
+        await self._reporter.progress(float(fraction), message)
+
+    async def log(
+        self, level: str, message: str, attribution_class: str = "internal", arg_urn: str | None = None
+    ) -> None:
+        """Send a LOG frame; never waits for credit."""
+        await self._reporter.log(level, message, str(attribution_class), arg_urn)
+
+    def finish(self, progress: float = 1.0, message: str | None = None) -> None:
+        """Set the progress and message of the final END."""
+        self._reporter.finish(float(progress), message)

@@ -1,0 +1,186 @@
+"""The :class:`CartridgeRuntime`: the handler table, the manifest, and the entry points."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+
+from cartridge_runtime.manifest import CapDef, Manifest, PoolDeclarations, PoolTable
+from cartridge_runtime.protocol import Limits
+from cartridge_runtime.urn import ADAPTER_SELECTION_CAP, DISCARD_CAP, IDENTITY_CAP, CapUrn, UrnError, select_handler
+
+from ._builtin import AdapterSelectionOp, DiscardOp, IdentityOp
+from ._context import FunctionOp, Op, SyncFunctionOp
+
+OpFactory = Callable[[], Op]
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Exit statuses of CBOR mode.
+EXIT_OK = 0  #: stdin reached EOF (or the peer went away)
+EXIT_FAILURE = 1  #: handshake failure, or a relay frame reached a cartridge
+EXIT_PROTOCOL = 65  #: the byte stream cannot be trusted any more (EX_DATAERR)
+EXIT_FORCE_KILLED = 137  #: a CANCEL with force_kill ended the process
+
+
+class CartridgeRuntime:
+    """A cartridge: a manifest plus one handler per cap.
+
+    ::
+
+        runtime = CartridgeRuntime(manifest)
+        runtime.register_op("cap:in=media:;op=echo;out=media:", Echo)
+
+        @runtime.op("cap:in=media:;op=shout;out=media:")
+        async def shout(req: Request) -> None:
+            ...
+
+        if __name__ == "__main__":
+            runtime.run()
+
+    Identity (``cap:effect=none``), discard (``cap:out=media:void``) and adapter selection are
+    registered first, as the reference does; registering the same URN text again replaces a
+    handler in place.
+
+    :param manifest: the cartridge's manifest (sent in HELLO, used for output definitions).
+    :param limits: the limits this side proposes in HELLO (defaults to the protocol defaults).
+    """
+
+    def __init__(self, manifest: Manifest, *, limits: Limits | None = None) -> None:
+        self.manifest = manifest
+        self.limits = limits or Limits()
+        self._handlers: dict[str, OpFactory] = {}
+        self.register_op(IDENTITY_CAP, IdentityOp)
+        self.register_op(DISCARD_CAP, DiscardOp)
+        self.register_op(ADAPTER_SELECTION_CAP, AdapterSelectionOp)
+
+    def __repr__(self) -> str:
+        return f"CartridgeRuntime(manifest={self.manifest.name!r}, handlers={len(self._handlers)})"
+
+    # -- registration ----------------------------------------------------------------------
+
+    def register_op(self, cap_urn: str, op: type[Op] | OpFactory) -> None:
+        """Serve ``cap_urn`` with a fresh ``op()`` per request (an :class:`Op` subclass or a
+        factory returning an :class:`Op`).
+
+        :raises ValueError: ``cap_urn`` is not a valid cap URN, or ``op`` is not callable.
+        """
+        try:
+            CapUrn.parse(cap_urn)
+        except UrnError as exc:
+            raise ValueError(f"cannot register {cap_urn!r}: {exc}") from exc
+        if isinstance(op, Op) or not callable(op):
+            raise ValueError("register_op needs an Op subclass or a factory (a fresh Op per request)")
+        self._handlers[cap_urn] = op
+
+    def op(self, cap_urn: str) -> Callable[[F], F]:
+        """Decorator form: ``@runtime.op(cap)`` on ``async def handler(req) -> None`` (a plain
+        ``def`` runs in a worker thread)."""
+
+        def register(fn: F) -> F:
+            if inspect.iscoroutinefunction(fn):
+                self.register_op(cap_urn, lambda: FunctionOp(fn))
+            else:
+                self.register_op(cap_urn, lambda: SyncFunctionOp(fn))
+            return fn
+
+        return register
+
+    @property
+    def handler_urns(self) -> list[str]:
+        """The registered cap URN texts, in registration order."""
+        return list(self._handlers)
+
+    def find_handler(self, cap_urn: str) -> tuple[str, OpFactory] | None:
+        """The handler serving a request for ``cap_urn``: the exact text first, then the best
+        dispatchable registration (urn-semantics §7.2)."""
+        urns = list(self._handlers)
+        index = select_handler(urns, cap_urn)
+        if index is None:
+            return None
+        return urns[index], self._handlers[urns[index]]
+
+    def find_cap_def(self, alias_or_urn: str) -> CapDef | None:
+        """The manifest's definition of a cap, by alias, URN text, or an equivalent URN."""
+        return self.manifest.find_cap(alias_or_urn)
+
+    def cap_def_for(self, request_urn: str, handler_urn: str) -> CapDef | None:
+        """The definition that describes a request's outputs: the cap equal to the request, else
+        the handler's own definition."""
+        for urn in (request_urn, handler_urn):
+            try:
+                wanted = CapUrn.parse(urn)
+            except UrnError:
+                continue
+            for cap in self.manifest.iter_caps():
+                if cap.urn == str(wanted):
+                    return cap
+        return None
+
+    def make_pools(self) -> PoolTable[Any]:
+        """A fresh pool table: one singleton pool per registered handler, the manifest's shared
+        pools, and ``all``."""
+        seen: dict[str, str] = {}
+        for urn in self._handlers:
+            seen.setdefault(str(CapUrn.parse(urn)), urn)
+        decl = self.manifest.pool_declarations
+        capacities = {}
+        for key, value in decl.capacities.items():
+            try:
+                capacities[str(CapUrn.parse(key))] = value
+            except UrnError:
+                capacities[key] = value  # a pool name or "all"
+        return PoolTable(list(seen), PoolDeclarations(pools=decl.pools, capacities=capacities))
+
+    # -- entry points ----------------------------------------------------------------------
+
+    def run(self, argv: Sequence[str] | None = None) -> None:
+        """Run as a cartridge process and exit: no arguments → CBOR frames on stdin/stdout;
+        any argument → CLI mode."""
+        args = list(sys.argv[1:] if argv is None else argv)
+        if args:
+            from ._cli_mode import run_cli
+
+            sys.exit(run_cli(self, args))
+        status = anyio.run(self.serve_stdio)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if status == EXIT_FORCE_KILLED:
+            os._exit(status)  # worker threads may still run; a forced kill does not wait
+        sys.exit(status)
+
+    async def serve_stdio(self) -> int:
+        """Serve CBOR mode on the process's stdin/stdout file descriptors."""
+        from ._fdstream import FdReceiveStream, FdSendStream
+
+        receive = FdReceiveStream(sys.stdin.fileno())
+        send = FdSendStream(sys.stdout.fileno())
+        try:
+            return await self.serve(receive, send)
+        finally:
+            receive.restore()
+            send.restore()
+
+    async def serve(self, receive: anyio.abc.ByteReceiveStream, send: anyio.abc.ByteSendStream) -> int:
+        """Speak Bifaci v6 as the cartridge over a pair of byte streams until the input ends.
+
+        Returns the exit status: 0 at EOF, 1 on a handshake failure or a relay frame, 65 when
+        the byte stream became untrustworthy, 137 after a CANCEL with ``force_kill``.
+        """
+        from ._session import Session
+
+        return await Session(self, receive, send).run()
+
+    async def _invoke_local(self, cap_urn: str, inputs: list[tuple[str, bytes]], sink: Any) -> None:
+        """Run one handler in-process with whole inputs, sending its emissions to ``sink``
+        (CLI mode). See :mod:`cartridge_runtime.runtime` for the sink protocol.
+
+        :raises CartridgeError: the handler failed (``OpError`` keeps its code), or no handler.
+        """
+        from ._local import invoke_local
+
+        await invoke_local(self, cap_urn, inputs, sink)

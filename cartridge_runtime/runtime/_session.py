@@ -1,0 +1,574 @@
+"""One CBOR-mode connection: handshake, the read loop, dispatch, the writer task, shutdown.
+
+Theory of operation
+-------------------
+The *reader* (the task that calls :meth:`Session.run`) decodes frames and acts on each one at
+once: HEARTBEAT, CREDIT, CANCEL, CLOSE_STREAM and POLICY are answered or applied in place; a REQ
+creates an :class:`Active` request, admitted through the pool table into its own handler task;
+the request's other frames go through its :class:`BodyReceiver` into its input mailboxes (never
+blocking: credit bounds what can pile up). Every outgoing frame, from any task, goes through one
+bounded memory stream to the *writer* task, which assigns seq numbers (dropping stragglers),
+encodes, and sends whatever is queued as one joined write.
+
+Exit statuses: 0 at EOF (running handlers get a short grace, then are cancelled), 1 for a
+handshake failure or a relay frame, 65 when the byte stream can no longer be trusted, 137 after
+a CANCEL with force_kill. Each non-zero exit prints one ``cartridge: ...`` line to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+
+from cartridge_runtime.manifest import UnknownPoolError
+from cartridge_runtime.protocol import (
+    ATTRIBUTION_CLASSES,
+    ZERO_ID,
+    BodyEnded,
+    ErrorReceived,
+    Frame,
+    FrameDecoder,
+    FrameType,
+    HandshakeError,
+    Limits,
+    MessageId,
+    ProtocolError,
+    SeqAssigner,
+    StreamAbandonedError,
+    StreamClosed,
+    StreamData,
+    StreamItem,
+    StreamOpened,
+    accept_host_hello,
+    encode_frame,
+    frames,
+)
+from cartridge_runtime.urn import CapUrn, UrnError
+
+from ._context import REQUEST_KEY, DryContext, NetworkAccess, WetContext
+from ._errors import CartridgeError
+from ._input import InputStream
+from ._peer import PeerInvoker
+from ._request import Request
+from ._runtime import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL
+from ._specs import output_specs
+from ._sync import run_perform
+from ._wire import Active, PeerState, WirePeer, WireReporter
+
+if TYPE_CHECKING:
+    from ._runtime import CartridgeRuntime
+
+#: Frames queued for the writer before producers wait (the data itself is bounded by credit).
+WRITER_QUEUE = 256
+#: Most bytes the writer joins into one send.
+WRITE_BATCH = 4 << 20
+#: Smallest read from the input.
+READ_SIZE = 1 << 20
+#: Seconds running handlers may take to finish after stdin EOF before they are cancelled.
+EOF_GRACE = 2.0
+
+_IDENTITY = CapUrn.parse("cap:effect=none")
+
+
+def cancel_terminal(meta: Any) -> tuple[str, str, str]:
+    """The (code, class, message) of the ERR that ends a cancelled request (fact sheet §4.7)."""
+    if not isinstance(meta, dict) or not meta:
+        return "CANCELLED", "internal", "Request cancelled"
+    code = str(meta.get("code") or "CANCELLED")
+    cls = str(meta.get("attribution_class") or "internal")
+    if cls not in ATTRIBUTION_CLASSES:
+        cls = "internal"
+    detail = str(meta.get("message") or "")
+    if code == "ABORTED":
+        return code, cls, f"Request aborted by the host: {detail}"
+    if code == "ABORTED_COLLATERAL":
+        return code, cls, f"Request aborted as collateral of a failure elsewhere in the run: {detail}"
+    if code == "CANCELLED" and not detail:
+        return code, cls, "Request cancelled"
+    return code, cls, detail or code
+
+
+def _note(message: str) -> None:
+    print(f"cartridge: {message}", file=sys.stderr, flush=True)
+
+
+class _Stop(Exception):
+    """Ends the read loop with an exit status."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+
+class Session:
+    """The cartridge side of one connection (see the module docstring)."""
+
+    def __init__(
+        self, runtime: CartridgeRuntime, receive: anyio.abc.ByteReceiveStream, send: anyio.abc.ByteSendStream
+    ) -> None:
+        self.runtime = runtime
+        self.receive_stream = receive
+        self.send_stream = send
+        self.decoder = FrameDecoder()
+        self.limits: Limits = runtime.limits
+        self.policy: str | None = None
+        self.seq = SeqAssigner()
+        self._send_q, self._recv_q = anyio.create_memory_object_stream[Frame](WRITER_QUEUE)
+        self.active: dict[MessageId, Active] = {}
+        self.peer_calls: dict[MessageId, PeerState] = {}
+        self.pools: Any = None
+        self.drops = 0
+        self.overruns = 0
+        self.broken = False
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._writer_done = anyio.Event()
+        self._idle = anyio.Event()
+
+    # -- output ------------------------------------------------------------------------------
+
+    async def send(self, frame: Frame) -> None:
+        """Queue one frame for the writer (waits only when the queue is full)."""
+        try:
+            await self._send_q.send(frame)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self.drops += 1
+
+    async def _writer(self) -> None:
+        recv = self._recv_q
+        try:
+            while True:
+                try:
+                    first = await recv.receive()
+                except anyio.EndOfStream:
+                    return
+                parts: list[bytes] = []
+                size = 0
+                frame: Frame | None = first
+                while frame is not None:
+                    numbered = self.seq.assign(frame)
+                    if numbered is not None:
+                        try:
+                            data = encode_frame(numbered, self.limits.max_frame)
+                        except ProtocolError as exc:
+                            _note(f"dropping a {frame.frame_type.name} frame that cannot be encoded: {exc}")
+                            self.drops += 1
+                        else:
+                            parts.append(data)
+                            size += len(data)
+                    frame = None
+                    if size < WRITE_BATCH:
+                        try:
+                            frame = recv.receive_nowait()
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            frame = None
+                if parts and not self.broken:
+                    try:
+                        await self.send_stream.send(parts[0] if len(parts) == 1 else b"".join(parts))
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                        self.broken = True
+        finally:
+            self._writer_done.set()
+
+    # -- input -------------------------------------------------------------------------------
+
+    async def _next_frame(self) -> Frame | None:
+        """The next frame, or ``None`` at a clean EOF. Decoder errors propagate."""
+        decoder = self.decoder
+        while True:
+            frame = decoder.next_frame()
+            if frame is not None:
+                return frame
+            try:
+                data = await self.receive_stream.receive(max(READ_SIZE, decoder.bytes_wanted))
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                decoder.feed(b"")
+                frame = decoder.next_frame()  # raises when EOF fell inside a frame
+                if frame is None:
+                    return None
+                return frame
+            decoder.feed(data)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Serve until EOF or a fatal condition; return the exit status."""
+        try:
+            self.pools = self.runtime.make_pools()
+        except ValueError as exc:
+            _note(f"cannot serve: the pool declarations do not fit the registered handlers: {exc}")
+            return EXIT_FAILURE
+        try:
+            first = await self._next_frame()
+        except ProtocolError as exc:
+            _note(f"protocol error: {exc}")
+            return EXIT_PROTOCOL
+        if first is None:
+            return EXIT_OK
+        try:
+            self.limits = accept_host_hello(first, self.runtime.limits)
+        except HandshakeError as exc:
+            _note(f"handshake failed: {exc}")
+            return EXIT_FAILURE
+        self.decoder.max_frame = self.limits.max_frame
+        hello = frames.hello(
+            self.limits, manifest=self.runtime.manifest.to_json_bytes(), pools=self.pools.to_json_bytes()
+        )
+        try:
+            await self.send_stream.send(encode_frame(hello))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            _note(f"cannot write HELLO: {exc}")
+            return EXIT_FAILURE
+        status = EXIT_OK
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._writer)
+            try:
+                status = await self._read_loop()
+            except _Stop as stop:
+                status = stop.status
+            except ProtocolError as exc:
+                _note(f"protocol error: {exc}")
+                status = EXIT_PROTOCOL
+            await self._shutdown(graceful=status == EXIT_OK)
+            self._send_q.close()
+            with anyio.move_on_after(10):
+                await self._writer_done.wait()
+            tg.cancel_scope.cancel()
+        return status
+
+    async def _shutdown(self, *, graceful: bool) -> None:
+        """Stop every request: at EOF, give complete requests a short grace first."""
+        for a in list(self.active.values()):
+            if not a.receiver.finished:
+                self._cancel(a, ("CANCELLED", "environment", "input closed before the request was complete"))
+        if graceful and self.active:
+            with anyio.move_on_after(EOF_GRACE):
+                while self.active:
+                    self._idle = anyio.Event()
+                    await self._idle.wait()
+        for a in list(self.active.values()):
+            self._cancel(a, ("CANCELLED", "environment", "the cartridge is shutting down"))
+        with anyio.move_on_after(EOF_GRACE):
+            while any(x.started for x in self.active.values()):
+                self._idle = anyio.Event()
+                await self._idle.wait()
+
+    async def _read_loop(self) -> int:
+        while True:
+            frame = await self._next_frame()
+            if frame is None:
+                return EXIT_OK
+            await self._dispatch(frame)
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    async def _dispatch(self, frame: Frame) -> None:
+        ft = frame.frame_type
+        if ft is FrameType.REQ:
+            await self._on_req(frame)
+        elif ft in (FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END, FrameType.END,
+                    FrameType.ERR, FrameType.LOG):
+            a = self.active.get(frame.id)
+            if a is not None:
+                await self._on_body(a, frame)
+            elif frame.id in self.peer_calls:
+                await self._on_peer_frame(self.peer_calls[frame.id], frame)
+        elif ft is FrameType.HEARTBEAT:
+            await self._on_heartbeat(frame)
+        elif ft is FrameType.CREDIT:
+            self._on_credit(frame)
+        elif ft is FrameType.CANCEL:
+            await self._on_cancel(frame)
+        elif ft is FrameType.CLOSE_STREAM:
+            self._on_close_stream(frame)
+        elif ft is FrameType.POLICY:
+            self.policy = str((frame.meta or {}).get("network"))
+        elif ft is FrameType.HELLO:
+            await self.send(frames.err(ZERO_ID, "PROTOCOL_ERROR", "HELLO after the handshake", "internal"))
+        elif ft in (FrameType.RELAY_NOTIFY, FrameType.RELAY_STATE):
+            _note(f"{ft.name} frame received: a cartridge never takes part in relay traffic; exiting")
+            raise _Stop(EXIT_FAILURE)
+
+    async def _reject(self, frame: Frame, code: str, message: str, cls: str = "internal") -> None:
+        await self.send(frames.err(frame.id, code, message, cls, xid=frame.routing_id))
+
+    async def _on_req(self, frame: Frame) -> None:
+        cap = frame.cap
+        if frame.id in self.active:
+            a = self.active[frame.id]
+            await self._fail_input(a, ProtocolError(f"second REQ for request {frame.id}"))
+            return
+        if cap is None:
+            await self._reject(frame, "INVALID_REQUEST", "REQ without a cap URN (key 10)")
+            return
+        if frame.payload:
+            await self._reject(frame, "PROTOCOL_ERROR", "REQ payload must be empty; arguments travel as streams")
+            return
+        if self.policy is None and not self._is_identity(cap):
+            await self._reject(frame, "PROTOCOL_VIOLATION", "REQ before POLICY: only the identity check may come first")
+            return
+        found = self.runtime.find_handler(cap)
+        if found is None:
+            await self._reject(frame, "NO_HANDLER", f"No handler registered for cap: {cap}", "environment")
+            return
+        a = Active(self, frame.id, frame.routing_id, cap)
+        a.handler_urn, a.factory = found
+        a.pool = str(CapUrn.parse(a.handler_urn))
+        a.receiver.receive(frame)
+        self.active[a.rid] = a
+        position = self.pools.arrive(a.pool, a)
+        if position is None:
+            self._start(a)
+        else:
+            await self.send(frames.log(a.rid, "queued", f"Request queued (position {position} on pool '{a.pool}')",
+                                       "internal", xid=a.xid))
+
+    @staticmethod
+    def _is_identity(cap: str) -> bool:
+        try:
+            return CapUrn.parse(cap).is_equivalent(_IDENTITY)
+        except UrnError:
+            return False
+
+    async def _on_body(self, a: Active, frame: Frame) -> None:
+        if a.input_error is not None:
+            return
+        try:
+            events = a.receiver.receive(frame)
+        except ProtocolError as exc:
+            await self._fail_input(a, exc)
+            return
+        for ev in events:
+            if isinstance(ev, StreamData):
+                s = a.inputs.get(ev.stream_id)
+                if s is not None:
+                    s._push_data(ev.value)
+            elif isinstance(ev, StreamItem):
+                s = a.inputs.get(ev.stream_id)
+                if s is not None:
+                    s._push_item(ev.value, ev.meta, 1 if ev is events[0] else 0)
+            elif isinstance(ev, StreamOpened):
+                if ev.output is not None:
+                    await self._fail_input(a, ProtocolError(f"argument stream {ev.stream_id!r} carries an output name"))
+                    return
+                s = InputStream(ev.stream_id, ev.media_urn, is_sequence=ev.is_sequence, unbounded=ev.unbounded,
+                                meta=ev.meta, consumed=a.consumed, before_block=a.before_block)
+                a.inputs[ev.stream_id] = s
+                a.package._add(s)
+            elif isinstance(ev, StreamClosed):
+                s = a.inputs.get(ev.stream_id)
+                if s is not None:
+                    s._push_end()
+            elif isinstance(ev, BodyEnded):
+                a.package._end()
+            elif isinstance(ev, ErrorReceived):
+                self._cancel(a, (ev.code or "CANCELLED", ev.attribution_class, ev.message or "requester failed"),
+                             silent=True)
+        await a.send_credit()
+
+    async def _fail_input(self, a: Active, exc: ProtocolError) -> None:
+        """A frame of this request broke the rules: the handler's input fails with ``exc`` and
+        the request ends with an ERR carrying the error's code (the handler is cancelled)."""
+        if a.input_error is not None:
+            return
+        a.input_error = exc
+        a.package._fail(exc)
+        a.wake_all()
+        if a.scope is not None:
+            a.scope.cancel()
+        elif not a.started:
+            self.pools.remove_queued(lambda item: item is a)
+            self.active.pop(a.rid, None)
+            a.terminal_sent = True
+            await self.send(frames.err(a.rid, str(exc.code), str(exc), "internal", xid=a.xid))
+
+    async def _on_peer_frame(self, state: PeerState, frame: Frame) -> None:
+        resp = state.call.response
+        try:
+            events = state.receiver.receive(frame)
+        except ProtocolError as exc:
+            resp._deliver(exc)
+            self.peer_calls.pop(state.rid, None)
+            return
+        for ev in events:
+            credit = 1 if isinstance(ev, StreamData) or (isinstance(ev, StreamItem) and ev is events[0]) else 0
+            resp._deliver(ev, credit)
+            if isinstance(ev, (BodyEnded, ErrorReceived)):
+                self.peer_calls.pop(state.rid, None)
+        for f in state.receiver.data_to_send():
+            await self.send(f)
+
+    async def _on_heartbeat(self, frame: Frame) -> None:
+        meta = frame.meta or {}
+        desired = meta.get("desired_capacities")
+        if desired is not None:
+            try:
+                self.pools.apply_desired_json(desired)
+            except UnknownPoolError as exc:
+                await self.send(frames.err(frame.id, "UNKNOWN_POOL", str(exc), "internal"))
+                return
+            self._admit_waiting()
+        reply = {
+            "drops_total": self.drops,
+            "stragglers_total": self.seq.stragglers,
+            "overruns_total": self.overruns,
+            "pools": self.pools.to_json_bytes(),
+        }
+        await self.send(frames.heartbeat(frame.id, meta=reply))
+
+    def _on_credit(self, frame: Frame) -> None:
+        n = frame.credit or 0
+        owner = self.active.get(frame.id)
+        outputs = owner.outputs if owner is not None else None
+        if outputs is None:
+            state = self.peer_calls.get(frame.id)
+            outputs = state.outputs if state is not None else None
+        if outputs is None:
+            return  # a grant after a terminal is a harmless no-op
+        if frame.stream_id is not None:
+            out = outputs.get(frame.stream_id)
+            if out is not None:
+                out.grant(n)
+            return
+        own = [o for k, o in outputs.items() if not k.startswith("peer:")]
+        if len(own) == 1:
+            own[0].grant(n)
+        elif own:
+            _note(f"CREDIT without a stream id for request {frame.id} with {len(own)} streams; ignored")
+
+    async def _on_cancel(self, frame: Frame) -> None:
+        a = self.active.get(frame.id)
+        if a is None:
+            _note(f"CANCEL for unknown or finished request {frame.id}; ignored")
+            return
+        if a.cancel is not None:
+            _note(f"second CANCEL for request {frame.id}; ignored")
+            return
+        reason = cancel_terminal(frame.meta)
+        if not a.started:
+            self.pools.remove_queued(lambda item: item is a)
+            code, cls, message = reason
+            a.cancel = reason
+            await self.send(frames.err(a.rid, code, f"{message} (while queued)", cls, xid=a.xid))
+            a.terminal_sent = True
+            self.active.pop(a.rid, None)
+        else:
+            self._cancel(a, reason)
+            for call in list(a.peer_calls):
+                await call.cancel()
+        if frame.force_kill:
+            if not a.terminal_sent:
+                code, cls, message = reason
+                a.terminal_sent = True
+                await self.send(frames.err(a.rid, code, message, cls, xid=a.xid))
+            _note(f"CANCEL with force_kill for request {frame.id}; ending the process")
+            raise _Stop(EXIT_FORCE_KILLED)
+
+    def _cancel(self, a: Active, reason: tuple[str, str, str], *, silent: bool = False) -> None:
+        if a.cancel is None:
+            a.cancel = reason
+        if silent:
+            a.terminal_sent = True
+        a.package._fail(StreamAbandonedError(f"input abandoned: {reason[2]}"))
+        a.wake_all()
+        if a.scope is not None:
+            a.scope.cancel()
+        elif not a.started:
+            self.pools.remove_queued(lambda item: item is a)
+            self.active.pop(a.rid, None)
+            self._idle.set()
+
+    def _on_close_stream(self, frame: Frame) -> None:
+        a = self.active.get(frame.id)
+        if a is None:
+            _note(f"CLOSE_STREAM for unknown request {frame.id}; ignored")
+            return
+        live = [s for sid, s in a.inputs.items() if s.is_unbounded and (frame.stream_id in (None, sid))]
+        if not live:
+            _note(f"CLOSE_STREAM for request {frame.id}, which has no live-feed input; ignored")
+            return
+        for s in live:
+            s._push_end()
+            a.inputs.pop(s.stream_id, None)
+
+    # -- handlers ----------------------------------------------------------------------------
+
+    def _start(self, a: Active) -> None:
+        a.started = True
+        assert self._tg is not None
+        self._tg.start_soon(self._serve_request, a)
+
+    def _admit_waiting(self) -> None:
+        while (admitted := self.pools.admit_next()) is not None:
+            _, a = admitted
+            self._tg.start_soon(self._announce_and_start, a)  # type: ignore[union-attr]
+
+    async def _announce_and_start(self, a: Active) -> None:
+        await self.send(frames.log(a.rid, "dequeued", "Request dequeued, handler starting", "internal", xid=a.xid))
+        self._start(a)
+
+    async def _serve_request(self, a: Active) -> None:
+        outcome: CartridgeError | None = None
+        try:
+            reporter = WireReporter(a)
+            specs = output_specs(self.runtime, a.cap, a.handler_urn)
+            outputs = [a.make_output(spec, reporter) for spec in specs]
+            req = Request(
+                cap_urn=a.cap,
+                input_package=a.package,
+                outputs=outputs,
+                reporter=reporter,
+                network=NetworkAccess(lambda: self.policy),
+                peer=PeerInvoker(WirePeer(self, a, reporter), reporter),
+            )
+            dry = DryContext(cap_urn=a.cap, handler_urn=a.handler_urn, limits=self.limits, policy=self.policy)
+            wet = WetContext()
+            wet.set(REQUEST_KEY, req)
+            with anyio.CancelScope() as scope:
+                a.scope = scope
+                if a.cancel is not None or a.input_error is not None:
+                    scope.cancel()
+                try:
+                    await run_perform(a.factory(), dry, wet, lambda: a.cancel is not None)
+                    if a.input_error is None:
+                        for out in outputs:
+                            await out._finish_output()
+                except CartridgeError as exc:
+                    outcome = exc
+                except Exception as exc:  # noqa: BLE001 - any handler failure becomes an ERR
+                    print(f"cartridge: handler for {a.cap} failed:", file=sys.stderr)
+                    traceback.print_exception(exc, file=sys.stderr)
+                    outcome = CartridgeError(str(exc) or type(exc).__name__)
+            await self._terminal(a, outcome)
+        finally:
+            a.scope = None
+            self.active.pop(a.rid, None)
+            try:
+                self.pools.release(a.pool)
+            except Exception:  # noqa: BLE001 - a pool bookkeeping slip must not kill the session
+                pass
+            self._admit_waiting()
+            self._idle.set()
+
+    async def _terminal(self, a: Active, outcome: CartridgeError | None) -> None:
+        if a.terminal_sent:
+            return
+        a.terminal_sent = True
+        if a.cancel is not None:
+            code, cls, message = a.cancel
+            await self.send(frames.err(a.rid, code, message, cls, xid=a.xid))
+        elif a.input_error is not None:
+            exc = a.input_error
+            code = str(getattr(exc, "code", "PROTOCOL_ERROR"))
+            await self.send(frames.err(a.rid, code, str(exc), "internal", xid=a.xid))
+        elif outcome is not None:
+            cls = outcome.attribution_class if outcome.attribution_class in ATTRIBUTION_CLASSES else "internal"
+            await self.send(
+                frames.err(a.rid, str(outcome.code), outcome.message, cls, arg_urn=outcome.arg_urn, xid=a.xid)
+            )
+        else:
+            progress, message = a.final
+            await self.send(frames.end(a.rid, xid=a.xid, progress=progress, message=message))

@@ -1,0 +1,99 @@
+"""Running a handler's ``perform``: directly when it is ``async def``, in a worker thread when it
+is a plain ``def``.
+
+A synchronous handler sees the same objects, wrapped in :class:`ThreadProxy`: every ``async``
+method becomes a blocking call marshalled onto the event loop with :func:`anyio.from_thread.run`,
+and every async iterator becomes a plain iterator. Each call first checks whether the request was
+cancelled and raises :class:`RequestCancelled` if so, so a cancelled synchronous handler stops at
+its next runtime call.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+
+from ._context import REQUEST_KEY, DryContext, Op, WetContext
+from ._errors import RequestCancelled
+from ._input import InputPackage, InputStream
+from ._output import OutputStream
+from ._peer import PeerCall, PeerInvoker, PeerResponse
+from ._request import Request
+
+_WRAPPED = (Request, InputPackage, InputStream, OutputStream, PeerInvoker, PeerCall, PeerResponse)
+
+
+async def _anext(agen: AsyncIterator[Any]) -> Any:
+    return await agen.__anext__()
+
+
+class ThreadProxy:
+    """A blocking view of a runtime object, for code running in a worker thread."""
+
+    __slots__ = ("_cancelled", "_obj")
+
+    def __init__(self, obj: Any, cancelled: Callable[[], bool]) -> None:
+        object.__setattr__(self, "_obj", obj)
+        object.__setattr__(self, "_cancelled", cancelled)
+
+    def _check(self) -> None:
+        if self._cancelled():
+            raise RequestCancelled("the request was cancelled")
+
+    def _wrap(self, value: Any) -> Any:
+        if isinstance(value, _WRAPPED):
+            return ThreadProxy(value, self._cancelled)
+        return value
+
+    def _iterate(self, agen: AsyncIterator[Any]) -> Iterator[Any]:
+        while True:
+            self._check()
+            try:
+                value = anyio.from_thread.run(_anext, agen)
+            except StopAsyncIteration:
+                return
+            yield self._wrap(value)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._obj, name)
+        if not callable(attr) or isinstance(attr, type):
+            return self._wrap(attr)
+        if inspect.isasyncgenfunction(attr):
+            return lambda *a, **k: self._iterate(attr(*a, **k))
+        if inspect.iscoroutinefunction(attr):
+
+            def call_async(*a: Any, **k: Any) -> Any:
+                self._check()
+                return self._wrap(anyio.from_thread.run(functools.partial(attr, *a, **k)))
+
+            return call_async
+
+        def call(*a: Any, **k: Any) -> Any:
+            self._check()
+            return self._wrap(attr(*a, **k))
+
+        return call
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._iterate(self._obj.__aiter__())
+
+    def __repr__(self) -> str:
+        return f"ThreadProxy({self._obj!r})"
+
+
+async def run_perform(op: Op, dry: DryContext, wet: WetContext, cancelled: Callable[[], bool]) -> None:
+    """Run ``op.perform`` on the event loop or, when synchronous, in a worker thread."""
+    if inspect.iscoroutinefunction(op.perform):
+        await op.perform(dry, wet)
+        return
+    proxied = wet.derive()
+    proxied.set(REQUEST_KEY, ThreadProxy(wet.request, cancelled))  # type: ignore[arg-type]
+    await anyio.to_thread.run_sync(op.perform, dry, proxied)
+
+

@@ -1,0 +1,256 @@
+"""The wire side of a request: per-request state, output backends, reporter and peer transport.
+
+Everything here produces frames and hands them to the session's writer queue
+(:meth:`Session.send`); nothing writes bytes directly. Data CHUNKs wait for credit on an
+:class:`anyio.Event` per stream (no polling); a cancel wakes every waiter.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from cartridge_runtime.protocol import (
+    ATTRIBUTION_CLASSES,
+    BodyReceiver,
+    Frame,
+    FrameType,
+    MessageId,
+    OutgoingStream,
+    frames,
+)
+
+from ._errors import RequestCancelled
+from ._input import InputPackage, InputStream
+from ._output import OutputSpec, OutputStream
+from ._peer import PeerCall
+
+if TYPE_CHECKING:
+    from ._session import Session
+
+
+def _cls(attribution_class: str) -> str:
+    return attribution_class if attribution_class in ATTRIBUTION_CLASSES else "internal"
+
+
+class WireOutput:
+    """Frames for one outgoing stream (a response output or a peer-call argument)."""
+
+    def __init__(self, session: Session, owner: Active, og: OutgoingStream) -> None:
+        self.session = session
+        self.owner = owner
+        self.og = og
+        self._event: anyio.Event | None = None
+        self.step = og.max_chunk
+
+    def grant(self, n: int) -> None:
+        self.og.grant(n)
+        self.wake()
+
+    def wake(self) -> None:
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    async def _emit(self, out: list[Frame]) -> None:
+        send = self.session.send
+        for f in out:
+            if f.frame_type is FrameType.CHUNK:
+                while not self.og.take_credit():
+                    if self.owner.cancel is not None:
+                        raise RequestCancelled("the request was cancelled while waiting for credit")
+                    if self._event is None:
+                        self._event = anyio.Event()
+                    await self._event.wait()
+            await send(f)
+
+    async def start(self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None) -> None:
+        await self._emit(self.og.start(is_sequence=is_sequence, unbounded=unbounded, meta=meta))
+
+    async def write(self, data: bytes | memoryview) -> None:
+        n = len(data)
+        step = self.step
+        if n <= step:
+            await self._emit(self.og.write_bytes(data, time.monotonic()))
+            return
+        mv = memoryview(data)
+        for pos in range(0, n, step):
+            await self._emit(self.og.write_bytes(mv[pos : pos + step], time.monotonic()))
+
+    async def emit_value(self, value: Any) -> None:
+        if isinstance(value, (bytes, bytearray, memoryview)) and not self.og.is_sequence:
+            await self.write(value if isinstance(value, bytes) else memoryview(value))
+        else:
+            await self._emit(self.og.emit_value(value))
+
+    async def emit_item(self, value: Any, meta: Mapping[str, Any] | None) -> None:
+        await self._emit(self.og.emit_item(value, meta))
+
+    async def flush(self) -> None:
+        await self._emit(self.og.flush())
+
+    async def close(self) -> None:
+        await self._emit(self.og.close())
+
+
+class Active:
+    """Everything the session keeps for one incoming request."""
+
+    def __init__(self, session: Session, rid: MessageId, xid: MessageId | None, cap: str) -> None:
+        self.session = session
+        self.rid = rid
+        self.xid = xid
+        self.cap = cap
+        self.handler_urn = ""
+        self.pool = ""
+        self.factory: Any = None
+        limits = session.limits
+        self.receiver = BodyReceiver(rid, xid=xid, initial_credit=limits.initial_credit, expect_req=True)
+        self.package = InputPackage()
+        self.package._before_block = self._flush_all
+        self.inputs: dict[str, InputStream] = {}
+        self.outputs: dict[str, WireOutput] = {}
+        self.peer_calls: list[PeerCall] = []
+        self.scope: anyio.CancelScope | None = None
+        self.cancel: tuple[str, str, str] | None = None
+        self.input_error: Exception | None = None
+        self.terminal_sent = False
+        self.started = False
+        self.final: tuple[float, str | None] = (1.0, None)
+        self.prefix = f"resp-{uuid.uuid4().hex[:8]}"
+
+    def __repr__(self) -> str:
+        return f"Active(rid={self.rid}, cap={self.cap!r})"
+
+    # -- credit hooks of the input streams --------------------------------------------------
+
+    async def consumed(self, stream_id: str) -> None:
+        self.receiver.consumed(stream_id)
+        await self.send_credit()
+
+    async def before_block(self, stream_id: str) -> None:
+        self.receiver.flush_credit(stream_id)
+        await self.send_credit()
+
+    async def _flush_all(self) -> None:
+        self.receiver.flush_credit()
+        await self.send_credit()
+
+    async def send_credit(self) -> None:
+        for f in self.receiver.data_to_send():
+            await self.session.send(f)
+
+    def wake_all(self) -> None:
+        for out in self.outputs.values():
+            out.wake()
+
+    # -- outputs ----------------------------------------------------------------------------
+
+    def make_output(self, spec: OutputSpec, reporter: WireReporter) -> OutputStream:
+        limits = self.session.limits
+        sid = f"{self.prefix}-{spec.index}"
+        og = OutgoingStream(
+            self.rid,
+            sid,
+            spec.media_urn,
+            xid=self.xid,
+            max_chunk=limits.effective_chunk,
+            initial_credit=limits.initial_credit,
+            is_sequence=spec.is_sequence,
+            output=None if spec.is_main else spec.declared_urn,
+        )
+        backend = WireOutput(self.session, self, og)
+        self.outputs[sid] = backend
+        return OutputStream(spec, backend, reporter)
+
+
+class WireReporter:
+    """Progress and LOG frames of one request (never wait for credit)."""
+
+    def __init__(self, active: Active) -> None:
+        self.active = active
+
+    async def progress(self, fraction: float, message: str) -> None:
+        a = self.active
+        await a.session.send(frames.progress(a.rid, fraction, message, xid=a.xid))
+
+    async def log(self, level: str, message: str, attribution_class: str, arg_urn: str | None) -> None:
+        a = self.active
+        await a.session.send(frames.log(a.rid, level, message, _cls(attribution_class), arg_urn=arg_urn, xid=a.xid))
+
+    def finish(self, progress: float, message: str | None) -> None:
+        self.active.final = (progress, message)
+
+
+class PeerState:
+    """The session's record of one outgoing peer call."""
+
+    def __init__(self, session: Session, call: PeerCall, parent: Active) -> None:
+        self.call = call
+        self.parent = parent
+        self.rid = MessageId.new()
+        self.receiver = BodyReceiver(
+            self.rid, initial_credit=session.limits.initial_credit, expect_req=False
+        )
+        self.outputs: dict[str, WireOutput] = {}
+        # Credit waits of argument streams stop when the parent is cancelled.
+        self.cancel: tuple[str, str, str] | None = None
+
+
+class WirePeer:
+    """:class:`~cartridge_runtime.runtime.PeerTransport` over the session's frames."""
+
+    def __init__(self, session: Session, active: Active, reporter: WireReporter) -> None:
+        self.session = session
+        self.active = active
+        self.reporter = reporter
+
+    async def send_req(self, call: PeerCall) -> None:
+        state = PeerState(self.session, call, self.active)
+        call.rid = state.rid
+        self.session.peer_calls[state.rid] = state
+        self.active.peer_calls.append(call)
+
+        async def consumed(stream_id: str) -> None:
+            state.receiver.consumed(stream_id)
+            for f in state.receiver.data_to_send():
+                await self.session.send(f)
+
+        async def before_block() -> None:
+            state.receiver.flush_credit()
+            for f in state.receiver.data_to_send():
+                await self.session.send(f)
+
+        call.response.consumed = consumed
+        call.response.before_block = before_block
+        await self.session.send(frames.req(state.rid, call.cap_urn))
+
+    def arg_stream(self, call: PeerCall, media_urn: str, index: int) -> OutputStream:
+        state = self.session.peer_calls[call.rid]
+        limits = self.session.limits
+        sid = str(uuid.uuid4())
+        og = OutgoingStream(
+            state.rid, sid, media_urn, max_chunk=limits.effective_chunk, initial_credit=limits.initial_credit
+        )
+        backend = WireOutput(self.session, self.active, og)
+        state.outputs[sid] = backend
+        self.active.outputs[f"peer:{sid}"] = backend  # woken with the parent on cancel
+        spec = OutputSpec(media_urn=media_urn, declared_urn=media_urn, name=f"arg-{index}", index=index)
+        return OutputStream(spec, backend, self.reporter)
+
+    async def send_end(self, call: PeerCall) -> None:
+        await self.session.send(frames.end(call.rid, response=False))
+
+    async def cancel(self, call: PeerCall) -> None:
+        if call.rid is None or call.rid not in self.session.peer_calls:
+            return
+        reason = self.active.cancel
+        if reason is None:
+            await self.session.send(frames.cancel(call.rid))
+        else:
+            code, cls, message = reason
+            await self.session.send(frames.cancel(call.rid, code=code, attribution_class=cls, message=message))

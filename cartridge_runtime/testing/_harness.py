@@ -1,0 +1,493 @@
+"""An in-process host for testing a :class:`CartridgeRuntime` (or a single :class:`Op`).
+
+:class:`CartridgeHarness` runs ``runtime.serve()`` over anyio memory streams and plays the host:
+the real HELLO exchange, the identity check, POLICY, then requests with credit-paced arguments.
+Every response is checked by a :class:`BodyReceiver` (so a malformed response fails the test)
+and gathered into a :class:`CallResult`. Raw frames and raw bytes can be sent for bad-input
+tests; peer calls the cartridge makes are answered by the ``peers`` callbacks.
+
+::
+
+    async with CartridgeHarness(runtime) as h:
+        result = await h.call("cap:in=media:;op=echo;out=media:", [("media:", b"hi")])
+        assert result.main_bytes == b"hi"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import anyio
+import anyio.abc
+import attrs
+import cbor2
+
+from cartridge_runtime.protocol import (
+    BodyEnded,
+    BodyReceiver,
+    ErrorReceived,
+    Frame,
+    FrameDecoder,
+    FrameType,
+    IdentityCheck,
+    Limits,
+    LogReceived,
+    MessageId,
+    OutgoingStream,
+    ProgressReceived,
+    StreamClosed,
+    StreamData,
+    StreamItem,
+    StreamOpened,
+    accept_cartridge_hello,
+    encode_frame,
+    frames,
+)
+
+PeerHandler = Callable[[str, list[tuple[str, bytes]]], Awaitable[bytes]]
+
+
+class _ByteRecv(anyio.abc.ByteReceiveStream):
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        return await self.inner.receive()  # type: ignore[no-any-return]
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _ByteSend(anyio.abc.ByteSendStream):
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def send(self, item: bytes) -> None:
+        await self.inner.send(bytes(item))
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def memory_byte_pipe(buffer: float = 64) -> tuple[anyio.abc.ByteSendStream, anyio.abc.ByteReceiveStream]:
+    """A one-way in-memory byte pipe (closing the send side is EOF for the receiver)."""
+    s, r = anyio.create_memory_object_stream[bytes](buffer)
+    return _ByteSend(s), _ByteRecv(r)
+
+
+@attrs.define
+class StreamResult:
+    """One response stream as received."""
+
+    stream_id: str
+    media_urn: str
+    output: str | None = None
+    is_sequence: bool = False
+    unbounded: bool = False
+    meta: Any = None
+    values: list[Any] = attrs.field(factory=list)
+    items: list[tuple[Any, Any]] = attrs.field(factory=list)
+    chunk_count: int | None = None
+    closed: bool = False
+
+    @property
+    def data(self) -> bytes:
+        """The stream's bytes by the byte-collector rule."""
+        out = []
+        for v in self.values:
+            out.append(v if isinstance(v, bytes) else v.encode() if isinstance(v, str) else cbor2.dumps(v))
+        return b"".join(out)
+
+
+@attrs.frozen(kw_only=True)
+class ErrorInfo:
+    code: str
+    attribution_class: str
+    message: str
+    arg_urn: str | None = None
+
+
+@attrs.define
+class CallResult:
+    """Everything a request got back."""
+
+    rid: MessageId
+    streams: list[StreamResult] = attrs.field(factory=list)
+    logs: list[LogReceived] = attrs.field(factory=list)
+    progress: list[tuple[float, str]] = attrs.field(factory=list)
+    end: Any = None
+    error: ErrorInfo | None = None
+    frames: list[Frame] = attrs.field(factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.end is not None
+
+    @property
+    def main(self) -> StreamResult | None:
+        return next((s for s in self.streams if s.output is None), None)
+
+    @property
+    def main_bytes(self) -> bytes:
+        m = self.main
+        return m.data if m is not None else b""
+
+    def output(self, media_urn: str) -> StreamResult | None:
+        """The stream whose key 21 (or, for the main output, media) is ``media_urn``."""
+        return next((s for s in self.streams if media_urn in (s.output, s.media_urn)), None)
+
+    def raise_for_error(self) -> CallResult:
+        if self.error is not None:
+            raise AssertionError(f"request failed: {self.error}")
+        return self
+
+
+class _Call:
+    def __init__(self, rid: MessageId, xid: MessageId | None, limits: Limits) -> None:
+        self.result = CallResult(rid=rid)
+        self.receiver = BodyReceiver(rid, xid=xid, initial_credit=limits.initial_credit, expect_req=False)
+        self.args: dict[str, OutgoingStream] = {}
+        self.credit_event = anyio.Event()
+        self.done = anyio.Event()
+        self.by_id: dict[str, StreamResult] = {}
+
+
+class CartridgeHarness:
+    """Drive a runtime in-process (see the module docstring).
+
+    :param handshake: do HELLO, identity and POLICY on entry (``False`` to test them by hand).
+    :param policy: the POLICY word sent after the identity check (``None``: send none).
+    :param peers: ``{cap_urn: async fn(cap, inputs) -> bytes}`` answering the cartridge's peer calls.
+    """
+
+    def __init__(
+        self,
+        runtime: Any,
+        *,
+        limits: Limits | None = None,
+        handshake: bool = True,
+        policy: str | None = "full",
+        peers: dict[str, PeerHandler] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.host_limits = limits or Limits()
+        self.limits = self.host_limits
+        self.do_handshake = handshake
+        self.policy = policy
+        self.peers = dict(peers or {})
+        self.received: list[Frame] = []
+        self.exit_status: int | None = None
+        self.hello: Any = None
+        self.heartbeats: list[Frame] = []
+        self.unrouted: list[Frame] = []
+        self._calls: dict[MessageId, _Call] = {}
+        self._peer_reqs: dict[MessageId, tuple[BodyReceiver, list[tuple[str, bytearray]], str]] = {}
+        self._frame_event = anyio.Event()
+        self._exited = anyio.Event()
+        self._hello_event = anyio.Event()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> CartridgeHarness:
+        self._to_c, c_in = memory_byte_pipe()
+        c_out, self._from_c = memory_byte_pipe()
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._serve, c_in, c_out)
+        self._tg.start_soon(self._read)
+        if self.do_handshake:
+            await self.handshake()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close_input()
+        with anyio.move_on_after(10):
+            await self._exited.wait()
+        self._tg.cancel_scope.cancel()
+        await self._tg.__aexit__(None, None, None)
+
+    async def _serve(self, c_in: anyio.abc.ByteReceiveStream, c_out: anyio.abc.ByteSendStream) -> None:
+        try:
+            self.exit_status = await self.runtime.serve(c_in, c_out)
+        finally:
+            await c_out.aclose()
+            self._exited.set()
+
+    async def wait_exit(self, timeout: float = 10) -> int | None:
+        """The runtime's exit status once ``serve()`` returned."""
+        with anyio.fail_after(timeout):
+            await self._exited.wait()
+        return self.exit_status
+
+    async def close_input(self) -> None:
+        """EOF on the cartridge's input."""
+        try:
+            await self._to_c.aclose()
+        except Exception:  # noqa: BLE001 - already closed
+            pass
+
+    async def send_raw(self, data: bytes) -> None:
+        await self._to_c.send(data)
+
+    async def send_frame(self, frame: Frame) -> None:
+        await self.send_raw(encode_frame(frame))
+
+    async def handshake(self) -> None:
+        """HELLO exchange, identity check, POLICY."""
+        await self.send_frame(frames.hello(self.host_limits))
+        with anyio.fail_after(10):
+            await self._hello_event.wait()
+        check = IdentityCheck()
+        call = self._open(check.rid, None)
+        for f in check.frames():
+            await self.send_frame(f)
+        with anyio.fail_after(10):
+            await call.done.wait()
+        for f in call.result.frames:
+            check.receive(f)
+        if self.policy is not None:
+            await self.send_frame(frames.policy(self.policy))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        decoder = FrameDecoder()
+        while True:
+            try:
+                data = await self._from_c.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                return
+            decoder.feed(data)
+            for f in decoder.frames():
+                self.received.append(f)
+                await self._route(f)
+            self._frame_event.set()
+            self._frame_event = anyio.Event()
+
+    async def _route(self, f: Frame) -> None:
+        ft = f.frame_type
+        if ft is FrameType.HELLO and self.hello is None:
+            self.hello = accept_cartridge_hello(f, self.host_limits)
+            self.limits = self.hello.limits
+            self._hello_event.set()
+            return
+        if ft is FrameType.HEARTBEAT:
+            self.heartbeats.append(f)
+            return
+        call = self._calls.get(f.id)
+        if ft is FrameType.CREDIT:
+            if call is not None:
+                target = call.args.get(f.stream_id or "") if f.stream_id else next(iter(call.args.values()), None)
+                if target is not None:
+                    target.grant(f.credit or 0)
+                    call.credit_event.set()
+                    call.credit_event = anyio.Event()
+            return
+        if call is None:
+            if ft is FrameType.REQ or (f.id in self._peer_reqs and ft.is_flow):
+                await self._peer_frame(f)
+            else:
+                self.unrouted.append(f)
+            return
+        call.result.frames.append(f)
+        res = call.result
+        events = call.receiver.receive(f)
+        for ev in events:
+            if isinstance(ev, StreamOpened):
+                s = StreamResult(ev.stream_id, ev.media_urn, ev.output, ev.is_sequence, ev.unbounded, ev.meta)
+                call.by_id[ev.stream_id] = s
+                res.streams.append(s)
+            elif isinstance(ev, StreamData):
+                call.by_id[ev.stream_id].values.append(ev.value)
+                call.receiver.consumed(ev.stream_id)
+            elif isinstance(ev, StreamItem):
+                call.by_id[ev.stream_id].values.append(ev.value)
+                call.by_id[ev.stream_id].items.append((ev.value, ev.meta))
+                call.receiver.consumed(ev.stream_id)
+            elif isinstance(ev, StreamClosed):
+                s = call.by_id[ev.stream_id]
+                s.closed, s.chunk_count = True, ev.chunk_count
+            elif isinstance(ev, LogReceived):
+                res.logs.append(ev)
+            elif isinstance(ev, ProgressReceived):
+                res.progress.append((ev.progress, ev.message))
+            elif isinstance(ev, BodyEnded):
+                res.end = ev.meta
+            elif isinstance(ev, ErrorReceived):
+                res.error = ErrorInfo(
+                    code=ev.code, attribution_class=ev.attribution_class, message=ev.message, arg_urn=ev.arg_urn
+                )
+        call.receiver.flush_credit()
+        for c in call.receiver.data_to_send():
+            await self.send_frame(c)
+        if f.frame_type.is_terminal:
+            call.done.set()
+            call.credit_event.set()
+
+    # -- requests --------------------------------------------------------------------------
+
+    def _open(self, rid: MessageId, xid: MessageId | None) -> _Call:
+        call = _Call(rid, xid, self.limits)
+        self._calls[rid] = call
+        return call
+
+    async def start_call(
+        self,
+        cap: str,
+        inputs: Sequence[tuple[str, bytes]] = (),
+        *,
+        xid: MessageId | None = None,
+        rid: MessageId | None = None,
+        end: bool = True,
+    ) -> _Call:
+        """Send REQ and the arguments (credit-paced); returns the pending call."""
+        rid = rid or MessageId.new()
+        call = self._open(rid, xid)
+        await self.send_frame(frames.req(rid, cap, xid=xid))
+        for i, (urn, data) in enumerate(inputs):
+            og = OutgoingStream(
+                rid, f"arg-{i}", urn, xid=xid, max_chunk=self.limits.effective_chunk,
+                initial_credit=self.limits.initial_credit,
+            )
+            call.args[og.stream_id] = og
+            out = og.start()
+            mv = memoryview(data)
+            step = og.max_chunk
+            for pos in range(0, len(mv), step):
+                out += og.write_bytes(mv[pos : pos + step])
+                await self._send_paced(call, og, out)
+                out = []
+            out += og.close()
+            await self._send_paced(call, og, out)
+        if end:
+            await self.send_frame(frames.end(rid, xid=xid, response=False))
+        return call
+
+    async def _send_paced(self, call: _Call, og: OutgoingStream, out: list[Frame]) -> None:
+        for f in out:
+            if f.frame_type is FrameType.CHUNK:
+                while not og.take_credit():
+                    if call.done.is_set():
+                        return
+                    event = call.credit_event
+                    await event.wait()
+            await self.send_frame(f)
+
+    async def result(self, call: _Call, timeout: float = 30) -> CallResult:
+        """Wait for the call's END or ERR."""
+        with anyio.fail_after(timeout):
+            await call.done.wait()
+        return call.result
+
+    async def call(
+        self, cap: str, inputs: Sequence[tuple[str, bytes]] = (), *, xid: MessageId | None = None,
+        timeout: float = 30,
+    ) -> CallResult:
+        """Call ``cap`` with whole byte arguments and wait for the result."""
+        async with anyio.create_task_group() as tg:
+            holder: list[_Call] = []
+
+            async def go() -> None:
+                holder.append(await self.start_call(cap, inputs, xid=xid))
+
+            tg.start_soon(go)
+        return await self.result(holder[0], timeout)
+
+    async def heartbeat(self, meta: dict[str, Any] | None = None, hid: MessageId | None = None) -> Frame:
+        """Send a HEARTBEAT and return the reply (a HEARTBEAT, or ERR for an unknown pool)."""
+        hid = hid or MessageId.new()
+        await self.send_frame(frames.heartbeat(hid, meta=meta))
+        return await self.wait_for(lambda f: f.id == hid and f.frame_type in (FrameType.HEARTBEAT, FrameType.ERR))
+
+    async def wait_for(self, predicate: Callable[[Frame], bool], timeout: float = 10) -> Frame:
+        """The first received frame (past or future) matching ``predicate``."""
+        with anyio.fail_after(timeout):
+            while True:
+                for f in self.received:
+                    if predicate(f):
+                        return f
+                await self._frame_event.wait()
+
+    # -- peer calls from the cartridge ------------------------------------------------------
+
+    async def _peer_frame(self, f: Frame) -> None:
+        if f.frame_type is FrameType.REQ:
+            rec = BodyReceiver(f.id, initial_credit=self.limits.initial_credit, expect_req=True)
+            rec.receive(f)
+            self._peer_reqs[f.id] = (rec, [], f.cap or "")
+            return
+        rec, streams, cap = self._peer_reqs[f.id]
+        ids: dict[str, int] = getattr(rec, "_harness_ids", {})
+        rec._harness_ids = ids  # type: ignore[attr-defined]
+        for ev in rec.receive(f):
+            if isinstance(ev, StreamOpened):
+                ids[ev.stream_id] = len(streams)
+                streams.append((ev.media_urn, bytearray()))
+            elif isinstance(ev, (StreamData, StreamItem)):
+                v = ev.value
+                streams[ids[ev.stream_id]][1].extend(v if isinstance(v, bytes) else cbor2.dumps(v))
+                rec.consumed(ev.stream_id)
+            elif isinstance(ev, BodyEnded):
+                self._tg.start_soon(self._answer_peer, f.id, cap, [(u, bytes(b)) for u, b in streams])
+        rec.flush_credit()
+        for c in rec.data_to_send():
+            await self.send_frame(c)
+
+    async def _answer_peer(self, rid: MessageId, cap: str, inputs: list[tuple[str, bytes]]) -> None:
+        try:
+            await self._answer_peer_inner(rid, cap, inputs)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the cartridge's input is closed: nobody to answer
+
+    async def _answer_peer_inner(self, rid: MessageId, cap: str, inputs: list[tuple[str, bytes]]) -> None:
+        handler = self.peers.get(cap)
+        if handler is None:
+            await self.send_frame(frames.err(rid, "NO_HANDLER", f"no cartridge handles cap: {cap}", "environment"))
+            return
+        try:
+            data = await handler(cap, inputs)
+        except Exception as exc:  # noqa: BLE001 - reported to the cartridge as ERR
+            await self.send_frame(frames.err(rid, "PEER_FAILED", str(exc), "internal"))
+            return
+        sid = "peer-resp-0"
+        await self.send_frame(frames.stream_start(rid, sid, "media:", is_sequence=False))
+        n = 0
+        step = self.limits.effective_chunk
+        for pos in range(0, len(data), step):
+            await self.send_frame(frames.chunk(rid, sid, n, cbor2.dumps(data[pos : pos + step])))
+            n += 1
+        await self.send_frame(frames.stream_end(rid, sid, n))
+        await self.send_frame(frames.end(rid))
+
+
+async def run_op(
+    op: Any,
+    cap: str,
+    inputs: Sequence[tuple[str, bytes]] = (),
+    *,
+    manifest: Any = None,
+) -> CallResult:
+    """Serve ``op`` (an :class:`Op` class or factory) for ``cap`` in a fresh runtime and call it once."""
+    from cartridge_runtime.manifest import CapDef, Manifest
+    from cartridge_runtime.runtime import CartridgeRuntime
+
+    if manifest is None:
+        manifest = Manifest.build(
+            name="harness", version="0.0.0", description="in-process test cartridge",
+            caps=[CapDef.simple(cap, "Under test", aliases="under-test")],
+        )
+    runtime = CartridgeRuntime(manifest)
+    runtime.register_op(cap, op)
+    async with CartridgeHarness(runtime) as h:
+        return await h.call(cap, inputs)
+
+
+def call_sync(runtime: Any, cap: str, inputs: Sequence[tuple[str, bytes]] = (), *, backend: str = "asyncio") -> CallResult:
+    """Synchronous one-shot call for non-async test code."""
+
+    async def main() -> CallResult:
+        async with CartridgeHarness(runtime) as h:
+            return await h.call(cap, inputs)
+
+    return anyio.run(main, backend=backend)

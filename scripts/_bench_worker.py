@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""One benchmark measurement in a fresh process: ``_bench_worker.py PAIR METRIC [options]``.
+
+Run by ``scripts/bench.py``, one process per (pair, metric), so that the peak RSS
+(VmHWM) read at the end belongs to this measurement alone and imports of one
+side never leak into another. Prints one line ``BENCH-RESULT {json}`` on stdout.
+
+Pairs (see ``_bench_common.PAIRS``): ``a`` Python through ``cat``; ``b``/``e`` the
+capdag host (threads, ``_bench_capdag_host``) with capdag's / our cartridge;
+``c``/``d`` our engine (asyncio) with our / capdag's cartridge.
+
+Metrics:
+
+* ``echo``: ``--bytes`` through the echo cap, fed as 256 KiB blocks and counted as it
+  comes back (nothing held); result ``mb_s`` (10^6 bytes per second).
+* ``seq``: ``--calls`` small ``double`` calls one at a time; ``calls_s``.
+* ``par``: ``--calls`` small calls with ``--inflight`` in flight; ``calls_s``.
+* ``cold``: ``--reps`` times: start a fresh host/engine, spawn the cartridge, first
+  ``double`` result; ``ms`` is the median.
+* ``rss``: an echo of ``--bytes``, then VmHWM of this (driver) process and of the
+  cartridge process, in MiB.
+
+Every measurement is preceded by one warm-up call (so the cartridge is spawned and
+hand-shaken before timing), except ``cold``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench_common import (
+    BLOCK,
+    PAIRS,
+    RESULT_MARK,
+    SMALL_ANSWER,
+    SMALL_INPUT,
+    CpuMeter,
+    find_cap,
+    read_manifest,
+    venv_env,
+    vm_hwm_mib,
+)
+
+Result = dict[str, Any]
+
+
+def _blocks(total: int) -> Iterator[bytes]:
+    """``total`` bytes as 256 KiB blocks (the same block object reused: no allocation)."""
+    block = bytes(range(256)) * (BLOCK // 256)
+    full, rest = divmod(total, BLOCK)
+    for _ in range(full):
+        yield block
+    if rest:
+        yield block[:rest]
+
+
+def _check_answer(answer: bytes) -> None:
+    if answer.strip() != SMALL_ANSWER:
+        raise RuntimeError(f"double answered {answer!r}, expected {SMALL_ANSWER!r}")
+
+
+# ---------------------------------------------------------------------------------------
+# (a) physical reference: Python writing through cat and reading it back
+# ---------------------------------------------------------------------------------------
+
+
+class _Cat:
+    """``cat`` with unbuffered pipes; a round trip of ``n`` bytes is a write then a read."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            ["cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.win = self.proc.stdin.fileno()
+        self.rout = self.proc.stdout.fileno()
+
+    def read_exactly(self, n: int) -> bytes:
+        parts: list[bytes] = []
+        while n > 0:
+            data = os.read(self.rout, n)
+            if not data:
+                raise RuntimeError("cat closed early")
+            parts.append(data)
+            n -= len(data)
+        return b"".join(parts)
+
+    def echo(self, total: int) -> int:
+        """Writer thread pushes ``total`` bytes; this thread reads them back into one buffer."""
+
+        def writer() -> None:
+            for block in _blocks(total):
+                view = memoryview(block)
+                while view:
+                    view = view[os.write(self.win, view):]
+
+        thread = threading.Thread(target=writer, daemon=True)
+        thread.start()
+        buf = bytearray(BLOCK)
+        got = 0
+        while got < total:
+            n = self.proc.stdout.readinto(buf)  # type: ignore[union-attr]
+            if not n:
+                raise RuntimeError("cat closed early")
+            got += n
+        thread.join()
+        return got
+
+    def close(self) -> None:
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        self.proc.wait(timeout=10)
+
+
+def run_cat(metric: str, args: argparse.Namespace) -> Result:
+    if metric == "cold":
+        times = []
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            cat = _Cat()
+            os.write(cat.win, SMALL_INPUT)
+            cat.read_exactly(len(SMALL_INPUT))
+            times.append(time.perf_counter() - t0)
+            cat.close()
+        return {"ms": statistics.median(times) * 1000, "samples_ms": [t * 1000 for t in times]}
+    cat = _Cat()
+    try:
+        os.write(cat.win, SMALL_INPUT)
+        cat.read_exactly(len(SMALL_INPUT))
+        meter = CpuMeter([cat.proc.pid])
+        return _timed_cat(cat, metric, args) | meter.stop()
+    finally:
+        cat.close()
+
+
+def _timed_cat(cat: _Cat, metric: str, args: argparse.Namespace) -> Result:
+    if metric in ("echo", "rss"):
+        t0 = time.perf_counter()
+        got = cat.echo(args.bytes)
+        dt = time.perf_counter() - t0
+        result: Result = {"bytes": got, "seconds": dt, "mb_s": got / dt / 1e6}
+        if metric == "rss":
+            result["driver_mib"] = vm_hwm_mib(os.getpid())
+            result["cartridge_mib"] = vm_hwm_mib(cat.proc.pid)
+        return result
+    if metric == "seq":
+        t0 = time.perf_counter()
+        for _ in range(args.calls):
+            os.write(cat.win, SMALL_INPUT)
+            cat.read_exactly(len(SMALL_INPUT))
+        dt = time.perf_counter() - t0
+        return {"calls": args.calls, "seconds": dt, "calls_s": args.calls / dt}
+    if metric == "par":
+        # ``inflight`` messages written before any is read back.
+        batch = SMALL_INPUT * args.inflight
+        rounds = max(1, args.calls // args.inflight)
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            os.write(cat.win, batch)
+            cat.read_exactly(len(batch))
+        dt = time.perf_counter() - t0
+        calls = rounds * args.inflight
+        return {"calls": calls, "seconds": dt, "calls_s": calls / dt}
+    raise ValueError(metric)
+
+
+# ---------------------------------------------------------------------------------------
+# (b), (e): capdag's CartridgeHost
+# ---------------------------------------------------------------------------------------
+
+
+def run_capdag(cartridge: Path, metric: str, args: argparse.Namespace) -> Result:
+    from _bench_capdag_host import CapdagHostDriver
+
+    os.environ["PATH"] = venv_env()["PATH"]
+    manifest = read_manifest(cartridge)
+    echo_cap, echo_media = find_cap(manifest, "echo")
+    double_cap, double_media = find_cap(manifest, "double")
+
+    def small(driver: CapdagHostDriver) -> None:
+        _check_answer(driver.call_bytes(double_cap, double_media, SMALL_INPUT))
+
+    if metric == "cold":
+        times = []
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            driver = CapdagHostDriver(str(cartridge), manifest)
+            small(driver)
+            times.append(time.perf_counter() - t0)
+            driver.close()
+        return {"ms": statistics.median(times) * 1000, "samples_ms": [t * 1000 for t in times]}
+
+    driver = CapdagHostDriver(str(cartridge), manifest)
+    try:
+        small(driver)
+        pid = driver.cartridge_pid()
+        meter = CpuMeter([pid] if pid else [])
+        return _timed_capdag(driver, small, metric, args, echo_cap, echo_media) | meter.stop()
+    finally:
+        driver.close()
+
+
+def _timed_capdag(
+    driver: Any, small: Callable[[Any], None], metric: str, args: argparse.Namespace,
+    echo_cap: str, echo_media: str,
+) -> Result:
+    if metric in ("echo", "rss"):
+        t0 = time.perf_counter()
+        got = driver.call_stream(echo_cap, echo_media, _blocks(args.bytes))
+        dt = time.perf_counter() - t0
+        if got != args.bytes:
+            raise RuntimeError(f"echo returned {got} bytes of {args.bytes}")
+        result: Result = {"bytes": got, "seconds": dt, "mb_s": got / dt / 1e6}
+        if metric == "rss":
+            pid = driver.cartridge_pid()
+            result["driver_mib"] = vm_hwm_mib(os.getpid())
+            result["cartridge_mib"] = vm_hwm_mib(pid) if pid else None
+        return result
+    if metric == "seq":
+        t0 = time.perf_counter()
+        for _ in range(args.calls):
+            small(driver)
+        dt = time.perf_counter() - t0
+        return {"calls": args.calls, "seconds": dt, "calls_s": args.calls / dt}
+    if metric == "par":
+        per = max(1, args.calls // args.inflight)
+        errors: list[BaseException] = []
+
+        def worker() -> None:
+            try:
+                for _ in range(per):
+                    small(driver)
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(args.inflight)]
+        t0 = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        dt = time.perf_counter() - t0
+        if errors:
+            raise RuntimeError(f"parallel call failed: {errors[0]!r}")
+        calls = per * args.inflight
+        return {"calls": calls, "seconds": dt, "calls_s": calls / dt}
+    raise ValueError(metric)
+
+
+# ---------------------------------------------------------------------------------------
+# (c), (d): our engine
+# ---------------------------------------------------------------------------------------
+
+
+def run_engine(cartridge: Path, metric: str, args: argparse.Namespace) -> Result:
+    import asyncio
+
+    from _bench_engine import measure
+
+    manifest = read_manifest(cartridge)
+    caps = {
+        "echo": find_cap(manifest, "echo"),
+        "double": find_cap(manifest, "double"),
+    }
+    return asyncio.run(measure(cartridge, caps, metric, args))
+
+
+RUNNERS: dict[str, Callable[[Path, str, argparse.Namespace], Result]] = {
+    "capdag": run_capdag,
+    "engine": run_engine,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pair", choices=sorted(PAIRS))
+    parser.add_argument("metric", choices=["echo", "seq", "par", "cold", "rss"])
+    parser.add_argument("--bytes", type=int, default=64 * 1024 * 1024)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--inflight", type=int, default=16)
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args(argv)
+    spec = PAIRS[args.pair]
+    if spec.driver == "cat":
+        result = run_cat(args.metric, args)
+    else:
+        assert spec.cartridge is not None
+        result = RUNNERS[spec.driver](spec.cartridge, args.metric, args)
+    result.update(pair=args.pair, metric=args.metric)
+    if args.metric != "rss":
+        result.setdefault("driver_mib", vm_hwm_mib(os.getpid()))
+    sys.stdout.write(RESULT_MARK + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,891 @@
+"""Unit tests of the protocol core: every decode error path, encode limits, ids, limits
+negotiation, sequence numbers and the handshake (FRM-*, TYP-*, HSK-*)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cbor2
+import pytest
+from _frame_vectors import VECTOR_DIR, load
+
+from cartridge_runtime.protocol import (
+    DEFAULT_LIMITS,
+    HARD_FRAME_CAP,
+    IDENTITY_CAP,
+    IDENTITY_STREAM_ID,
+    PREFIX_LEN,
+    ZERO_ID,
+    CartridgeHello,
+    ChecksumMismatchError,
+    Frame,
+    FrameDecodeError,
+    FrameDecoder,
+    FrameEncodeError,
+    FrameTooLargeError,
+    FrameType,
+    HandshakeError,
+    IdentityCheck,
+    IdentityCheckError,
+    Limits,
+    LocalProtocolError,
+    MessageId,
+    ProtocolError,
+    RemoteProtocolError,
+    SeqAssigner,
+    VersionMismatchError,
+    accept_cartridge_hello,
+    accept_host_hello,
+    checksum,
+    decode_body,
+    decode_frame,
+    encode_body,
+    encode_frame,
+    frames,
+    verify_chunk,
+)
+
+RID = MessageId(bytes(range(16)))
+RID_HEX = bytes(range(16))
+
+
+def wire(m: Any) -> bytes:
+    """A length-prefixed frame around any CBOR value (built with plain cbor2)."""
+    body = cbor2.dumps(m)
+    return len(body).to_bytes(4, "big") + body
+
+
+def base(ft: int, **extra: Any) -> dict[Any, Any]:
+    m: dict[Any, Any] = {0: 6, 1: ft, 2: RID_HEX, 3: 0}
+    for k, v in extra.items():
+        m[int(k[1:])] = v
+    return m
+
+
+def rejects(m: Any, match: str | None = None) -> FrameDecodeError:
+    with pytest.raises(FrameDecodeError, match=match) as ei:
+        decode_frame(wire(m))
+    return ei.value
+
+
+def accepts(m: Any) -> Frame:
+    return decode_frame(wire(m))
+
+
+ERR_META = {"code": "X", "attribution_class": "input", "message": "m"}
+LOG_META = {"level": "info", "attribution_class": "internal", "message": "m"}
+
+
+# --------------------------------------------------------------------------- decode errors
+
+
+class TestRequiredKeys:
+    def test_missing_version(self) -> None:
+        m = base(4)
+        del m[0]
+        rejects(m, "version")
+
+    def test_missing_frame_type(self) -> None:
+        m = base(4)
+        del m[1]
+        rejects(m, "frame type")
+
+    def test_missing_id(self) -> None:
+        m = base(4)
+        del m[2]
+        rejects(m, "id")
+
+    @pytest.mark.parametrize("ft", [2, 16, 255, 1 << 40])
+    def test_retired_and_unknown_frame_types(self, ft: int) -> None:
+        rejects(base(ft), "frame type")
+
+    @pytest.mark.parametrize("ft", [True, "4", 4.0, None, -1])
+    def test_frame_type_wrong_type(self, ft: Any) -> None:
+        rejects(base(4) | {1: ft})
+
+    def test_version_value_is_not_checked(self) -> None:
+        assert accepts(base(4) | {0: 99}).version == 99
+
+    def test_version_must_be_int(self) -> None:
+        rejects(base(4) | {0: "6"}, "version")
+
+    def test_missing_seq_means_zero(self) -> None:
+        m = base(4)
+        del m[3]
+        assert accepts(m).seq == 0
+
+    @pytest.mark.parametrize("seq", [-1, "1", 1.0, True])
+    def test_bad_seq(self, seq: Any) -> None:
+        rejects(base(4) | {3: seq}, "seq")
+
+
+class TestIds:
+    @pytest.mark.parametrize("bad", [b"", b"x" * 15, b"x" * 17, -1, True, False, "id", 1.5, [1], None])
+    def test_bad_id(self, bad: Any) -> None:
+        rejects(base(4) | {2: bad}, "id")
+
+    @pytest.mark.parametrize("bad", [b"x" * 15, b"x" * 17, -5, True, "1", 2.0, {}])
+    def test_bad_xid(self, bad: Any) -> None:
+        rejects(base(4) | {13: bad}, "routing id")
+
+    def test_uuid_and_uint_ids(self) -> None:
+        assert accepts(base(4)).id == RID
+        assert accepts(base(4) | {2: 0}).id == ZERO_ID
+        big = accepts(base(4) | {2: (1 << 64) - 1, 13: 7})
+        assert big.id == MessageId((1 << 64) - 1) and big.routing_id == MessageId(7)
+        assert accepts(base(4) | {13: RID_HEX}).xid == RID
+
+
+class TestKey21:
+    def test_output_only_on_stream_start(self) -> None:
+        ss = base(8, k11="s", k12="media:", k21="media:x")
+        assert accepts(ss).output == "media:x"
+        for ft, extra in [
+            (3, {11: "s", 14: 0, 16: 0, 6: b""}),
+            (9, {11: "s", 15: 0}),
+            (4, {}),
+            (1, {10: "cap:x"}),
+        ]:
+            rejects(base(ft) | extra | {21: "media:x"}, "STREAM_START")
+
+    @pytest.mark.parametrize("bad", [b"media:", 1, True, None, ["x"]])
+    def test_output_must_be_text(self, bad: Any) -> None:
+        m = base(8, k11="s", k12="media:") | {21: bad}
+        if bad is None:
+            assert accepts(m).output is None  # CBOR null is treated as absent
+        else:
+            rejects(m, "key 21")
+
+
+class TestPerType:
+    def test_chunk_requires_index_and_checksum(self) -> None:
+        ok = base(3, k11="s", k14=0, k16=checksum(b"\x40"), k6=b"\x40")
+        accepts(ok)
+        for key in (14, 16):
+            m = dict(ok)
+            del m[key]
+            rejects(m, f"key {key}")
+
+    @pytest.mark.parametrize("bad", [-1, 1 << 64, "1", 1.0, True])
+    def test_chunk_checksum_must_be_uint64(self, bad: Any) -> None:
+        rejects(base(3, k11="s", k14=0, k16=bad), "checksum")
+
+    def test_credit_requires_credit(self) -> None:
+        ok = base(13, k19=16, k5={"credit_dir": "request"})
+        assert accepts(ok).credit == 16
+        m = dict(ok)
+        del m[19]
+        rejects(m, "key 19")
+        rejects(ok | {19: "16"}, "credit")
+        rejects(ok | {19: -1}, "credit")
+
+    def test_stream_start_and_end_require_stream_id(self) -> None:
+        rejects(base(8, k12="media:"), "key 11")
+        rejects(base(8, k11="s"), "key 12")
+        rejects(base(9, k15=0), "key 11")
+        assert accepts(base(9, k11="s")).chunk_count is None  # unbounded
+
+    @pytest.mark.parametrize(
+        ("key", "bad"),
+        [(4, 1), (7, -1), (8, "0"), (9, 1), (10, b"cap"), (11, 5), (12, 1), (14, -1), (15, True),
+         (17, 1), (18, "no"), (20, 0)],
+    )
+    def test_mistyped_optional_keys(self, key: int, bad: Any) -> None:
+        rejects(base(4) | {key: bad}, f"key {key}")
+
+    def test_payload_must_be_bytes(self) -> None:
+        rejects(base(4) | {6: "text"}, "payload")
+
+    @pytest.mark.parametrize("meta", [[1], "m", 1, {1: "x"}, {b"k": 1}])
+    def test_meta_must_be_text_keyed_map(self, meta: Any) -> None:
+        rejects(base(7) | {5: meta}, "meta")
+
+    def test_hello_requires_meta(self) -> None:
+        rejects(base(0) | {2: 0}, "meta")
+
+
+class TestPolicy:
+    @pytest.mark.parametrize("word", ["offline", "no_telemetry", "full"])
+    def test_words(self, word: str) -> None:
+        assert accepts(base(15) | {2: 0, 5: {"network": word}}).meta == {"network": word}
+
+    @pytest.mark.parametrize("word", ["Offline", "online", "", 1, None, [1], {"a": 1}, b"full"])
+    def test_unknown_word(self, word: Any) -> None:
+        rejects(base(15) | {2: 0, 5: {"network": word}}, "POLICY")
+
+    def test_missing_meta(self) -> None:
+        rejects(base(15) | {2: 0}, "meta")
+        rejects(base(15) | {2: 0, 5: {}}, "POLICY")
+
+
+class TestErrMeta:
+    def test_valid(self) -> None:
+        f = accepts(base(6, k5=ERR_META | {"arg_urn": "media:x"}))
+        assert f.meta is not None and f.meta["code"] == "X"
+
+    def test_missing_meta(self) -> None:
+        rejects(base(6), "meta")
+
+    @pytest.mark.parametrize("code", [None, "", 1, b"X"])
+    def test_bad_code(self, code: Any) -> None:
+        meta = dict(ERR_META)
+        if code is None:
+            del meta["code"]
+        else:
+            meta["code"] = code
+        rejects(base(6, k5=meta), "code")
+
+    @pytest.mark.parametrize("cls", [None, "", "Input", "system", 1, [1], {"x": 1}])
+    def test_bad_attribution(self, cls: Any) -> None:
+        meta = dict(ERR_META)
+        if cls is None:
+            del meta["attribution_class"]
+        else:
+            meta["attribution_class"] = cls
+        rejects(base(6, k5=meta), "attribution_class")
+
+    @pytest.mark.parametrize("cls", ["input", "user", "resource", "environment", "internal"])
+    def test_every_class(self, cls: str) -> None:
+        accepts(base(6, k5=ERR_META | {"attribution_class": cls}))
+
+    def test_empty_arg_urn(self) -> None:
+        rejects(base(6, k5=ERR_META | {"arg_urn": ""}), "arg_urn")
+        rejects(base(6, k5=ERR_META | {"arg_urn": 1}), "arg_urn")
+
+    def test_message_must_be_text(self) -> None:
+        rejects(base(6, k5=ERR_META | {"message": 1}), "message")
+
+
+class TestLogMeta:
+    def test_valid_plain_and_progress(self) -> None:
+        accepts(base(5, k5=LOG_META | {"arg_urn": "media:x"}))
+        accepts(base(5, k5={"level": "progress", "message": "", "progress": 0.5}))
+        accepts(base(5, k5={"level": "progress", "message": "", "progress": 1}))
+
+    def test_plain_log_needs_attribution(self) -> None:
+        meta = dict(LOG_META)
+        del meta["attribution_class"]
+        rejects(base(5, k5=meta), "attribution_class")
+        rejects(base(5, k5=LOG_META | {"attribution_class": "bogus"}), "attribution_class")
+
+    def test_progress_log_needs_numeric_progress(self) -> None:
+        rejects(base(5, k5={"level": "progress", "message": ""}), "progress")
+        rejects(base(5, k5={"level": "progress", "message": "", "progress": "0.5"}), "progress")
+        rejects(base(5, k5={"level": "progress", "message": "", "progress": True}), "progress")
+
+    def test_progress_log_needs_no_attribution(self) -> None:
+        f = accepts(base(5, k5={"level": "progress", "message": "", "progress": 0.25}))
+        assert f.meta is not None and "attribution_class" not in f.meta
+
+    @pytest.mark.parametrize("level", [None, "", 1])
+    def test_bad_level(self, level: Any) -> None:
+        meta = dict(LOG_META)
+        if level is None:
+            del meta["level"]
+        else:
+            meta["level"] = level
+        rejects(base(5, k5=meta), "level")
+
+    def test_missing_meta_and_empty_arg_urn(self) -> None:
+        rejects(base(5), "meta")
+        rejects(base(5, k5=LOG_META | {"arg_urn": ""}), "arg_urn")
+
+
+class TestEndAndCancelMeta:
+    def test_end(self) -> None:
+        accepts(base(4, k5={"exit_code": 0, "progress": 1.0, "message": "ok"}, k9=True))
+        rejects(base(4, k5={"exit_code": "0"}), "exit_code")
+        rejects(base(4, k5={"progress": "1"}), "progress")
+        rejects(base(4, k5={"message": 1}), "message")
+
+    def test_cancel(self) -> None:
+        accepts(base(12, k18=False))
+        accepts(base(12, k18=True, k5={"code": "ABORTED", "attribution_class": "resource", "message": "d"}))
+        rejects(base(12, k18=False, k5={"code": ""}), "code")
+        rejects(base(12, k18=False, k5={"attribution_class": "nope"}), "attribution_class")
+
+
+class TestBodyShape:
+    @pytest.mark.parametrize("value", [[0, 4, RID_HEX], 4, "frame", b"\x00", None, 1.5])
+    def test_non_map_body(self, value: Any) -> None:
+        rejects(value, "map")
+
+    def test_unknown_int_keys_and_non_int_keys_are_ignored(self) -> None:
+        f = accepts(base(4) | {22: "x", 99: [1, 2], 1 << 70: 0, "1": 6, b"k": 1, 2.5: 1})
+        assert f == accepts(base(4))
+
+    def test_non_int_keys_do_not_alias_int_keys(self) -> None:
+        """1.0 and True hash like 1 in Python; they are not key 1 on the wire."""
+        m = base(4)
+        del m[1]
+        rejects(m | {1.0: 4}, "frame type")
+        rejects(m | {True: 4}, "frame type")
+        m = base(4)
+        del m[0]
+        rejects(m | {False: 6}, "version")
+
+    def test_trailing_garbage(self) -> None:
+        body = cbor2.dumps(base(4))
+        for extra in (b"\x00", b"\xff", b"\xa0", cbor2.dumps(base(4))):
+            data = body + extra
+            with pytest.raises(FrameDecodeError, match="trailing"):
+                decode_frame(len(data).to_bytes(4, "big") + data)
+            with pytest.raises(FrameDecodeError, match="trailing"):
+                decode_body(data)
+
+    @pytest.mark.parametrize("cut", [1, 5, 10, 20])
+    def test_truncated_body(self, cut: int) -> None:
+        body = cbor2.dumps(base(4, k5={"exit_code": 0}))[:cut]
+        with pytest.raises(FrameDecodeError):
+            decode_body(body)
+        with pytest.raises(FrameDecodeError):
+            decode_frame(len(body).to_bytes(4, "big") + body)
+
+    def test_prefix_mismatch_and_short_input(self) -> None:
+        raw = wire(base(4))
+        with pytest.raises(FrameDecodeError, match="prefix"):
+            decode_frame(raw[:3])
+        with pytest.raises(FrameDecodeError, match="follow"):
+            decode_frame(raw[:-1])
+        with pytest.raises(FrameDecodeError, match="follow"):
+            decode_frame(raw + b"\x00")
+
+    @pytest.mark.parametrize(
+        "body",
+        [b"\xff", b"\x1c", b"\xa1\x00", b"\x7f\x61", b"\x62\xff\xfe", b"\xd8\x1e\x82\x01\x00",
+         b"\xc1\xfb\x7f\xf0\x00\x00\x00\x00\x00\x00", b"\x9f" * 1000, b"\x5b" + b"\xff" * 8],
+    )
+    def test_invalid_cbor(self, body: bytes) -> None:
+        with pytest.raises(FrameDecodeError):
+            decode_body(body)
+
+    def test_decode_errors_are_remote(self) -> None:
+        err = rejects(base(2))
+        assert isinstance(err, RemoteProtocolError) and isinstance(err, ProtocolError)
+        assert err.to_err_meta()["code"] == err.code
+
+
+class TestDecodeFrameLimits:
+    def test_oversize_prefix(self) -> None:
+        raw = wire(base(4))
+        with pytest.raises(FrameTooLargeError):
+            decode_frame(raw, max_frame=len(raw) - PREFIX_LEN - 1)
+        assert decode_frame(raw, max_frame=len(raw) - PREFIX_LEN).frame_type is FrameType.END
+        with pytest.raises(FrameTooLargeError):
+            decode_frame((HARD_FRAME_CAP + 1).to_bytes(4, "big"), max_frame=1 << 31)
+
+
+# --------------------------------------------------------------------------- FrameDecoder
+
+
+class TestFrameDecoder:
+    def test_oversize_prefix_rejected_before_body_is_buffered(self) -> None:
+        dec = FrameDecoder()
+        with pytest.raises(FrameTooLargeError):  # raised by feed itself, at the prefix
+            dec.feed((1 << 31).to_bytes(4, "big"))
+        assert dec.buffered == PREFIX_LEN
+        with pytest.raises(FrameTooLargeError):
+            dec.next_frame()
+
+    def test_oversize_prefix_with_body_in_same_feed(self) -> None:
+        dec = FrameDecoder()
+        with pytest.raises(FrameTooLargeError):
+            dec.feed((1 << 31).to_bytes(4, "big") + bytes(1 << 20))
+        assert dec.buffered <= PREFIX_LEN
+        with pytest.raises(FrameTooLargeError):
+            dec.bytes_wanted  # noqa: B018  (a hostile prefix must never size a read)
+        with pytest.raises(FrameTooLargeError):
+            dec.feed(b"\x00")
+        with pytest.raises(FrameTooLargeError):
+            dec.next_frame()
+
+    def test_oversize_second_frame_in_one_feed(self) -> None:
+        good = wire(base(4))
+        dec = FrameDecoder()
+        with pytest.raises(FrameTooLargeError):
+            dec.feed(good + (1 << 30).to_bytes(4, "big") + bytes(100_000))
+        assert dec.buffered <= len(good) + PREFIX_LEN
+
+    def test_prefix_split_across_feeds(self) -> None:
+        dec = FrameDecoder()
+        dec.feed(b"\x7f\xff")
+        assert dec.bytes_wanted == 2
+        with pytest.raises(FrameTooLargeError):
+            dec.feed(b"\xff\xff")
+        assert dec.buffered == PREFIX_LEN
+
+    def test_hard_cap_even_with_larger_max_frame(self) -> None:
+        dec = FrameDecoder(max_frame=1 << 30)
+        assert dec.max_frame == HARD_FRAME_CAP
+        dec.max_frame = 1 << 31
+        assert dec.max_frame == HARD_FRAME_CAP
+        dec.feed(HARD_FRAME_CAP.to_bytes(4, "big"))  # exactly the cap: allowed, waits for body
+        assert dec.next_frame() is None
+        assert dec.bytes_wanted == HARD_FRAME_CAP
+        dec2 = FrameDecoder(max_frame=1 << 30)
+        with pytest.raises(FrameTooLargeError):
+            dec2.feed((HARD_FRAME_CAP + 1).to_bytes(4, "big"))
+
+    def test_negotiated_max_frame_applies(self) -> None:
+        raw = wire(base(4))
+        dec = FrameDecoder(max_frame=len(raw) - PREFIX_LEN - 1)
+        with pytest.raises(FrameTooLargeError):
+            dec.feed(raw)
+
+    def test_eof_mid_frame_and_mid_prefix(self) -> None:
+        raw = wire(base(4))
+        for cut in (1, 3, PREFIX_LEN, len(raw) - 1):
+            dec = FrameDecoder()
+            dec.feed(raw[:cut])
+            assert dec.next_frame() is None
+            dec.feed(b"")
+            with pytest.raises(FrameDecodeError, match="ended inside"):
+                dec.next_frame()
+            with pytest.raises(FrameDecodeError):
+                dec.next_frame()  # poisoned
+
+    def test_clean_eof(self) -> None:
+        dec = FrameDecoder()
+        dec.feed(wire(base(4)))
+        dec.feed(b"")
+        assert dec.next_frame() is not None
+        assert dec.next_frame() is None
+        with pytest.raises(FrameDecodeError, match="after end"):
+            dec.feed(b"\x00")
+
+    def test_bad_body_poisons(self) -> None:
+        dec = FrameDecoder()
+        dec.feed(wire(base(2)) + wire(base(4)))
+        with pytest.raises(FrameDecodeError):
+            dec.next_frame()
+        with pytest.raises(FrameDecodeError):
+            dec.next_frame()
+        with pytest.raises(FrameDecodeError):
+            dec.feed(b"\x00")
+
+    def test_frames_come_out_one_at_a_time(self) -> None:
+        raws = [wire(base(4) | {3: i}) for i in range(5)]
+        dec = FrameDecoder()
+        dec.feed(b"".join(raws))
+        for i in range(5):
+            f = dec.next_frame()
+            assert f is not None and f.seq == i
+            assert dec.buffered == sum(map(len, raws[i + 1 :]))
+        assert dec.next_frame() is None and dec.at_frame_boundary
+
+    def test_feed_accepts_memoryview_and_bytearray(self) -> None:
+        raw = wire(base(4))
+        dec = FrameDecoder()
+        dec.feed(memoryview(raw)[:5])
+        dec.feed(bytearray(raw[5:]))
+        assert dec.next_frame() == decode_frame(raw)
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+class TestEncode:
+    def test_over_max_frame(self) -> None:
+        f = frames.chunk(RID, "s", 0, bytes(5000))
+        body_len = len(encode_body(f))
+        assert len(encode_frame(f, max_frame=body_len)) == body_len + PREFIX_LEN
+        with pytest.raises(FrameEncodeError, match="exceeds") as ei:
+            encode_frame(f, max_frame=body_len - 1)
+        assert isinstance(ei.value, LocalProtocolError)
+
+    def test_over_hard_cap(self) -> None:
+        f = frames.chunk(RID, "s", 0, bytes(HARD_FRAME_CAP))
+        with pytest.raises(FrameEncodeError):
+            encode_frame(f, max_frame=1 << 40)
+
+    def test_unencodable_field(self) -> None:
+        f = Frame(frame_type=FrameType.HEARTBEAT, id=RID, meta={"x": object()})
+        with pytest.raises(FrameEncodeError):
+            encode_frame(f)
+
+    def test_big_payload_path_matches_plain_cbor(self) -> None:
+        for n in (0, 23, 24, 255, 256, 4095, 4096, 65535, 65536, 300_000):
+            f = frames.chunk(RID, "s", 3, bytes(range(256)) * (n // 256) + bytes(n % 256),
+                             xid=MessageId(5), meta={"k": "v"})
+            body = encode_body(f)
+            assert body == cbor2.dumps(cbor2.loads(body))
+            assert decode_body(body) == f
+
+    def test_round_trip_every_builder(self) -> None:
+        built = [
+            frames.hello(DEFAULT_LIMITS),
+            frames.hello(DEFAULT_LIMITS, manifest=b"{}", pools=b"{}"),
+            frames.req(RID, "cap:x", xid=MessageId(1), seq=0),
+            frames.stream_start(RID, "s", "media:", is_sequence=True, unbounded=True, output="media:o",
+                                meta={"a": 1}),
+            frames.chunk(RID, "s", 0, b"\x41x"),
+            frames.stream_end(RID, "s", 1),
+            frames.stream_end(RID, "s", None),
+            frames.end(RID, message="done", progress=0.5),
+            frames.end(RID, response=False),
+            frames.err(RID, "HANDLER_ERROR", "boom", "input", arg_urn="media:x"),
+            frames.log(RID, "info", "hi", "internal"),
+            frames.progress(RID, 0.25, "q"),
+            frames.heartbeat(MessageId(7)),
+            frames.cancel(RID, force_kill=True, code="ABORTED", attribution_class="resource", message="d"),
+            frames.cancel(RID),
+            frames.credit(RID, 16, "request", stream_id="s"),
+            frames.close_stream(RID, stream_id="s"),
+            frames.policy("offline"),
+        ]
+        for f in built:
+            assert decode_frame(encode_frame(f)) == f
+
+
+# --------------------------------------------------------------------------- ids
+
+
+class TestMessageId:
+    def test_uuid_and_uint_never_equal(self) -> None:
+        assert MessageId(0) != MessageId(bytes(16))
+        assert MessageId(1) != MessageId((1).to_bytes(16, "big"))
+        assert MessageId(5) == MessageId(5)
+        assert MessageId(b"a" * 16) == MessageId(b"a" * 16)
+
+    def test_hashing(self) -> None:
+        ids = {MessageId(0), MessageId(bytes(16)), MessageId(0), MessageId(bytes(16)), MessageId(1)}
+        assert len(ids) == 3
+        d = {MessageId(7): "a"}
+        assert d[MessageId(7)] == "a" and MessageId(b"\x07".rjust(16, b"\0")) not in d
+
+    def test_new_is_uuid4(self) -> None:
+        a, b = MessageId.new(), MessageId.new()
+        assert a != b and a.is_uuid and not MessageId(3).is_uuid
+        assert isinstance(a.value, bytes) and a.value[6] >> 4 == 4 and a.value[8] >> 6 == 2
+        assert str(MessageId(3)) == "3" and len(str(a)) == 36
+
+    def test_flow_key_distinguishes_xid(self) -> None:
+        f = frames.end(RID)
+        assert f.flow_key != f.replace(routing_id=MessageId(1)).flow_key
+
+
+# --------------------------------------------------------------------------- limits
+
+
+class TestLimits:
+    def test_element_wise_min(self) -> None:
+        a = Limits(max_frame=100_000, max_chunk=50_000, max_reorder_buffer=10, initial_credit=40)
+        b = Limits(max_frame=200_000, max_chunk=1_000, max_reorder_buffer=64, initial_credit=8)
+        n = a.negotiate(b)
+        assert n == Limits(max_frame=100_000, max_chunk=1_000, max_reorder_buffer=10, initial_credit=8)
+        assert n == b.negotiate(a)
+
+    def test_max_frame_capped(self) -> None:
+        big = Limits(max_frame=1 << 40)
+        assert big.negotiate(big).max_frame == HARD_FRAME_CAP
+
+    @pytest.mark.parametrize("name", ["max_frame", "max_chunk", "max_reorder_buffer", "initial_credit"])
+    def test_zero_is_handshake_error(self, name: str) -> None:
+        with pytest.raises(HandshakeError, match=name):
+            DEFAULT_LIMITS.negotiate(Limits(**{name: 0}))
+
+    def test_meta_round_trip(self) -> None:
+        meta = DEFAULT_LIMITS.to_meta()
+        assert list(meta) == ["max_frame", "max_chunk", "max_reorder_buffer", "initial_credit"]
+        assert Limits.from_meta(meta) == DEFAULT_LIMITS
+
+    @pytest.mark.parametrize(
+        ("name", "bad"),
+        [("max_frame", None), ("max_chunk", 0), ("initial_credit", -1), ("max_reorder_buffer", "64"),
+         ("max_frame", 1.0), ("initial_credit", True)],
+    )
+    def test_from_meta_errors(self, name: str, bad: Any) -> None:
+        meta: dict[str, Any] = dict(DEFAULT_LIMITS.to_meta())
+        if bad is None:
+            del meta[name]
+        else:
+            meta[name] = bad
+        with pytest.raises(HandshakeError, match=name):
+            Limits.from_meta(meta)
+
+    def test_effective_chunk_fits_max_frame(self) -> None:
+        small = Limits(max_frame=10_000, max_chunk=262_144)
+        f = frames.chunk(RID, "resp-01234567-0", 9, cbor2.dumps(bytes(small.effective_chunk)),
+                         xid=MessageId(1 << 63))
+        assert len(encode_body(f)) <= small.max_frame
+
+
+# --------------------------------------------------------------------------- seq
+
+
+class TestSeqAssigner:
+    def test_per_flow_counters(self) -> None:
+        s = SeqAssigner()
+        other = MessageId(b"o" * 16)
+        out = [s.assign(f) for f in (frames.req(RID, "cap:x"), frames.req(other, "cap:x"),
+                                     frames.stream_start(RID, "a", "media:"),
+                                     frames.log(other, "info", "m"), frames.end(RID))]
+        assert [f.seq for f in out if f] == [0, 0, 1, 1, 2]
+
+    def test_xid_makes_a_distinct_flow(self) -> None:
+        s = SeqAssigner()
+        a = s.assign(frames.req(RID, "cap:x"))
+        b = s.assign(frames.req(RID, "cap:x", xid=MessageId(1)))
+        c = s.assign(frames.req(RID, "cap:x", xid=MessageId(2)))
+        d = s.assign(frames.end(RID, xid=MessageId(1)))
+        assert (a and a.seq, b and b.seq, c and c.seq, d and d.seq) == (0, 0, 0, 1)
+
+    def test_stragglers_after_terminal(self) -> None:
+        s = SeqAssigner()
+        s.assign(frames.req(RID, "cap:x"))
+        assert s.assign(frames.err(RID, "X", "m")) is not None
+        assert s.is_closed(RID)
+        assert s.assign(frames.log(RID, "info", "late")) is None
+        assert s.assign(frames.end(RID)) is None
+        assert s.stragglers == 2
+        # Non-flow frames still go out, with seq 0.
+        cr = s.assign(frames.credit(RID, 1, "request").replace(seq=9))
+        assert cr is not None and cr.seq == 0
+        # Other flows of the same rid are unaffected; forget() reopens the flow.
+        x = s.assign(frames.log(RID, "info", "m", xid=MessageId(1)))
+        assert x is not None and x.seq == 0
+        s.forget(RID)
+        again = s.assign(frames.req(RID, "cap:x"))
+        assert again is not None and again.seq == 0
+
+    @pytest.mark.parametrize("make", [
+        lambda: frames.heartbeat(RID), lambda: frames.cancel(RID), lambda: frames.policy("full"),
+        lambda: frames.hello(DEFAULT_LIMITS), lambda: frames.close_stream(RID),
+        lambda: frames.credit(RID, 2, "response"),
+    ])
+    def test_non_flow_seq_zero(self, make: Callable[[], Frame]) -> None:
+        s = SeqAssigner()
+        for _ in range(3):
+            f = s.assign(make().replace(seq=5))
+            assert f is not None and f.seq == 0
+
+    def test_closed_memory_is_bounded(self) -> None:
+        s = SeqAssigner()
+        for i in range(SeqAssigner.MAX_CLOSED + 10):
+            s.assign(frames.end(MessageId(i)))
+        assert not s.is_closed(MessageId(0))
+        assert s.is_closed(MessageId(SeqAssigner.MAX_CLOSED + 9))
+
+
+# --------------------------------------------------------------------------- handshake
+
+
+def _v(name: str) -> list[Frame]:
+    return [decode_frame(vf.raw) for vf in load(VECTOR_DIR / name) if vf.raw is not None]
+
+
+def _host_hello(**changes: Any) -> Frame:
+    meta: dict[str, Any] = {**DEFAULT_LIMITS.to_meta(), "version": 6}
+    for k, v in changes.items():
+        if v is None:
+            meta.pop(k, None)
+        else:
+            meta[k] = v
+    return Frame(frame_type=FrameType.HELLO, id=ZERO_ID, meta=meta)
+
+
+class TestHostHello:
+    def test_defaults(self) -> None:
+        assert accept_host_hello(_host_hello(), DEFAULT_LIMITS) == DEFAULT_LIMITS
+
+    def test_negotiated(self) -> None:
+        got = accept_host_hello(_host_hello(max_chunk=1000, initial_credit=4), DEFAULT_LIMITS)
+        assert got.max_chunk == 1000 and got.initial_credit == 4 and got.max_frame == 3_670_016
+
+    def test_vector_host_hello(self) -> None:
+        hello = _v("01-handshake-identity-policy.jsonl")[0]
+        assert accept_host_hello(hello, DEFAULT_LIMITS) == DEFAULT_LIMITS
+
+    @pytest.mark.parametrize("version", [5, None, "6", 6.0, True, 7])
+    def test_version(self, version: Any) -> None:
+        with pytest.raises(VersionMismatchError):
+            accept_host_hello(_host_hello(version=version), DEFAULT_LIMITS)
+
+    def test_vector_17_version_5(self) -> None:
+        hello = _v("17-version-mismatch.jsonl")[0]
+        with pytest.raises(VersionMismatchError):
+            accept_host_hello(hello, DEFAULT_LIMITS)
+
+    @pytest.mark.parametrize("name", ["max_frame", "max_chunk", "max_reorder_buffer", "initial_credit"])
+    def test_missing_or_zero_limit(self, name: str) -> None:
+        with pytest.raises(HandshakeError, match=name):
+            accept_host_hello(_host_hello(**{name: None}), DEFAULT_LIMITS)
+        with pytest.raises(HandshakeError, match=name):
+            accept_host_hello(_host_hello(**{name: 0}), DEFAULT_LIMITS)
+
+    def test_not_a_hello(self) -> None:
+        with pytest.raises(HandshakeError, match="HELLO"):
+            accept_host_hello(frames.policy("full"), DEFAULT_LIMITS)
+
+    def test_handshake_errors_are_spawn_failed(self) -> None:
+        with pytest.raises(HandshakeError) as ei:
+            accept_host_hello(_host_hello(version=5), DEFAULT_LIMITS)
+        assert ei.value.code == "SPAWN_FAILED"
+
+
+def _cartridge_hellos() -> list[tuple[str, Frame]]:
+    out = []
+    for p in sorted(VECTOR_DIR.rglob("*.jsonl")):
+        for vf in load(p):
+            if vf.type == "HELLO" and vf.dir == "cartridge->host" and vf.raw is not None:
+                out.append((f"{vf.file}:{vf.line}", decode_frame(vf.raw)))
+    return out
+
+
+class TestCartridgeHello:
+    def test_every_vector_cartridge_hello(self) -> None:
+        hellos = _cartridge_hellos()
+        assert len(hellos) >= 20
+        for where, f in hellos:
+            got = accept_cartridge_hello(f, DEFAULT_LIMITS)
+            assert isinstance(got, CartridgeHello), where
+            assert got.limits == DEFAULT_LIMITS
+            assert f.meta is not None and got.manifest == f.meta["manifest"]
+            assert "all" in got.pools and IDENTITY_CAP in got.pools, where
+
+    def test_negotiates_down(self) -> None:
+        _, f = _cartridge_hellos()[0]
+        got = accept_cartridge_hello(f, Limits(initial_credit=2))
+        assert got.limits.initial_credit == 2
+
+    @pytest.mark.parametrize(
+        ("change", "match"),
+        [({"manifest": None}, "manifest"), ({"manifest": "{}"}, "manifest"), ({"pools": None}, "pools"),
+         ({"pools": b"not json"}, "pools"), ({"pools": b"[1]"}, "pools"), ({"pools": b"\xff"}, "pools"),
+         ({"version": 5}, "version"), ({"initial_credit": 0}, "initial_credit")],
+    )
+    def test_bad(self, change: dict[str, Any], match: str) -> None:
+        _, f = _cartridge_hellos()[0]
+        assert f.meta is not None
+        meta = dict(f.meta)
+        for k, v in change.items():
+            if v is None:
+                del meta[k]
+            else:
+                meta[k] = v
+        with pytest.raises(HandshakeError, match=match):
+            accept_cartridge_hello(f.replace(meta=meta), DEFAULT_LIMITS)
+
+
+# --------------------------------------------------------------------------- identity check
+
+
+def _vector01_identity() -> tuple[IdentityCheck, list[Frame], list[Frame]]:
+    """An IdentityCheck primed with vector 01's nonce and rid, its request and its echo."""
+    fs = [(vf.dir, decode_frame(vf.raw)) for vf in load(VECTOR_DIR / "01-handshake-identity-policy.jsonl")
+          if vf.raw is not None]
+    req = [f for d, f in fs if d == "host->cartridge" and f.frame_type not in (FrameType.HELLO, FrameType.POLICY)]
+    echo = [f for d, f in fs if d == "cartridge->host" and f.frame_type is not FrameType.HELLO]
+    chunk = next(f for f in req if f.frame_type is FrameType.CHUNK)
+    nonce = cbor2.loads(chunk.payload or b"")
+    return IdentityCheck(nonce=nonce, rid=req[0].id), req, echo
+
+
+def _judge(check: IdentityCheck, echo: list[Frame]) -> bool:
+    done = False
+    for f in echo:
+        done = check.receive(f)
+        if done:
+            break
+    return done
+
+
+class TestIdentityCheck:
+    def test_request_matches_vector_01_byte_for_byte(self) -> None:
+        check, req, _ = _vector01_identity()
+        ours = [encode_frame(f) for f in check.frames()]
+        assert ours == [encode_frame(f) for f in req]
+
+    def test_vector_echo_passes(self) -> None:
+        check, _, echo = _vector01_identity()
+        assert [f.frame_type for f in echo] == [FrameType.STREAM_START, FrameType.CHUNK,
+                                               FrameType.STREAM_END, FrameType.END]
+        assert _judge(check, echo)
+
+    def test_fresh_nonce(self) -> None:
+        a, b = IdentityCheck(), IdentityCheck()
+        assert len(a.nonce) == 32 and a.nonce != b.nonce and a.rid != b.rid
+        f = a.frames()
+        assert [x.frame_type for x in f] == [FrameType.REQ, FrameType.STREAM_START, FrameType.CHUNK,
+                                            FrameType.STREAM_END, FrameType.END]
+        assert f[0].cap == IDENTITY_CAP and f[1].stream_id == IDENTITY_STREAM_ID
+        assert all(x.seq == 0 and x.routing_id is None and x.id == a.rid for x in f)
+        verify_chunk(f[2])
+
+    def test_wrong_nonce(self) -> None:
+        check, _, echo = _vector01_identity()
+        wrong = IdentityCheck(nonce=bytes(32), rid=check.rid)
+        with pytest.raises(IdentityCheckError, match="match"):
+            _judge(wrong, echo)
+
+    def test_err_fails(self) -> None:
+        check, _, echo = _vector01_identity()
+        with pytest.raises(IdentityCheckError, match="ERR"):
+            _judge(check, [*echo[:1], frames.err(check.rid, "HANDLER_ERROR", "nope")])
+
+    def test_end_before_stream_end(self) -> None:
+        check, _, echo = _vector01_identity()
+        with pytest.raises(IdentityCheckError, match="before"):
+            _judge(check, [echo[0], echo[1], echo[3]])
+        check2, _, echo2 = _vector01_identity()
+        with pytest.raises(IdentityCheckError, match="before"):
+            _judge(check2, [echo2[3]])
+
+    def test_bad_checksum(self) -> None:
+        check, _, echo = _vector01_identity()
+        bad = echo[1].replace(checksum=(echo[1].checksum or 0) ^ 1)
+        with pytest.raises(IdentityCheckError, match="checksum"):
+            _judge(check, [echo[0], bad, echo[2], echo[3]])
+
+    @pytest.mark.parametrize("payload", [cbor2.dumps("text"), cbor2.dumps(5), b"\xff\x00", b""])
+    def test_non_bytes_chunk(self, payload: bytes) -> None:
+        check, _, echo = _vector01_identity()
+        bad = frames.chunk(check.rid, "resp-x-0", 0, payload)
+        with pytest.raises(IdentityCheckError):
+            _judge(check, [echo[0], bad, echo[2], echo[3]])
+
+    def test_split_nonce_echo_and_skipped_frames(self) -> None:
+        check, _, echo = _vector01_identity()
+        n = check.nonce
+        sid = echo[1].stream_id or "s"
+        split = [
+            echo[0],
+            frames.credit(check.rid, 1, "request"),
+            frames.chunk(check.rid, sid, 0, cbor2.dumps(n[:5])),
+            frames.log(check.rid, "info", "noise"),
+            frames.chunk(check.rid, sid, 1, cbor2.dumps(n[5:])),
+            frames.heartbeat(MessageId(9)),
+            echo[2],
+            echo[3],
+        ]
+        assert _judge(check, split)
+
+    def test_split_nonce_request(self) -> None:
+        check = IdentityCheck()
+        f = check.frames(split_at=10)
+        chunks = [x for x in f if x.frame_type is FrameType.CHUNK]
+        assert len(chunks) == 2 and [c.chunk_index for c in chunks] == [0, 1]
+        assert b"".join(cbor2.loads(c.payload or b"") for c in chunks) == check.nonce
+        assert f[-2].chunk_count == 2
+
+    def test_frames_of_other_requests_are_ignored(self) -> None:
+        check, _, echo = _vector01_identity()
+        other = MessageId.new()
+        assert not check.receive(frames.err(other, "X", "m"))
+        assert _judge(check, echo)
+
+
+def test_verify_chunk() -> None:
+    f = frames.chunk(RID, "s", 0, b"\x4chello bifaci")
+    assert f.checksum == 6933222068686294443  # the fact sheet's example (V02)
+    verify_chunk(f)
+    with pytest.raises(ChecksumMismatchError, match="Checksum mismatch"):
+        verify_chunk(f.replace(checksum=1))
+    assert checksum(bytearray(b"\x4chello bifaci")) == checksum(memoryview(b"\x4chello bifaci"))
+    assert checksum(b"") == 0xCBF29CE484222325
+
+
+def test_vector_dir_present() -> None:
+    assert Path(VECTOR_DIR).is_dir()

@@ -1,0 +1,49 @@
+"""The engine drives a cartridge written with the reference runtime (capdag 1.524.58)."""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+import pytest
+
+from cartridge_runtime.engine import CallError, Engine
+
+from _engine_helpers import REFERENCE
+
+pytestmark = pytest.mark.interop
+
+pytest.importorskip("capdag")
+
+TEXT = "media:enc=utf-8"
+WORDS = 'cap:in="media:enc=utf-8";out="media:enc=utf-8;list";ref-words'
+FAIL = 'cap:in="media:enc=utf-8";out="media:enc=utf-8";ref-fail'
+
+
+@pytest.mark.asyncio
+async def test_reference_echo_list_and_error() -> None:
+    async with Engine() as e:
+        e.add_cartridge(REFERENCE)
+        data = os.urandom(600_000)
+        assert (await e.call_bytes("cap:ref-echo", [("media:", data)])).data == data
+
+        r = await e.call_bytes(WORDS, [(TEXT, "one two three")])
+        assert r.items == ["one", "two", "three"]
+        assert r.main is not None and r.main.is_sequence
+
+        with pytest.raises(CallError) as info:
+            await e.call_bytes(FAIL, [(TEXT, "nope")])
+        # capdag 1.524.58 flattens every handler error to HANDLER_ERROR/internal.
+        assert info.value.code == "HANDLER_ERROR"
+        assert "refused: nope" in info.value.message
+        assert e.stats().protocol_errors == 0
+        assert e.status()[0].starts == 1
+
+
+def test_reference_on_trio() -> None:
+    async def main() -> None:
+        async with Engine() as e:
+            e.add_cartridge(REFERENCE)
+            assert (await e.call_bytes("cap:ref-echo", [("media:", b"trio")])).data == b"trio"
+
+    anyio.run(main, backend="trio")
