@@ -89,7 +89,8 @@ class Archive:
             except (zipfile.BadZipFile, OSError, ValueError) as exc:
                 raise _not_an_archive(f"a damaged zip archive: {exc}") from None
         try:
-            self._tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
+            # an in-memory archive holds no OS resource; it lives as long as the request
+            self._tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")  # noqa: SIM115
             self.format = "tar"
         except (tarfile.TarError, OSError, EOFError, ValueError) as exc:
             raise _not_an_archive(f"neither a zip nor a tar archive ({exc})") from None
@@ -202,7 +203,9 @@ class ExtractEntry(Op):
         try:
             name = raw_name.decode("utf-8").strip()
         except UnicodeDecodeError:
-            raise OpError("INVALID_NAME", "the entry name is not UTF-8", "input", ENTRY_NAME) from None
+            raise OpError(
+                "INVALID_NAME", "the entry name is not UTF-8", "input", ENTRY_NAME
+            ) from None
         if not name:
             raise OpError("INVALID_NAME", "the entry name is empty", "input", ENTRY_NAME)
         archive = await read_archive(package)

@@ -396,7 +396,9 @@ def compile_path(text: str) -> list[Step]:
     try:
         return parse_path(text)
     except PathSyntaxError as exc:
-        raise OpError("INVALID_PATH", f"bad path {text[:80]!r}: {exc}", "input", JSON_PATH) from None
+        raise OpError(
+            "INVALID_PATH", f"bad path {text[:80]!r}: {exc}", "input", JSON_PATH
+        ) from None
 
 
 def query(document: Any, path: str) -> tuple[list[Node], int]:
@@ -419,7 +421,9 @@ class JsonQuery(Op):
         try:
             path_source = path_bytes.decode("utf-8")
         except UnicodeDecodeError:
-            raise OpError("INVALID_PATH", "the path is not UTF-8 text", "input", JSON_PATH) from None
+            raise OpError(
+                "INVALID_PATH", "the path is not UTF-8 text", "input", JSON_PATH
+            ) from None
         steps = compile_path(path_source)
         document_bytes = await package.find_stream(JSON_DOC)
         if document_bytes is None:  # the fallback lookup: the first stream that is not the path

@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from cartridge_runtime.manifest import ArgDef, CapDef, Manifest, OutputDef
+from cartridge_runtime.manifest import ArgDef, CapDef, Manifest
 from cartridge_runtime.runtime import (
     CartridgeRuntime,
     DryContext,
@@ -217,9 +217,11 @@ def markdown_headings(text: str) -> Iterator[tuple[str, int, int]]:
     for number, line in enumerate(text.splitlines(), start=1):
         fence_match = _FENCE.match(line)
         if fence is not None:
-            if fence_match and fence_match.group(1)[0] == fence[0] and len(
-                fence_match.group(1)
-            ) >= len(fence):
+            if (
+                fence_match
+                and fence_match.group(1)[0] == fence[0]
+                and len(fence_match.group(1)) >= len(fence)
+            ):
                 fence = None
             continue
         if fence_match:
@@ -327,7 +329,9 @@ def _metadata_cap(urn: str, aliases: tuple[str, ...], what: str) -> CapDef:
         description=f"Lines, words, characters, bytes and detected encoding of {what}, as JSON.",
         input_description=what,
         output_name="metadata",
-        output_description="JSON object: encoding, bom, bytes, characters, words, lines, line_ending",
+        output_description=(
+            "JSON object: encoding, bom, bytes, characters, words, lines, line_ending"
+        ),
     )
 
 

@@ -122,6 +122,20 @@ def _size_note(metric: str, result: dict[str, Any]) -> str:
     return ""
 
 
+def _cpu_note(metric: str, result: dict[str, Any]) -> str:
+    """CPU of driver + cartridge per unit of work (robust when the machine is busy)."""
+    drv, cart = result.get("cpu_driver_s"), result.get("cpu_cartridge_s")
+    if drv is None or cart is None:
+        return ""
+    if metric in ("echo", "rss") and result.get("bytes"):
+        per = result["bytes"] / 1e6
+        return f"{1000 * drv / per:.1f}+{1000 * cart / per:.1f} ms/MB"
+    if metric in ("seq", "par") and result.get("calls"):
+        per = result["calls"]
+        return f"{1000 * drv / per:.2f}+{1000 * cart / per:.2f} ms/call"
+    return ""
+
+
 def _rows(results: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """One row per (metric row, pair) with the value and its ratios to (b) and (a)."""
     rows: list[dict[str, Any]] = []
@@ -142,6 +156,7 @@ def _rows(results: dict[str, dict[str, dict[str, Any]]]) -> list[dict[str, Any]]
                     "ratio_b": value / ref_b if value is not None and ref_b else None,
                     "ratio_a": value / ref_a if value is not None and ref_a else None,
                     "size": _size_note(metric, result),
+                    "cpu": _cpu_note(metric, result),
                     "error": result.get("error"),
                 }
             )
@@ -237,6 +252,7 @@ def _print_report(report: dict[str, Any]) -> None:
     for column, justify in (
         ("metric", "left"), ("pair", "left"), ("value", "right"), ("unit", "left"),
         ("vs (b)", "right"), ("vs (a)", "right"), ("size", "left"),
+        ("CPU driver+cartridge", "right"),
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     last = None
@@ -254,6 +270,7 @@ def _print_report(report: dict[str, Any]) -> None:
             _fmt_ratio(row["ratio_b"]),
             _fmt_ratio(row["ratio_a"]),
             row["size"] or "",
+            row["cpu"] if row["row"] != "rss_cartridge_mib" else "",
         )
         last = row["row"]
     console.print(table)
@@ -322,6 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.pairs = [p for p in args.pairs if p in PAIRS]
 
     plan = _plan(args)
+    load_start = os.getloadavg()
     jobs = args.jobs if args.jobs is not None else (2 if args.quick else 1)
     started = time.monotonic()
     tasks = [
@@ -358,6 +376,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     notes.append("MB/s = 10^6 bytes per second; ratios are value ÷ reference value; "
                  "↑ higher is better, ↓ lower is better.")
     notes.append("the driver process of (a) is the Python reader/writer; its 'cartridge' is cat.")
+    notes.append("CPU driver+cartridge: user+system CPU of each process during the timed section, "
+                 "per MB or per call; it barely depends on other load, unlike the wall-clock "
+                 "figures.")
+    load_end = os.getloadavg()
+    notes.append(f"load average (1 min) at start {load_start[0]:.1f}, at end {load_end[0]:.1f} "
+                 f"on {os.cpu_count()} cores: a busy machine slows every wall-clock figure.")
     report: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": _machine(),
@@ -369,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rows": _rows(results),
         "targets": _targets(results, args.rss_mib * MIB),
         "notes": notes,
+        "load_average": {"start": load_start, "end": load_end},
     }
     _print_report(report)
     if args.json is not None:

@@ -17,9 +17,13 @@ REFERENCE = ROOT / "tests" / "fixtures" / "capdag_cartridge.py"
 @cache
 def interop_caps() -> dict[str, str]:
     """Cap URN of each interop cap by its first alias, read from its manifest (CLI mode)."""
-    out = subprocess.run([sys.executable, str(INTEROP), "manifest"], capture_output=True, timeout=30, check=True)
+    out = subprocess.run(
+        [sys.executable, str(INTEROP), "manifest"], capture_output=True, timeout=30, check=True
+    )
     manifest = json.loads(out.stdout)
-    return {cap["aliases"][0]: cap["urn"] for group in manifest["cap_groups"] for cap in group["caps"]}
+    return {
+        cap["aliases"][0]: cap["urn"] for group in manifest["cap_groups"] for cap in group["caps"]
+    }
 
 
 def raw_env(mode: str) -> dict[str, str]:

@@ -7,32 +7,39 @@ import json
 import anyio
 
 from cartridge_runtime.manifest import ArgDef, CapDef, CliFlagSource, Manifest, OutputDef
-from cartridge_runtime.runtime import CartridgeRuntime, DryContext, Op, OpError, Reach, Request, WetContext
+from cartridge_runtime.runtime import (
+    CartridgeRuntime,
+    DryContext,
+    Op,
+    OpError,
+    Reach,
+    Request,
+    WetContext,
+)
 
 ECHO = "cap:in=media:;op=echo;out=media:"
 WORDS = 'cap:in="media:enc=utf-8";op=words;out="media:enc=utf-8;list"'
-FAIL = 'cap:in=media:;op=fail;out=media:void'
-BOOM = 'cap:in=media:;op=boom;out=media:'
-SINK = 'cap:in=media:;op=sink;out=media:void'
-EMPTY = 'cap:in=media:;op=empty;out=media:'
+FAIL = "cap:in=media:;op=fail;out=media:void"
+BOOM = "cap:in=media:;op=boom;out=media:"
+SINK = "cap:in=media:;op=sink;out=media:void"
+EMPTY = "cap:in=media:;op=empty;out=media:"
 MULTI = 'cap:in="media:enc=utf-8";op=multi;out="media:enc=utf-8"'
 SIDE = "media:side;enc=utf-8"
 OPTIONAL = "media:enc=utf-8;optional-side"
 PROGRESS = 'cap:in=media:;op=progress;out="media:enc=utf-8"'
-SLOW = 'cap:in=media:;op=slow;out=media:'
-TWICE = 'cap:in=media:;op=twice;out=media:'
-UNDECLARED = 'cap:in=media:;op=undeclared;out=media:'
-REQUIRE = 'cap:in=media:;op=require;out=media:'
+SLOW = "cap:in=media:;op=slow;out=media:"
+TWICE = "cap:in=media:;op=twice;out=media:"
+UNDECLARED = "cap:in=media:;op=undeclared;out=media:"
+REQUIRE = "cap:in=media:;op=require;out=media:"
 CONCAT = 'cap:in="media:first";op=concat;out=media:'
 SECOND = "media:second"
-UNBOUNDED = 'cap:in=media:;op=unbounded;out=media:'
-SYNC = 'cap:in=media:;op=sync-upper;out=media:'
-PEER = 'cap:in=media:;op=peer-echo;out=media:'
+UNBOUNDED = "cap:in=media:;op=unbounded;out=media:"
+SYNC = "cap:in=media:;op=sync-upper;out=media:"
+PEER = "cap:in=media:;op=peer-echo;out=media:"
 NET = 'cap:in=media:;op=net;out="media:enc=utf-8"'
 VALUE = 'cap:in=media:;op=value;out="media:fmt=json;record"'
-FAILAFTER = 'cap:in=media:;op=fail-after;out=media:'
-META = 'cap:in=media:;op=meta;out=media:'
-
+FAILAFTER = "cap:in=media:;op=fail-after;out=media:"
+META = "cap:in=media:;op=meta;out=media:"
 
 
 class BadPage(OpError):
@@ -198,7 +205,9 @@ def build_runtime(capacities: dict[str, int] | None = None) -> CartridgeRuntime:
             "multi",
             extra_outputs=[
                 OutputDef(media_urn=SIDE, name="side", output_description="side"),
-                OutputDef(media_urn=OPTIONAL, name="maybe", output_description="maybe", optional=True),
+                OutputDef(
+                    media_urn=OPTIONAL, name="maybe", output_description="maybe", optional=True
+                ),
             ],
         ),
         _simple(PROGRESS, "progress"),
@@ -207,8 +216,11 @@ def build_runtime(capacities: dict[str, int] | None = None) -> CartridgeRuntime:
         _simple(UNDECLARED, "undeclared"),
         _simple(REQUIRE, "require"),
         _simple(
-            CONCAT, "concat",
-            extra_args=[ArgDef(media_urn=SECOND, name="second", sources=[CliFlagSource(flag="--second")])],
+            CONCAT,
+            "concat",
+            extra_args=[
+                ArgDef(media_urn=SECOND, name="second", sources=[CliFlagSource(flag="--second")])
+            ],
         ),
         _simple(UNBOUNDED, "unbounded"),
         _simple(SYNC, "sync-upper"),
@@ -218,14 +230,35 @@ def build_runtime(capacities: dict[str, int] | None = None) -> CartridgeRuntime:
         _simple(FAILAFTER, "fail-after"),
         _simple(META, "meta"),
     ]
-    manifest = Manifest.build(name="runtime-tests", version="1.0.0", description="runtime tests", caps=caps,
-                              capacities=capacities)
+    manifest = Manifest.build(
+        name="runtime-tests",
+        version="1.0.0",
+        description="runtime tests",
+        caps=caps,
+        capacities=capacities,
+    )
     rt = CartridgeRuntime(manifest)
     for urn, op in [
-        (ECHO, Echo), (WORDS, Words), (FAIL, Fail), (BOOM, Boom), (SINK, Sink), (EMPTY, Empty),
-        (MULTI, Multi), (PROGRESS, Progress), (SLOW, Slow), (TWICE, Twice), (UNDECLARED, Undeclared),
-        (REQUIRE, Require), (CONCAT, Concat), (UNBOUNDED, Unbounded), (SYNC, SyncUpper), (PEER, PeerEcho),
-        (NET, Net), (VALUE, Value), (FAILAFTER, FailAfter), (META, Meta),
+        (ECHO, Echo),
+        (WORDS, Words),
+        (FAIL, Fail),
+        (BOOM, Boom),
+        (SINK, Sink),
+        (EMPTY, Empty),
+        (MULTI, Multi),
+        (PROGRESS, Progress),
+        (SLOW, Slow),
+        (TWICE, Twice),
+        (UNDECLARED, Undeclared),
+        (REQUIRE, Require),
+        (CONCAT, Concat),
+        (UNBOUNDED, Unbounded),
+        (SYNC, SyncUpper),
+        (PEER, PeerEcho),
+        (NET, Net),
+        (VALUE, Value),
+        (FAILAFTER, FailAfter),
+        (META, Meta),
     ]:
         rt.register_op(urn, op)
     return rt

@@ -9,12 +9,11 @@ import tarfile
 import zipfile
 
 import pytest
+from _bundled import CARTRIDGES, SAMPLES, assert_conformant, load_cartridge, run_cli, sample
 
 from cartridge_runtime.manifest import validate_manifest
 from cartridge_runtime.testing import CallResult, CartridgeHarness
 from cartridge_runtime.urn import CapUrn
-
-from _bundled import CARTRIDGES, SAMPLES, assert_conformant, load_cartridge, run_cli, sample
 
 archive = load_cartridge("archive")
 MTIME = 1704164644  # what samples/make_samples.py stamps on every entry
@@ -120,7 +119,8 @@ async def test_list_refuses_what_is_not_an_archive(data: bytes) -> None:
 @pytest.mark.parametrize("name", ["sample.zip", "sample.tar.gz"])
 async def test_extract_samples(name: str) -> None:
     result = await _call(
-        archive.CAP_EXTRACT, [(archive.ARCHIVE, sample(name)), (archive.ENTRY_NAME, b"docs/guide.md")]
+        archive.CAP_EXTRACT,
+        [(archive.ARCHIVE, sample(name)), (archive.ENTRY_NAME, b"docs/guide.md")],
     )
     assert result.raise_for_error().main_bytes == sample("sample.md")
     assert result.main is not None and result.main.media_urn == archive.ENTRY_BYTES
@@ -130,7 +130,8 @@ async def test_extract_samples(name: str) -> None:
 async def test_extract_large_entry_streams_in_pieces() -> None:
     big = bytes(range(256)) * (3 * archive.EXTRACT_PIECE // 256 + 7)
     result = await _call(
-        archive.CAP_EXTRACT, [(archive.ENTRY_NAME, b"big.bin"), (archive.ARCHIVE, _zip({"big.bin": big}))]
+        archive.CAP_EXTRACT,
+        [(archive.ENTRY_NAME, b"big.bin"), (archive.ARCHIVE, _zip({"big.bin": big}))],
     )
     assert result.raise_for_error().main_bytes == big
 
@@ -138,7 +139,8 @@ async def test_extract_large_entry_streams_in_pieces() -> None:
 @pytest.mark.asyncio
 async def test_extract_missing_entry_is_an_input_error_naming_it() -> None:
     result = await _call(
-        archive.CAP_EXTRACT, [(archive.ARCHIVE, sample("sample.zip")), (archive.ENTRY_NAME, b"nope.txt")]
+        archive.CAP_EXTRACT,
+        [(archive.ARCHIVE, sample("sample.zip")), (archive.ENTRY_NAME, b"nope.txt")],
     )
     assert result.error is not None
     assert result.error.code == "ENTRY_NOT_FOUND"
@@ -159,7 +161,9 @@ async def test_extract_missing_entry_is_an_input_error_naming_it() -> None:
     ],
 )
 async def test_extract_bad_names(data: str, name: bytes, code: str) -> None:
-    result = await _call(archive.CAP_EXTRACT, [(archive.ARCHIVE, sample(data)), (archive.ENTRY_NAME, name)])
+    result = await _call(
+        archive.CAP_EXTRACT, [(archive.ARCHIVE, sample(data)), (archive.ENTRY_NAME, name)]
+    )
     assert result.error is not None
     assert (result.error.code, result.error.attribution_class) == (code, "input")
     assert result.error.arg_urn == archive.ENTRY_NAME
@@ -182,7 +186,9 @@ async def test_engine_list_and_extract() -> None:
 
     async with Engine() as engine:
         engine.add_cartridge(str(archive.__file__))
-        listing = await engine.call_bytes(archive.CAP_LIST, [("media:archive;ext=zip", sample("sample.zip"))])
+        listing = await engine.call_bytes(
+            archive.CAP_LIST, [("media:archive;ext=zip", sample("sample.zip"))]
+        )
         assert listing.items == ["hello.txt", "docs/", "docs/guide.md", "data/sample.json"]
         assert listing.main is not None and listing.main.items[0].meta == {
             "size": 34,
@@ -206,7 +212,7 @@ async def test_engine_list_and_extract() -> None:
         )
 
 
-# -- command-line mode ------------------------------------------------------------------------------
+# -- command-line mode ----------------------------------------------------------------------------
 
 
 def test_cli_manifest_list_and_extract() -> None:
@@ -215,7 +221,12 @@ def test_cli_manifest_list_and_extract() -> None:
     assert json.loads(done.stdout) == archive.MANIFEST.to_json()
     done = run_cli("archive", "list", stdin=sample("sample.tar.gz"))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.decode().splitlines() == ["hello.txt", "docs", "docs/guide.md", "data/sample.json"]
+    assert done.stdout.decode().splitlines() == [
+        "hello.txt",
+        "docs",
+        "docs/guide.md",
+        "data/sample.json",
+    ]
     done = run_cli("archive", "extract", "hello.txt", stdin=sample("sample.zip"))
     assert done.returncode == 0, done.stderr
     assert done.stdout == b"Hello from the archive cartridge!\n"
@@ -227,7 +238,7 @@ def test_cli_missing_entry_exits_1() -> None:
     assert b"ENTRY_NOT_FOUND" in done.stderr
 
 
-# -- conformance kit ----------------------------------------------------------------------------
+# -- conformance kit ------------------------------------------------------------------------------
 
 
 @pytest.mark.slow

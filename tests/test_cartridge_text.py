@@ -7,17 +7,16 @@ import codecs
 import json
 
 import pytest
+from _bundled import CARTRIDGES, assert_conformant, load_cartridge, run_cli, sample
 
 from cartridge_runtime.manifest import validate_manifest
 from cartridge_runtime.testing import CallResult, CartridgeHarness
 from cartridge_runtime.urn import CapUrn
 
-from _bundled import CARTRIDGES, assert_conformant, load_cartridge, run_cli, sample
-
 text = load_cartridge("text")
 
 
-# -- manifest ---------------------------------------------------------------------------------
+# -- manifest -------------------------------------------------------------------------------------
 
 
 def test_manifest_is_valid_and_urns_are_canonical() -> None:
@@ -41,7 +40,7 @@ def test_metadata_and_pages_are_registered_for_plain_text_and_markdown() -> None
     }
 
 
-# -- pure functions ---------------------------------------------------------------------------
+# -- pure functions -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -102,7 +101,7 @@ def test_page_size_parsing() -> None:
         assert info.value.arg_urn == text.PAGE_SIZE
 
 
-# -- in-process (the harness) ------------------------------------------------------------------
+# -- in-process (the harness) ---------------------------------------------------------------------
 
 
 async def _call(cap: str, inputs: list[tuple[str, bytes]]) -> CallResult:
@@ -134,7 +133,9 @@ async def test_metadata_in_process(cap: str, media: str) -> None:
 
 @pytest.mark.asyncio
 async def test_metadata_latin1_and_utf16() -> None:
-    latin = await _call(text.CAP_METADATA, [(text.PLAIN_TEXT, "caf\u00e9 au lait".encode("latin-1"))])
+    latin = await _call(
+        text.CAP_METADATA, [(text.PLAIN_TEXT, "caf\u00e9 au lait".encode("latin-1"))]
+    )
     assert json.loads(latin.raise_for_error().main_bytes)["encoding"] == "latin-1"
     body = codecs.BOM_UTF16_BE + "two words".encode("utf-16-be")
     utf16 = await _call(text.CAP_METADATA, [(text.PLAIN_TEXT, body)])
@@ -154,8 +155,31 @@ async def test_metadata_errors() -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("cap", sorted(text.HANDLERS))
+async def test_every_cap_refuses_a_missing_text(cap: str) -> None:
+    # pages: a lone side argument must not be mistaken for the text
+    inputs = [(text.PAGE_SIZE, b"10")] if text.HANDLERS[cap] is text.TextPages else []
+    result = await _call(cap, inputs)
+    assert result.error is not None
+    assert (result.error.code, result.error.attribution_class) == ("MISSING_INPUT", "input")
+    assert result.error.arg_urn in text.TEXT_MEDIA
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("cap", sorted(text.HANDLERS))
+async def test_every_cap_refuses_broken_utf16(cap: str) -> None:
+    media = str(CapUrn.parse(cap).in_spec)
+    result = await _call(cap, [(media, codecs.BOM_UTF16_LE + b"\x00\xd8")])  # lone surrogate
+    assert result.error is not None
+    assert (result.error.code, result.error.attribution_class) == ("INVALID_TEXT", "input")
+    assert result.error.arg_urn == media
+
+
+@pytest.mark.asyncio
 async def test_outline_in_process() -> None:
-    result = (await _call(text.CAP_OUTLINE, [(text.MARKDOWN, sample("sample.md"))])).raise_for_error()
+    result = (
+        await _call(text.CAP_OUTLINE, [(text.MARKDOWN, sample("sample.md"))])
+    ).raise_for_error()
     main = result.main
     assert main is not None and main.is_sequence
     assert main.media_urn == text.HEADING_LIST
@@ -192,7 +216,8 @@ async def test_pages_default_size_with_progress() -> None:
 async def test_markdown_pages_with_size_before_text() -> None:
     # the size stream arrives first: the fallback must not mistake it for the text
     result = await _call(
-        text.CAP_MARKDOWN_PAGES, [(text.PAGE_SIZE, b"5"), ("media:ext=md;markdown;x", b"# Title\nbody")]
+        text.CAP_MARKDOWN_PAGES,
+        [(text.PAGE_SIZE, b"5"), ("media:ext=md;markdown;x", b"# Title\nbody")],
     )
     main = result.raise_for_error().main
     assert main is not None
@@ -209,7 +234,7 @@ async def test_pages_bad_size_names_the_argument() -> None:
     assert not result.streams  # failed before any output
 
 
-# -- through the engine (subprocess) ------------------------------------------------------------
+# -- through the engine (subprocess) --------------------------------------------------------------
 
 
 @pytest.mark.asyncio
@@ -218,7 +243,9 @@ async def test_engine_metadata_outline_and_pages() -> None:
 
     async with Engine() as engine:
         engine.add_cartridge(str(text.__file__))
-        result = await engine.call_bytes(text.CAP_METADATA, [(text.PLAIN_TEXT, sample("sample.txt"))])
+        result = await engine.call_bytes(
+            text.CAP_METADATA, [(text.PLAIN_TEXT, sample("sample.txt"))]
+        )
         assert json.loads(result.data)["lines"] == 5
         outline = await engine.call_bytes(text.CAP_OUTLINE, [(text.MARKDOWN, sample("sample.md"))])
         assert outline.items[0] == "Cartridge guide"
@@ -228,7 +255,9 @@ async def test_engine_metadata_outline_and_pages() -> None:
         assert pages.items == ["abc", "def", "gh"]
         assert [p.progress for p in pages.progress][-1] == 1.0
         with pytest.raises(CallError) as info:
-            await engine.call_bytes(text.CAP_PAGES, [(text.PLAIN_TEXT, b"abc"), (text.PAGE_SIZE, b"0")])
+            await engine.call_bytes(
+                text.CAP_PAGES, [(text.PLAIN_TEXT, b"abc"), (text.PAGE_SIZE, b"0")]
+            )
         assert (info.value.code, info.value.attribution_class, info.value.arg_urn) == (
             "INVALID_PAGE_SIZE",
             "input",
@@ -236,13 +265,20 @@ async def test_engine_metadata_outline_and_pages() -> None:
         )
 
 
-# -- command-line mode --------------------------------------------------------------------------
+# -- command-line mode ----------------------------------------------------------------------------
 
 
 def test_cli_manifest() -> None:
     done = run_cli("text", "manifest")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == text.MANIFEST.to_json()
+
+
+def test_cli_help_lists_every_alias() -> None:
+    done = run_cli("text", "--help")
+    assert done.returncode == 0
+    for alias in ("metadata", "markdown-metadata", "outline", "pages", "markdown-pages"):
+        assert alias.encode() in done.stderr + done.stdout
 
 
 def test_cli_metadata_and_outline() -> None:
@@ -270,7 +306,7 @@ def test_cli_pages_with_size_and_bad_size() -> None:
     assert b"INVALID_PAGE_SIZE" in done.stderr
 
 
-# -- conformance kit ----------------------------------------------------------------------------
+# -- conformance kit ------------------------------------------------------------------------------
 
 
 @pytest.mark.slow

@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from _bundled import assert_conformant
 
 from cartridge_runtime.cli.new import ScaffoldError, render, scaffold
 from cartridge_runtime.manifest import Manifest, validate_manifest
 from cartridge_runtime.urn import CapUrn
-
-from _bundled import assert_conformant
 
 TIMEOUT = 120.0
 

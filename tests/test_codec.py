@@ -475,6 +475,34 @@ class TestFrameDecoder:
             assert dec.buffered == sum(map(len, raws[i + 1 :]))
         assert dec.next_frame() is None and dec.at_frame_boundary
 
+    def test_body_shorter_than_its_map_is_not_read_into_the_next_frame(self) -> None:
+        """A prefix that cuts the map short must fail even though the next frame's bytes follow
+        (the in-place bytes buffer holds both)."""
+        good = cbor2.dumps(base(4, k5={"exit_code": 0}))
+        short = good[:-3]
+        nxt = wire(base(4))
+        for data in (len(short).to_bytes(4, "big") + short + nxt,
+                     len(good + b"\x00").to_bytes(4, "big") + good + b"\x00" + nxt):
+            for kind in (bytes, bytearray):
+                dec = FrameDecoder()
+                dec.feed(kind(data))
+                with pytest.raises(FrameDecodeError):
+                    dec.next_frame()
+
+    def test_in_place_bytes_buffer_then_more_data(self) -> None:
+        raws = [wire(base(4) | {3: i}) for i in range(3)]
+        data = b"".join(raws)
+        dec = FrameDecoder()
+        dec.feed(data[: len(raws[0]) + len(raws[1]) + 2])  # bytes: kept in place
+        assert [f.seq for f in dec.frames()] == [0, 1]
+        assert dec.buffered == 2 and not dec.at_frame_boundary
+        assert dec.bytes_wanted == PREFIX_LEN - 2
+        dec.feed(data[len(raws[0]) + len(raws[1]) + 2 :])  # switches to a bytearray
+        assert [f.seq for f in dec.frames()] == [2]
+        assert dec.buffered == 0 and dec.at_frame_boundary
+        dec.feed(data)  # empty again: in place
+        assert len(dec.frames()) == 3 and dec.buffered == 0
+
     def test_feed_accepts_memoryview_and_bytearray(self) -> None:
         raw = wire(base(4))
         dec = FrameDecoder()

@@ -9,18 +9,15 @@ import signal
 
 import anyio
 import pytest
+from _engine_helpers import INTEROP, interop_caps
 
 from cartridge_runtime.engine import (
     CallError,
     CartridgeDied,
     Engine,
-    Log,
     OutputData,
     OutputStarted,
-    Progress,
 )
-
-from _engine_helpers import INTEROP, interop_caps
 
 BYTES = "media:"
 TEXT = "media:enc=utf-8"
@@ -90,7 +87,9 @@ async def test_every_interop_cap(tmp_path: os.PathLike[str]) -> None:
         r = await e.call_bytes(cap("sleep"), [(JSON, b'{"ms": 10}')])
         assert r.data == b"slept-10"
 
-        r = await e.call_bytes(cap("concat"), [(TEXT, "left"), ("media:enc=utf-8;suffix", "-right")])
+        r = await e.call_bytes(
+            cap("concat"), [(TEXT, "left"), ("media:enc=utf-8;suffix", "-right")]
+        )
         assert r.data == b"left-right"
 
         path = anyio.Path(tmp_path) / "blob.bin"
@@ -213,7 +212,9 @@ async def test_sigkill_mid_stream_fails_calls_then_respawns() -> None:
 async def test_death_fails_every_pending_call_but_not_other_cartridges() -> None:
     async with Engine() as e:
         first = e.add_cartridge(INTEROP)
-        e.add_cartridge(INTEROP)  # a second copy: its caps lose the tie, so we call it by killing the first
+        e.add_cartridge(
+            INTEROP
+        )  # a second copy: its caps lose the tie, so we call it by killing the first
         await e.start(first)
         errors: list[CallError] = []
 
@@ -226,7 +227,7 @@ async def test_death_fails_every_pending_call_but_not_other_cartridges() -> None
         async with anyio.create_task_group() as tg:
             for _ in range(3):
                 tg.start_soon(sleeper)
-            while e.status()[0].in_flight < 3:
+            while e.status()[0].in_flight < 3:  # noqa: ASYNC110 (a test waiting on engine state)
                 await anyio.sleep(0.01)
             e.kill(first)
         assert len(errors) == 3 and all(isinstance(x, CartridgeDied) for x in errors)
@@ -291,3 +292,61 @@ def test_trio_backend_kill_and_respawn() -> None:
             assert (await e.call_bytes(cap("echo"), [(BYTES, b"again")])).data == b"again"
 
     anyio.run(main, backend="trio")
+
+
+@pytest.mark.asyncio
+async def test_peer_call_routed_to_another_cartridge() -> None:
+    from _engine_helpers import RAW, raw_env
+
+    async with Engine() as e:
+        # Added first, the raw fixture wins the cap:echo tie; interop's peer-echo therefore
+        # reaches cap:echo in the *other* process, through the engine.
+        raw = e.add_cartridge(RAW, env=raw_env("echo"), known_caps=["cap:echo"])
+        e.add_cartridge(INTEROP, known_caps=[cap("peer-echo")])
+        assert e.route(cap("echo")) == raw
+        payload = os.urandom(700_000)
+        r = await e.call_bytes(cap("peer-echo"), [(BYTES, payload)])
+        assert r.data == payload
+        states = {s.name: s for s in e.status()}
+        assert states[raw].starts == 1 and states["interop"].starts == 1
+        assert e.stats().protocol_errors == 0
+
+
+@pytest.mark.asyncio
+async def test_cancel_with_force_kill_kills_an_unresponsive_cartridge() -> None:
+    from _engine_helpers import RAW, raw_env
+
+    async def held():  # type: ignore[no-untyped-def]
+        yield b"x"
+        await anyio.sleep_forever()
+
+    async with Engine(cancel_grace=0.2) as e:
+        # "stubborn" ignores CANCEL: force_kill kills it after the grace, the call still ends
+        # as CANCELLED (not CARTRIDGE_DIED), and the next call respawns it.
+        name = e.add_cartridge(RAW, env=raw_env("stubborn"), known_caps=["cap:echo"])
+        async with e.call("cap:echo", [(BYTES, held())]) as response:
+            await response.cancel(force_kill=True)
+            with pytest.raises(CallError) as info:
+                await response.collect()
+        assert info.value.code == "CANCELLED" and "killed" in info.value.message
+        assert e.status()[0].state == "dead"
+        assert (await e.call_bytes("cap:echo", [(BYTES, b"back")])).data == b"back"
+        assert e.status()[0].starts == 2 and e.status()[0].name == name
+
+
+@pytest.mark.asyncio
+async def test_plain_cancel_answered_by_the_cartridge() -> None:
+    from _engine_helpers import RAW, raw_env
+
+    async def held():  # type: ignore[no-untyped-def]
+        yield b"x"
+        await anyio.sleep_forever()
+
+    async with Engine() as e:
+        e.add_cartridge(RAW, env=raw_env("echo"), known_caps=["cap:echo"])
+        async with e.call("cap:echo", [(BYTES, held())]) as response:
+            await response.cancel()
+            with pytest.raises(CallError) as info:
+                await response.collect()
+        assert info.value.code == "CANCELLED" and info.value.attribution_class == "user"
+        assert e.status()[0].starts == 1

@@ -6,10 +6,9 @@ import os
 
 import anyio
 import pytest
+from _engine_helpers import REFERENCE
 
 from cartridge_runtime.engine import CallError, Engine
-
-from _engine_helpers import REFERENCE
 
 pytestmark = pytest.mark.interop
 

@@ -7,10 +7,9 @@ import sys
 
 import anyio
 import pytest
+from _engine_helpers import RAW, raw_env
 
 from cartridge_runtime.engine import CallError, Engine, NoRoute, SpawnFailed
-
-from _engine_helpers import RAW, raw_env
 
 BYTES = "media:"
 
@@ -32,7 +31,7 @@ async def test_raw_echo_streams_both_ways() -> None:
 
 @pytest.mark.asyncio
 async def test_hello_timeout_is_spawn_failed_and_not_respawned() -> None:
-    e, name = raw_engine("silent", step_timeout=0.5)
+    e, _name = raw_engine("silent", step_timeout=0.5)
     async with e:
         with pytest.raises(SpawnFailed) as info:
             await e.call_bytes("cap:echo", [(BYTES, b"x")])
@@ -132,7 +131,7 @@ async def test_periodic_heartbeats_update_health() -> None:
     async with e:
         await e.start(name)
         with anyio.fail_after(5):
-            while e.status()[0].last_heartbeat is None:
+            while e.status()[0].last_heartbeat is None:  # noqa: ASYNC110 (a test waiting on engine state)
                 await anyio.sleep(0.02)
         assert e.status()[0].healthy
 
@@ -150,6 +149,7 @@ async def test_pool_capacity_one_queues_fifo() -> None:
             await release.wait()
 
         async with e.call("cap:echo", [(BYTES, held())]) as first:
+
             async def later(i: int) -> None:
                 r = await e.call_bytes("cap:echo", [(BYTES, b"n")])
                 assert r.data == b"n"
@@ -159,7 +159,7 @@ async def test_pool_capacity_one_queues_fifo() -> None:
                 for i in range(3):
                     tg.start_soon(later, i)
                 with anyio.fail_after(5):
-                    while e.status()[0].queued < 3:
+                    while e.status()[0].queued < 3:  # noqa: ASYNC110 (a test waiting on engine state)
                         await anyio.sleep(0.01)
                 assert e.status()[0].in_flight == 1
                 assert order == []
@@ -191,7 +191,7 @@ async def test_shutdown_reaps_processes_and_writes_stderr_log() -> None:
         log_path = e.status()[0].log_path
     assert pid is not None
     with pytest.raises(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)  # already reaped: no zombie left behind
+        os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 (non-blocking) already reaped: no zombie left behind
     assert e.status()[0].state in ("stopped", "dead")
     assert log_path.endswith(".stderr.log")
 
@@ -220,14 +220,68 @@ def test_trio_startup_failure_and_echo() -> None:
                 await e.call_bytes("cap:echo", [(BYTES, b"x")])
         e2, _ = raw_engine("echo")
         async with e2:
-            assert (await e2.call_bytes("cap:echo", [(BYTES, b"t" * 500_000)])).data == b"t" * 500_000
+            assert (
+                await e2.call_bytes("cap:echo", [(BYTES, b"t" * 500_000)])
+            ).data == b"t" * 500_000
 
     anyio.run(main, backend="trio")
 
 
 def test_sys_executable_used_for_scripts() -> None:
-    from cartridge_runtime.engine._conn import command_for
+    from cartridge_runtime.engine._proc import command_for
 
     assert command_for("x.py") == [sys.executable, "x.py"]
     assert command_for("/bin/thing") == ["/bin/thing"]
     assert command_for(["a", "b"]) == ["a", "b"]
+
+
+@pytest.mark.asyncio
+async def test_shutdown_fails_pending_calls_with_engine_closed() -> None:
+    async def held():  # type: ignore[no-untyped-def]
+        yield b"x"
+        await anyio.sleep_forever()
+
+    errors: list[CallError] = []
+    e, name = raw_engine("stubborn", shutdown_grace=0.2)
+    async with anyio.create_task_group() as tg, e:
+        await e.start(name)
+
+        async def pending() -> None:
+            try:
+                await e.call_bytes("cap:echo", [(BYTES, held())])
+            except CallError as exc:
+                errors.append(exc)
+
+        tg.start_soon(pending)
+        with anyio.fail_after(5):
+            while e.status()[0].in_flight < 1:  # noqa: ASYNC110 (a test waiting on engine state)
+                await anyio.sleep(0.01)
+    assert len(errors) == 1 and errors[0].code == "CARTRIDGE_RETIRED"
+
+
+@pytest.mark.asyncio
+async def test_queued_calls_fail_when_the_cartridge_dies() -> None:
+    async def held():  # type: ignore[no-untyped-def]
+        yield b"x"
+        await anyio.sleep_forever()
+
+    e, name = raw_engine("pool1")
+    errors: list[CallError] = []
+    async with e:
+        await e.start(name)
+
+        async def call() -> None:
+            try:
+                await e.call_bytes("cap:echo", [(BYTES, held())])
+            except CallError as exc:
+                errors.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            tg.start_soon(call)
+            with anyio.fail_after(5):
+                while e.status()[0].queued < 1:  # noqa: ASYNC110 (a test waiting on engine state)
+                    await anyio.sleep(0.01)
+            e.kill(name)
+        assert len(errors) == 2 and all(x.code == "CARTRIDGE_DIED" for x in errors)
+        assert (await e.call_bytes("cap:echo", [(BYTES, b"ok")])).data == b"ok"

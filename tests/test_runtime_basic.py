@@ -6,7 +6,6 @@ import json
 
 import cbor2
 import pytest
-
 from _runtime_cartridge import (
     CONCAT,
     ECHO,
@@ -25,6 +24,7 @@ from _runtime_cartridge import (
     WORDS,
     build_runtime,
 )
+
 from cartridge_runtime.protocol import FrameType, MessageId, frames
 from cartridge_runtime.runtime import CartridgeRuntime, Request
 from cartridge_runtime.testing import CartridgeHarness, call_sync, run_op
@@ -44,7 +44,12 @@ async def test_hello_carries_manifest_and_singleton_pools() -> None:
         assert "cap:effect=none" in pools and "cap:out=media:void" in pools
         assert 'cap:out="media:adapter-selection;fmt=json;record"' in pools
         assert list(pools)[-1] == "all"
-        assert pools["cap:effect=none"] == {"declared": 0, "configured": 0, "active": 0, "queued": 0}
+        assert pools["cap:effect=none"] == {
+            "declared": 0,
+            "configured": 0,
+            "active": 0,
+            "queued": 0,
+        }
 
 
 @pytest.mark.asyncio
@@ -58,7 +63,9 @@ async def test_echo_small_frames_and_seq() -> None:
     assert all(f.routing_id == xid for f in r.frames)
     ss = r.frames[0]
     assert ss.media_urn == "media:" and ss.is_sequence is False and ss.output is None
-    assert ss.stream_id.startswith("resp-") and ss.stream_id.endswith("-0") and len(ss.stream_id) == 15
+    assert (
+        ss.stream_id.startswith("resp-") and ss.stream_id.endswith("-0") and len(ss.stream_id) == 15
+    )
     assert r.frames[1].payload == cbor2.dumps(b"hello bifaci")
     assert r.end == {"exit_code": 0, "progress": 1.0}
 
@@ -115,7 +122,9 @@ async def test_progress_log_and_finish_message() -> None:
     async with CartridgeHarness(build_runtime()) as h:
         r = await h.call(PROGRESS, [("media:", b"")])
     assert r.progress == [(0.25, "quarter"), (0.5, "half")]
-    assert [(log.level, log.message, log.attribution_class) for log in r.logs] == [("info", "halfway", "internal")]
+    assert [(log.level, log.message, log.attribution_class) for log in r.logs] == [
+        ("info", "halfway", "internal")
+    ]
     assert r.end == {"exit_code": 0, "progress": 0.9, "message": "nearly"}
     assert types(r) == ["LOG", "LOG", "LOG", "STREAM_START", "CHUNK", "STREAM_END", "END"]
 
@@ -161,7 +170,9 @@ async def test_unbounded_input_read_incrementally_and_closed_by_close_stream() -
         await h.send_frame(frames.stream_start(rid, "live", "media:", unbounded=True))
         for i in range(3):
             await h.send_frame(frames.chunk(rid, "live", i, cbor2.dumps(b"v%d" % i)))
-        await h.wait_for(lambda f: f.id == rid and f.frame_type is FrameType.CHUNK and f.chunk_index == 2)
+        await h.wait_for(
+            lambda f: f.id == rid and f.frame_type is FrameType.CHUNK and f.chunk_index == 2
+        )
         await h.send_frame(frames.close_stream(rid))
         await h.send_frame(frames.stream_end(rid, "live", None))
         await h.send_frame(frames.end(rid, response=False))
@@ -224,7 +235,9 @@ async def test_builtin_identity_discard_and_adapter_selection() -> None:
     async with CartridgeHarness(build_runtime()) as h:
         ident = await h.call("cap:effect=none", [("media:", b"same")])
         discard = await h.call("cap:out=media:void", [("media:", b"gone")])
-        adapter = await h.call('cap:in="media:";out="media:adapter-selection;fmt=json;record"', [("media:", b"x")])
+        adapter = await h.call(
+            'cap:in="media:";out="media:adapter-selection;fmt=json;record"', [("media:", b"x")]
+        )
     assert ident.main_bytes == b"same"
     assert types(discard) == ["END"]
     assert types(adapter) == ["STREAM_START", "STREAM_END", "END"]

@@ -6,15 +6,17 @@ import json
 
 import anyio
 import pytest
-
 from _runtime_cartridge import ECHO, PEER, SLOW, SYNC, build_runtime
+
 from cartridge_runtime.protocol import FrameType, MessageId, frames
 from cartridge_runtime.runtime import EXIT_FORCE_KILLED, Request
 from cartridge_runtime.testing import CartridgeHarness
 
 
 def started(rid: MessageId):
-    return lambda f: f.id == rid and f.frame_type is FrameType.LOG and f.meta.get("message") == "started"
+    return lambda f: (
+        f.id == rid and f.frame_type is FrameType.LOG and f.meta.get("message") == "started"
+    )
 
 
 async def _start_slow(h: CartridgeHarness, xid: MessageId | None = None):
@@ -28,18 +30,33 @@ async def _start_slow(h: CartridgeHarness, xid: MessageId | None = None):
 @pytest.mark.parametrize(
     ("kwargs", "expected"),
     [
-        ({"code": "CANCELLED", "attribution_class": "user", "message": "Cancelled by user"},
-         ("CANCELLED", "user", "Cancelled by user")),
+        (
+            {"code": "CANCELLED", "attribution_class": "user", "message": "Cancelled by user"},
+            ("CANCELLED", "user", "Cancelled by user"),
+        ),
         ({}, ("CANCELLED", "internal", "Request cancelled")),
-        ({"code": "ABORTED", "attribution_class": "resource", "message": "disk full"},
-         ("ABORTED", "resource", "Request aborted by the host: disk full")),
-        ({"code": "ABORTED_COLLATERAL", "attribution_class": "environment", "message": "sibling died"},
-         ("ABORTED_COLLATERAL", "environment",
-          "Request aborted as collateral of a failure elsewhere in the run: sibling died")),
+        (
+            {"code": "ABORTED", "attribution_class": "resource", "message": "disk full"},
+            ("ABORTED", "resource", "Request aborted by the host: disk full"),
+        ),
+        (
+            {
+                "code": "ABORTED_COLLATERAL",
+                "attribution_class": "environment",
+                "message": "sibling died",
+            },
+            (
+                "ABORTED_COLLATERAL",
+                "environment",
+                "Request aborted as collateral of a failure elsewhere in the run: sibling died",
+            ),
+        ),
         ({"code": "OTHER", "message": "custom"}, ("OTHER", "internal", "custom")),
     ],
 )
-async def test_cancel_running_maps_reason(kwargs: dict[str, str], expected: tuple[str, str, str]) -> None:
+async def test_cancel_running_maps_reason(
+    kwargs: dict[str, str], expected: tuple[str, str, str]
+) -> None:
     async with CartridgeHarness(build_runtime()) as h:
         xid = MessageId(5)
         rid, call = await _start_slow(h, xid)
@@ -67,8 +84,16 @@ async def test_cancel_queued_request_and_queue_logs() -> None:
         assert queued.meta["message"] == "Request queued (position 1 on pool 'cap:op=slow')"
         hb = await h.heartbeat()
         pools = json.loads(hb.meta["pools"])
-        assert pools['cap:op=slow']["active"] == 1 and pools['cap:op=slow']["queued"] == 1 and pools['cap:op=slow']["declared"] == 1
-        await h.send_frame(frames.cancel(rid2, code="CANCELLED", attribution_class="user", message="Cancelled by user"))
+        assert (
+            pools["cap:op=slow"]["active"] == 1
+            and pools["cap:op=slow"]["queued"] == 1
+            and pools["cap:op=slow"]["declared"] == 1
+        )
+        await h.send_frame(
+            frames.cancel(
+                rid2, code="CANCELLED", attribution_class="user", message="Cancelled by user"
+            )
+        )
         r2 = await h.result(call2)
         assert r2.error.message == "Cancelled by user (while queued)"
         # a third request waits, then starts when the first is cancelled
@@ -77,7 +102,11 @@ async def test_cancel_queued_request_and_queue_logs() -> None:
         await h.wait_for(lambda f: f.id == rid3 and f.frame_type is FrameType.LOG)
         await h.send_frame(frames.cancel(rid1))
         await h.result(call1)
-        await h.wait_for(lambda f: f.id == rid3 and f.frame_type is FrameType.LOG and f.meta["level"] == "dequeued")
+        await h.wait_for(
+            lambda f: (
+                f.id == rid3 and f.frame_type is FrameType.LOG and f.meta["level"] == "dequeued"
+            )
+        )
         await h.wait_for(started(rid3))
         await h.send_frame(frames.cancel(rid3))
         r3 = await h.result(call3)
@@ -90,15 +119,23 @@ async def test_heartbeat_during_running_request_and_capacities() -> None:
         rid, call = await _start_slow(h)
         hid = MessageId(42)
         reply = await h.heartbeat(hid=hid)
-        assert reply.frame_type is FrameType.HEARTBEAT and reply.id == hid and reply.routing_id is None
+        assert (
+            reply.frame_type is FrameType.HEARTBEAT and reply.id == hid and reply.routing_id is None
+        )
         meta = reply.meta
         assert list(meta) == ["drops_total", "stragglers_total", "overruns_total", "pools"]
-        assert json.loads(meta["pools"])['cap:op=slow']["active"] == 1
-        desired = json.dumps({'cap:op=slow': 3}).encode()
+        assert json.loads(meta["pools"])["cap:op=slow"]["active"] == 1
+        desired = json.dumps({"cap:op=slow": 3}).encode()
         reply2 = await h.heartbeat({"desired_capacities": desired})
-        assert json.loads(reply2.meta["pools"])['cap:op=slow']["configured"] == 3
-        bad = await h.heartbeat({"desired_capacities": json.dumps({"no-such-pool": 1}).encode()}, hid=MessageId(43))
-        assert bad.frame_type is FrameType.ERR and bad.meta["code"] == "UNKNOWN_POOL" and bad.id == MessageId(43)
+        assert json.loads(reply2.meta["pools"])["cap:op=slow"]["configured"] == 3
+        bad = await h.heartbeat(
+            {"desired_capacities": json.dumps({"no-such-pool": 1}).encode()}, hid=MessageId(43)
+        )
+        assert (
+            bad.frame_type is FrameType.ERR
+            and bad.meta["code"] == "UNKNOWN_POOL"
+            and bad.id == MessageId(43)
+        )
         await h.send_frame(frames.cancel(rid))
         await h.result(call)
 
@@ -162,12 +199,18 @@ async def test_cancel_propagates_to_peer_calls() -> None:
 
     async with CartridgeHarness(rt, peers={ECHO: stuck_peer}) as h:
         rid = MessageId.new()
-        call = await h.start_call("cap:in=media:;op=peer-stuck;out=media:", [("media:", b"")], rid=rid)
+        call = await h.start_call(
+            "cap:in=media:;op=peer-stuck;out=media:", [("media:", b"")], rid=rid
+        )
         peer_req = await h.wait_for(lambda f: f.frame_type is FrameType.REQ)
         await h.wait_for(lambda f: f.id == peer_req.id and f.frame_type is FrameType.END)
-        await h.send_frame(frames.cancel(rid, code="CANCELLED", attribution_class="user", message="stop"))
+        await h.send_frame(
+            frames.cancel(rid, code="CANCELLED", attribution_class="user", message="stop")
+        )
         r = await h.result(call)
-        peer_cancel = await h.wait_for(lambda f: f.frame_type is FrameType.CANCEL and f.id == peer_req.id)
+        peer_cancel = await h.wait_for(
+            lambda f: f.frame_type is FrameType.CANCEL and f.id == peer_req.id
+        )
         never.set()
     assert r.error.code == "CANCELLED"
     assert peer_cancel.meta == {"code": "CANCELLED", "attribution_class": "user", "message": "stop"}

@@ -7,7 +7,6 @@ import struct
 import anyio
 import cbor2
 import pytest
-
 from _runtime_cartridge import (
     BOOM,
     ECHO,
@@ -19,6 +18,7 @@ from _runtime_cartridge import (
     UNDECLARED,
     build_runtime,
 )
+
 from cartridge_runtime.protocol import (
     ZERO_ID,
     Frame,
@@ -41,9 +41,13 @@ def err_meta(result):
 @pytest.mark.asyncio
 async def test_unknown_cap_is_no_handler_with_xid() -> None:
     async with CartridgeHarness(build_runtime()) as h:
-        r = await h.call("cap:in=media:;op=nothing-here;out=media:", [("media:", b"x")], xid=MessageId(3))
+        r = await h.call(
+            "cap:in=media:;op=nothing-here;out=media:", [("media:", b"x")], xid=MessageId(3)
+        )
     assert err_meta(r) == ("NO_HANDLER", "environment")
-    assert r.error.message == "No handler registered for cap: cap:in=media:;op=nothing-here;out=media:"
+    assert (
+        r.error.message == "No handler registered for cap: cap:in=media:;op=nothing-here;out=media:"
+    )
     assert r.frames[0].routing_id == MessageId(3) and r.frames[0].seq == 0
 
 
@@ -65,9 +69,15 @@ async def test_req_with_payload_and_req_without_cap() -> None:
         f = await h.wait_for(lambda f: f.id == rid)
         assert f.frame_type is FrameType.ERR and f.meta["code"] == "PROTOCOL_ERROR"
         rid2 = MessageId.new()
-        await h.send_frame(Frame(frame_type=FrameType.REQ, id=rid2, payload=b"", routing_id=MessageId(9)))
+        await h.send_frame(
+            Frame(frame_type=FrameType.REQ, id=rid2, payload=b"", routing_id=MessageId(9))
+        )
         g = await h.wait_for(lambda f: f.id == rid2)
-        assert g.frame_type is FrameType.ERR and g.meta["code"] == "INVALID_REQUEST" and g.routing_id == MessageId(9)
+        assert (
+            g.frame_type is FrameType.ERR
+            and g.meta["code"] == "INVALID_REQUEST"
+            and g.routing_id == MessageId(9)
+        )
 
 
 @pytest.mark.asyncio
@@ -115,7 +125,9 @@ async def test_missing_input_second_take_undeclared_output() -> None:
         twice = await h.call(TWICE, [("media:", b"x")])
         undeclared = await h.call(UNDECLARED, [("media:", b"x")])
     assert err_meta(missing) == ("MISSING_INPUT", "input")
-    assert "media:wanted;enc=utf-8" in missing.error.message and "media:other" in missing.error.message
+    assert (
+        "media:wanted;enc=utf-8" in missing.error.message and "media:other" in missing.error.message
+    )
     assert missing.error.arg_urn == "media:wanted;enc=utf-8"
     assert twice.error.code == "INPUT_ALREADY_TAKEN"
     assert undeclared.error.code == "UNKNOWN_OUTPUT" and "media:nope" in undeclared.error.message
@@ -176,7 +188,9 @@ async def test_relay_frame_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
         struct.pack(">I", 100) + b"\xa1",  # truncated frame at EOF
     ],
 )
-async def test_untrustworthy_byte_stream_exits_65(garbage: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_untrustworthy_byte_stream_exits_65(
+    garbage: bytes, capsys: pytest.CaptureFixture[str]
+) -> None:
     async with CartridgeHarness(build_runtime()) as h:
         await h.send_raw(garbage)
         await h.close_input()

@@ -84,7 +84,9 @@ def _norm(frame: Frame) -> Frame:
 async def test_responses_match_reference_vectors(prefix: str) -> None:
     lines = _load(prefix)
     scenario = [d for d in lines if d["phase"] == "scenario"]
-    host = [decode_frame(bytes.fromhex(d["hex"])) for d in scenario if d["dir"] == "host->cartridge"]
+    host = [
+        decode_frame(bytes.fromhex(d["hex"])) for d in scenario if d["dir"] == "host->cartridge"
+    ]
     expected = [
         decode_frame(bytes.fromhex(d["hex"]))
         for d in scenario
@@ -93,7 +95,11 @@ async def test_responses_match_reference_vectors(prefix: str) -> None:
     rids = list(dict.fromkeys(f.id for f in host if f.frame_type is FrameType.REQ))
     async with CartridgeHarness(_runtime(lines), policy="offline") as h:
         for f in host:
-            await h.send_raw(bytes.fromhex(next(d["hex"] for d in scenario if decode_frame(bytes.fromhex(d["hex"])) == f)))
+            await h.send_raw(
+                bytes.fromhex(
+                    next(d["hex"] for d in scenario if decode_frame(bytes.fromhex(d["hex"])) == f)
+                )
+            )
         for rid in rids:
             await h.wait_for(lambda f, rid=rid: f.id == rid and f.frame_type.is_terminal)
         got = [f for f in h.received if f.id in rids and f.frame_type.is_flow]

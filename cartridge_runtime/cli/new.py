@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Final
+from typing import Annotated, Final
 
 import typer
 
@@ -53,7 +53,9 @@ def scaffold(name: str, directory: Path, *, force: bool = False) -> list[Path]:
             f"invalid cartridge name {name!r}: use a letter, then letters, digits, '_' or '-' "
             "(at most 64 characters)"
         )
-    targets = [(template, directory / pattern.format(name=name)) for template, pattern in _TEMPLATES]
+    targets = [
+        (template, directory / pattern.format(name=name)) for template, pattern in _TEMPLATES
+    ]
     existing = [str(path) for _, path in targets if path.exists()]
     if existing and not force:
         raise ScaffoldError(f"refusing to overwrite {', '.join(existing)} (use --force)")
@@ -65,11 +67,11 @@ def scaffold(name: str, directory: Path, *, force: bool = False) -> list[Path]:
 
 @app.command("new")
 def new_command(
-    name: str = typer.Argument(..., help="Cartridge name (file NAME.py, manifest name)."),
-    directory: Path = typer.Option(
-        Path("."), "--dir", "-d", help="Directory to write into (created if missing)."
-    ),
-    force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
+    name: Annotated[str, typer.Argument(help="Cartridge name (file NAME.py, manifest name).")],
+    directory: Annotated[
+        Path, typer.Option("--dir", "-d", help="Directory to write into (created if missing).")
+    ] = Path("."),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
 ) -> None:
     """Scaffold a new cartridge script NAME.py and its test test_NAME.py."""
     try:

@@ -28,6 +28,11 @@ class _Stream:
     closed: bool = False
 
 
+#: Frame types whose meta the audit judges rule by rule (so a strict-decoder refusal of
+#: them is not also filed under TYP-4).
+_META_JUDGED = frozenset({FrameType.END, FrameType.ERR, FrameType.LOG, FrameType.HELLO, FrameType.HEARTBEAT})
+
+
 def _one_item(data: bytes) -> tuple[int, bool]:
     """(bytes used by the first CBOR item, complete?). Raises ValueError if not CBOR."""
     fp = io.BytesIO(data)
@@ -75,6 +80,8 @@ def audit_conn(conn: Conn, run: RunState, where: str, skip: frozenset[str] = fro
         f = rec.frame
         ft = f.frame_type
         tag = f"{where}: {ft.name} #{rec.index}"
+        if rec.invalid and ft not in _META_JUDGED:
+            add("TYP-4", f"{tag}: {rec.invalid}")
         if rec.body_len > max_frame and hellos:
             add("FRM-14", f"{tag} body {rec.body_len} B > max_frame {max_frame}")
         if ft is FrameType.HELLO:

@@ -180,6 +180,7 @@ _AUDITED = (
     ("REQ-34", "Progress LOG meta", "MUST", ("REQ-34",), "CK-24"),
     ("TYP-7", "Nothing of a flow after its END or ERR", "MUST", ("TYP-7", "REQ-27"), "CK-25"),
     ("FLW-3", "CREDIT frame layout and credit_dir", "MUST", ("FLW-3",), "CK-28"),
+    ("TYP-4", "Each frame type carries its required keys", "MUST", ("TYP-4", "FRM-7"), ""),
     ("TYP-11", "Cartridge never sends RELAY_*, POLICY or a second HELLO", "MUST", ("TYP-11",), ""),
     ("FRM-2", "Every frame written decodes", "MUST", ("FRM-2", "FRM-4", "TYP-1"), ""),
 )

@@ -109,9 +109,16 @@ def _run_job(
 ) -> tuple[Status, str, str | None, float]:
     start = time.monotonic()
     ctx.deadline = start + timeout  # the clock starts when the job does, not when queued
-    timer = threading.Timer(timeout + 2.0, ctx.close)
-    timer.daemon = True
-    timer.start()
+    done = threading.Event()
+
+    def watchdog() -> None:
+        # ctx.deadline may move (waiting for the shared session does not count)
+        while not done.wait(max(0.05, ctx.deadline + 2.0 - time.monotonic())):
+            if time.monotonic() >= ctx.deadline + 2.0:
+                ctx.close()
+                return
+
+    threading.Thread(target=watchdog, daemon=True).start()
     status, detail, defect = Status.PASS, "", None
     try:
         detail = func(ctx)
@@ -125,7 +132,7 @@ def _run_job(
         if os.environ.get("CARTRIDGE_CONFORM_DEBUG"):
             traceback.print_exc()
     finally:
-        timer.cancel()
+        done.set()
         timed_out = ctx.cancelled
         ctx.release_shared(broken=timed_out or status is Status.FAIL)
         ctx.close()

@@ -9,6 +9,7 @@ so a silent or hung target fails the check it is in instead of hanging the kit.
 
 from __future__ import annotations
 
+import io
 import os
 import queue
 import subprocess
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import attrs
+import cbor2
 
 from ..protocol import (
     HARD_FRAME_CAP,
@@ -28,6 +30,7 @@ from ..protocol import (
     ProtocolError,
     decode_body,
     encode_frame,
+    map_to_frame,
 )
 
 __all__ = ("Received", "Session", "TargetGone", "WaitTimeout", "target_command")
@@ -59,9 +62,23 @@ class Received:
     frame: Frame
     body_len: int
     index: int
+    invalid: str | None = None  #: why the strict decoder refused it (meta rules), if it did
 
 
 _EOF = object()
+
+
+def _lenient_decode(body: bytes) -> Frame | None:
+    """The frame in ``body`` without the per-type meta checks, or None when even the
+    envelope (one CBOR map with valid key types) is broken."""
+    fp = io.BytesIO(body)
+    try:
+        m = cbor2.CBORDecoder(fp).decode()
+        if fp.tell() != len(body):
+            return None
+        return map_to_frame(m, validate=False)
+    except Exception:  # noqa: BLE001 - hostile bytes: anything cbor2 raises
+        return None
 
 
 class Session:
@@ -119,13 +136,17 @@ class Session:
                         break
                     body = bytes(buf[PREFIX_LEN : PREFIX_LEN + size])
                     del buf[: PREFIX_LEN + size]
+                    invalid: str | None = None
                     try:
                         frame = decode_body(body)
                     except ProtocolError as exc:
-                        self._fail(f"undecodable frame from the target: {exc}")
-                        return
+                        lenient = _lenient_decode(body)
+                        if lenient is None:
+                            self._fail(f"undecodable frame from the target: {exc}")
+                            return
+                        frame, invalid = lenient, str(exc)
                     with self._lock:
-                        rec = Received(frame=frame, body_len=size, index=len(self.received))
+                        rec = Received(frame=frame, body_len=size, index=len(self.received), invalid=invalid)
                         self.received.append(rec)
                     self._inbox.put(rec)
             if buf:

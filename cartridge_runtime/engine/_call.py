@@ -22,7 +22,7 @@ import os
 from collections import deque
 from collections.abc import AsyncIterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import cbor2
@@ -47,9 +47,11 @@ if TYPE_CHECKING:
     from ._conn import Connection
 
 #: What one input value may be.
-InputValue = Union[bytes, bytearray, memoryview, str, os.PathLike[str], AsyncIterable[bytes], Sequence[Any]]
+InputValue = (
+    bytes | bytearray | memoryview | str | os.PathLike[str] | AsyncIterable[bytes] | Sequence[Any]
+)
 #: Inputs: ``[(media_urn, value), ...]`` or ``{media_urn: value}``.
-Inputs = Union[Sequence[tuple[str, InputValue]], Mapping[str, InputValue]]
+Inputs = Sequence[tuple[str, InputValue]] | Mapping[str, InputValue]
 
 
 def normalize_inputs(inputs: Inputs | None) -> list[tuple[str, Any]]:
@@ -59,10 +61,7 @@ def normalize_inputs(inputs: Inputs | None) -> list[tuple[str, Any]]:
     """
     if inputs is None:
         return []
-    if isinstance(inputs, Mapping):
-        pairs = list(inputs.items())
-    else:
-        pairs = list(inputs)
+    pairs = list(inputs.items()) if isinstance(inputs, Mapping) else list(inputs)
     out = []
     for pair in pairs:
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
@@ -114,7 +113,9 @@ class CallState:
         """Register with the connection, send the REQ and start sending the arguments."""
         conn = self.conn
         conn.calls[self.rid] = self
-        conn.send(frames.req(self.rid, self.handler_cap if self.cap is None else self.cap, xid=self.xid))
+        conn.send(
+            frames.req(self.rid, self.handler_cap if self.cap is None else self.cap, xid=self.xid)
+        )
         conn.spawn(self._send_inputs)
 
     async def _send_inputs(self) -> None:
@@ -133,12 +134,23 @@ class CallState:
     def _abort_input(self, index: int, media: str, exc: BaseException) -> None:
         if self.done:
             return
-        self.conn.send(frames.cancel(self.rid, code="INVALID_REQUEST", attribution_class="input",
-                                     message="the caller could not send an argument", xid=self.xid))
-        self._finish(CallError(
-            "INVALID_REQUEST", "input",
-            f"input {index} ({media}) could not be sent: {type(exc).__name__}: {exc}", arg_urn=media or None,
-        ))
+        self.conn.send(
+            frames.cancel(
+                self.rid,
+                code="INVALID_REQUEST",
+                attribution_class="input",
+                message="the caller could not send an argument",
+                xid=self.xid,
+            )
+        )
+        self._finish(
+            CallError(
+                "INVALID_REQUEST",
+                "input",
+                f"input {index} ({media}) could not be sent: {type(exc).__name__}: {exc}",
+                arg_urn=media or None,
+            )
+        )
         self.abandoned = True
 
     def _send(self, frame: Frame) -> None:
@@ -160,8 +172,14 @@ class CallState:
         size = limits.effective_chunk
         is_seq = isinstance(value, list | tuple)
         stream = P.OutgoingStream(
-            self.rid, stream_id, media, xid=self.xid, max_chunk=size,
-            initial_credit=limits.initial_credit, is_sequence=is_seq, coalesce=False,
+            self.rid,
+            stream_id,
+            media,
+            xid=self.xid,
+            max_chunk=size,
+            initial_credit=limits.initial_credit,
+            is_sequence=is_seq,
+            coalesce=False,
         )
         self._out_streams[stream_id] = stream
         self._current_out = stream
@@ -200,7 +218,9 @@ class CallState:
     def on_frame(self, frame: Frame) -> None:
         ft = frame.frame_type
         if ft is FrameType.CREDIT:
-            stream = self._out_streams.get(frame.stream_id) if frame.stream_id else self._current_out
+            stream = (
+                self._out_streams.get(frame.stream_id) if frame.stream_id else self._current_out
+            )
             if stream is not None and frame.credit:
                 stream.grant(frame.credit)
                 self._credit.set()
@@ -214,10 +234,22 @@ class CallState:
             events = self.receiver.receive(frame)
         except P.ProtocolError as exc:
             self.conn.counters.protocol_errors += 1
-            self.conn.send(frames.cancel(self.rid, code=ErrorCode.PROTOCOL_ERROR, attribution_class="internal",
-                                         message=str(exc), xid=self.xid))
-            self._finish(CallError(ErrorCode.PROTOCOL_ERROR, "internal",
-                                   f"cartridge {self.conn.name} broke the protocol: {exc}"))
+            self.conn.send(
+                frames.cancel(
+                    self.rid,
+                    code=ErrorCode.PROTOCOL_ERROR,
+                    attribution_class="internal",
+                    message=str(exc),
+                    xid=self.xid,
+                )
+            )
+            self._finish(
+                CallError(
+                    ErrorCode.PROTOCOL_ERROR,
+                    "internal",
+                    f"cartridge {self.conn.name} broke the protocol: {exc}",
+                )
+            )
             return
         credits = self.receiver.data_to_send()
         for credit in credits:
@@ -237,32 +269,68 @@ class CallState:
     def _event(self, ev: Any, cost: str | None) -> None:
         if isinstance(ev, P.StreamData):
             out = self._outputs.get(ev.stream_id)
-            self._queue(OutputData(output=out[0] if out else None, stream_id=ev.stream_id, value=ev.value), cost)
+            self._queue(
+                OutputData(output=out[0] if out else None, stream_id=ev.stream_id, value=ev.value),
+                cost,
+            )
         elif isinstance(ev, P.StreamItem):
             out = self._outputs.get(ev.stream_id)
             self._queue(
-                OutputItem(output=out[0] if out else None, stream_id=ev.stream_id, value=ev.value, meta=ev.meta),
+                OutputItem(
+                    output=out[0] if out else None,
+                    stream_id=ev.stream_id,
+                    value=ev.value,
+                    meta=ev.meta,
+                ),
                 cost,
             )
         elif isinstance(ev, P.StreamOpened):
             self._outputs[ev.stream_id] = (ev.output, ev.media_urn, ev.is_sequence)
-            self._queue(OutputStarted(output=ev.output, stream_id=ev.stream_id, media_urn=ev.media_urn,
-                                      is_sequence=ev.is_sequence, unbounded=ev.unbounded, meta=ev.meta), None)
+            self._queue(
+                OutputStarted(
+                    output=ev.output,
+                    stream_id=ev.stream_id,
+                    media_urn=ev.media_urn,
+                    is_sequence=ev.is_sequence,
+                    unbounded=ev.unbounded,
+                    meta=ev.meta,
+                ),
+                None,
+            )
         elif isinstance(ev, P.StreamClosed):
             out = self._outputs.get(ev.stream_id)
-            self._queue(OutputEnded(output=out[0] if out else None, stream_id=ev.stream_id,
-                                    chunk_count=ev.chunk_count), None)
+            self._queue(
+                OutputEnded(
+                    output=out[0] if out else None,
+                    stream_id=ev.stream_id,
+                    chunk_count=ev.chunk_count,
+                ),
+                None,
+            )
         elif isinstance(ev, P.ProgressReceived):
             self._queue(Progress(progress=ev.progress, message=ev.message), None)
         elif isinstance(ev, P.LogReceived):
-            self._queue(Log(level=ev.level, message=ev.message, attribution_class=ev.attribution_class,
-                            arg_urn=ev.arg_urn), None)
+            self._queue(
+                Log(
+                    level=ev.level,
+                    message=ev.message,
+                    attribution_class=ev.attribution_class,
+                    arg_urn=ev.arg_urn,
+                ),
+                None,
+            )
         elif isinstance(ev, P.BodyEnded):
             self.end_meta = ev.meta
             self._finish(None)
         elif isinstance(ev, P.ErrorReceived):
-            self._finish(CallError(ev.code or "HANDLER_ERROR", ev.attribution_class or "internal",
-                                   ev.message, ev.arg_urn))
+            self._finish(
+                CallError(
+                    ev.code or "HANDLER_ERROR",
+                    ev.attribution_class or "internal",
+                    ev.message,
+                    ev.arg_urn,
+                )
+            )
 
     def _queue(self, ev: CallEvent, credit_stream: str | None) -> None:
         if self.abandoned:
@@ -275,7 +343,11 @@ class CallState:
         if self.done:
             return
         if self.cancel_requested:
-            error = CallError(ErrorCode.CANCELLED, "user", f"Cancelled by user (cartridge {self.conn.name} was killed)")
+            error = CallError(
+                ErrorCode.CANCELLED,
+                "user",
+                f"Cancelled by user (cartridge {self.conn.name} was killed)",
+            )
         self._finish(error)
 
     def _finish(self, error: CallError | None) -> None:
@@ -312,14 +384,28 @@ class CallState:
                 self.conn.send(credit)
         return ev
 
-    def cancel(self, *, force_kill: bool = False, code: str = ErrorCode.CANCELLED,
-               attribution_class: str = "user", message: str = "Cancelled by user") -> None:
+    def cancel(
+        self,
+        *,
+        force_kill: bool = False,
+        code: str = ErrorCode.CANCELLED,
+        attribution_class: str = "user",
+        message: str = "Cancelled by user",
+    ) -> None:
         if self.done or self.cancel_requested:
             return
         self.cancel_requested = True
         self._sender_scope.cancel()
-        self.conn.send(frames.cancel(self.rid, force_kill=force_kill, code=code,
-                                     attribution_class=attribution_class, message=message, xid=self.xid))
+        self.conn.send(
+            frames.cancel(
+                self.rid,
+                force_kill=force_kill,
+                code=code,
+                attribution_class=attribution_class,
+                message=message,
+                xid=self.xid,
+            )
+        )
         if force_kill:
             self.conn.spawn(self._kill_later)
 
@@ -414,14 +500,18 @@ class Response:
                 progress.append(ev)
         outputs = {
             name: OutputResult(
-                output=name, media_urn=media, is_sequence=seq,
+                output=name,
+                media_urn=media,
+                is_sequence=seq,
                 data=b"".join(parts.get(name, ())),
                 values=tuple(values.get(name, ())) if name in odd else (),
                 items=tuple(items.get(name, ())),
             )
             for name, (media, seq) in info.items()
         }
-        return Result(outputs=outputs, logs=tuple(logs), progress=tuple(progress), end_meta=self.end_meta)
+        return Result(
+            outputs=outputs, logs=tuple(logs), progress=tuple(progress), end_meta=self.end_meta
+        )
 
     async def cancel(self, force_kill: bool = False) -> None:
         """Ask the cartridge to cancel the call (CANCELLED, class user).

@@ -22,14 +22,14 @@ the process is reaped (killed if it lingers), and every pending flow is failed w
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import signal
+import struct
 import subprocess
-from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -37,81 +37,21 @@ import anyio.abc
 from .. import protocol as P
 from ..protocol import Frame, FrameType, MessageId, frames
 from ._config import EngineConfig
-from ._errors import CallError, CartridgeDied, SpawnFailed
+from ._errors import CallError, CartridgeDied, EngineClosed, SpawnFailed
 from ._fdio import FdReader, FdWriter, make_pipe
 from ._pools import PoolGate
+from ._proc import Counters, Flow, PeerOrigin, describe_returncode
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
 
 log = logging.getLogger("cartridge_runtime.engine")
 
-#: Frames at least this large are written on their own instead of joined with others.
-_BIG_WRITE = 64 * 1024
+_pack_len = struct.Struct(">I").pack
 #: How long a cartridge whose stdout closed may take to exit before it is killed.
 _EXIT_WAIT = 0.5
 #: Request ids remembered after their flow ended, to tell stragglers from unroutable frames.
 _CLOSED_RIDS = 4096
-
-
-class Flow(Protocol):
-    """What owns the frames of one request this engine sent to a cartridge."""
-
-    xid: MessageId | None
-
-    def on_frame(self, frame: Frame) -> None: ...
-
-    def on_death(self, error: CallError) -> None: ...
-
-
-class PeerOrigin(Protocol):
-    """What owns the frames of one peer request a cartridge sent to the engine."""
-
-    def on_requester_frame(self, frame: Frame) -> None: ...
-
-    def on_origin_death(self) -> None: ...
-
-
-class Counters:
-    """Protocol statistics, shared by all connections of one engine."""
-
-    __slots__ = ("drops", "heartbeat_misses", "late_credits", "no_route", "protocol_errors", "respawns", "stragglers")
-
-    def __init__(self) -> None:
-        self.drops = 0
-        self.stragglers = 0
-        self.no_route = 0
-        self.protocol_errors = 0
-        self.heartbeat_misses = 0
-        self.respawns = 0
-        self.late_credits = 0
-
-
-def describe_returncode(code: int | None) -> str:
-    """``exit status 3``, ``killed by signal 9 (SIGKILL)`` or ``still running``."""
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = "unknown signal"
-        return f"killed by signal {-code} ({name})"
-    return f"exit status {code}"
-
-
-def command_for(target: str | os.PathLike[str] | Sequence[str]) -> list[str]:
-    """The argv that starts ``target``: a ``.py`` script runs with this interpreter, a
-    command list is used as is, anything else is executed directly. No arguments are added
-    (no arguments means CBOR mode)."""
-    import sys
-
-    if isinstance(target, str | os.PathLike):
-        path = os.fspath(target)
-        if path.endswith(".py"):
-            return [sys.executable, path]
-        return [path]
-    return [os.fspath(part) for part in target]
 
 
 class Connection:
@@ -192,7 +132,7 @@ class Connection:
         self._next_xid += 1
         return xid
 
-    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run a task that must end with this connection."""
         if self._tg is not None and self.state in ("ready", "starting", "closing"):
             self._tg.start_soon(fn, *args)
@@ -219,8 +159,15 @@ class Connection:
         if numbered is None:
             self.counters.stragglers += 1
             return
-        data = P.encode_frame(numbered, self.limits.max_frame)
-        self._out.append(data)
+        body = P.encode_body(numbered)
+        if len(body) > self.limits.max_frame:
+            raise P.FrameEncodeError(
+                f"{numbered.frame_type.name} frame body of {len(body)} bytes exceeds "
+                f"max_frame {self.limits.max_frame}"
+            )
+        # Prefix and body go to writev as two buffers: the body is never copied again.
+        self._out.append(_pack_len(len(body)))
+        self._out.append(body)
         self._wake.set()
         if self._drained.is_set():
             self._drained = anyio.Event()
@@ -239,17 +186,7 @@ class Connection:
                     self._wake = anyio.Event()
                     await self._wake.wait()
                 batch, self._out = self._out, []
-                small: list[bytes] = []
-                for data in batch:
-                    if len(data) >= _BIG_WRITE:
-                        if small:
-                            await stdin.send(b"".join(small))
-                            small = []
-                        await stdin.send(data)
-                    else:
-                        small.append(data)
-                if small:
-                    await stdin.send(small[0] if len(small) == 1 else b"".join(small))
+                await stdin.send_all(batch)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             # The cartridge stopped reading; the reader sees its end and reports death.
             self._out.clear()
@@ -311,7 +248,10 @@ class Connection:
                 if ft is FrameType.CREDIT:
                     to_flow = (frame.meta or {}).get("credit_dir") == P.CreditDirection.REQUEST
                 else:
-                    to_flow = frame.routing_id == flow.xid and ft not in (FrameType.CANCEL, FrameType.CLOSE_STREAM)
+                    to_flow = frame.routing_id == flow.xid and ft not in (
+                        FrameType.CANCEL,
+                        FrameType.CLOSE_STREAM,
+                    )
                 if to_flow:
                     origin = None
                 else:
@@ -349,7 +289,8 @@ class Connection:
         assert self.process is not None and self.process.stderr is not None
         limit = self.config.stderr_tail_chars
         try:
-            with open(self.log_path, "ab") as logfile:
+            # A local log file, written in line-sized blocks: not worth a thread hop.
+            with open(self.log_path, "ab") as logfile:  # noqa: ASYNC230
                 async for block in self.process.stderr:
                     logfile.write(block)
                     logfile.flush()
@@ -398,11 +339,15 @@ class Connection:
             with anyio.CancelScope(shield=True):
                 await self._reap(kill=True)
                 if self.state != "failed":
+                    closing = self.state == "closing"
                     self.state = "dead"
+                    if closing and not self._notified:
+                        self._fail_all(EngineClosed(f"cartridge {self.name} was shut down"))
                     if self.death is None:
                         how = describe_returncode(self.returncode)
                         self.death = CartridgeDied(
-                            f"cartridge {self.name} was stopped ({how})", returncode=self.returncode,
+                            f"cartridge {self.name} was stopped ({how})",
+                            returncode=self.returncode,
                             stderr_tail=self._tail.strip(),
                         )
                     if not self._notified:
@@ -418,10 +363,8 @@ class Connection:
             with anyio.move_on_after(_EXIT_WAIT):
                 await proc.wait()
         if proc.returncode is None and kill:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-            except ProcessLookupError:
-                pass
             await proc.wait()
         self.returncode = proc.returncode
         with anyio.move_on_after(_EXIT_WAIT):
@@ -430,10 +373,8 @@ class Connection:
             if end is not None:
                 end.close()
         if proc.stderr is not None:
-            try:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError):
                 await proc.stderr.aclose()
-            except (OSError, anyio.BrokenResourceError):
-                pass
 
     def _fail_start(self, step: str, message: str, rule: str | None = None) -> None:
         tail = self._tail.strip()
@@ -459,7 +400,9 @@ class Connection:
         try:
             with anyio.fail_after(timeout):
                 self.send(frames.hello(self.config.limits))
-                hello = P.accept_cartridge_hello(await self._next_startup_frame(step), self.config.limits)
+                hello = P.accept_cartridge_hello(
+                    await self._next_startup_frame(step), self.config.limits
+                )
             self.limits = hello.limits
             self._decoder.max_frame = hello.limits.max_frame
             step = "identity"
@@ -474,7 +417,7 @@ class Connection:
                 manifest = Manifest.from_json(hello.manifest)
                 manifest.validate()
             except ManifestRuleError as exc:
-                self._fail_start(step, f"manifest breaks {exc.rule}: {exc}", exc.rule)
+                self._fail_start(step, f"manifest breaks {exc}", exc.rule)
                 return
             except ManifestError as exc:
                 self._fail_start(step, f"manifest is invalid: {exc}")
@@ -490,7 +433,9 @@ class Connection:
         except _StartupAbort as exc:
             await self._settle_stderr()
             rc = describe_returncode(self.process.returncode if self.process else None)
-            self._fail_start(exc.step, f"start-up step {exc.step!r} failed: the cartridge {exc.reason} ({rc})")
+            self._fail_start(
+                exc.step, f"start-up step {exc.step!r} failed: the cartridge {exc.reason} ({rc})"
+            )
             return
         except P.ProtocolError as exc:
             await self._settle_stderr()
@@ -531,13 +476,18 @@ class Connection:
         if tail:
             message += f". stderr:\n{tail}"
         self.death = CartridgeDied(message, returncode=self.returncode, stderr_tail=tail)
-        if not was_closing:
+        if was_closing:
+            self._fail_all(
+                EngineClosed(f"cartridge {self.name} was shut down while the call was pending")
+            )
+        else:
             log.warning("%s", message)
-        self._fail_all(self.death)
+            self._fail_all(self.death)
         self._scope.cancel()
 
     def _fail_all(self, error: CallError) -> None:
         self._notified = True
+        self.gate.abort(error)
         flows, self.calls = list(self.calls.values()), {}
         origins, self.peer_in = list(self.peer_in.values()), {}
         for flow in flows:
@@ -550,10 +500,8 @@ class Connection:
     def kill(self, reason: str) -> None:
         """Kill the process now (pending calls fail with ``CARTRIDGE_DIED``)."""
         if self.process is not None and self.process.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
-            except ProcessLookupError:
-                pass
         self._kill_reason = reason
 
     async def close(self, grace: float) -> None:
@@ -571,16 +519,14 @@ class Connection:
             with anyio.move_on_after(grace):
                 await proc.wait()
             if proc.returncode is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     proc.kill()
-                except ProcessLookupError:
-                    pass
         self._scope.cancel()
         await self.dead.wait()
 
     # -- health ----------------------------------------------------------------------------
 
-    async def probe(self, timeout: float | None = None) -> bool:
+    async def probe(self, reply_within: float | None = None) -> bool:
         """Send one HEARTBEAT and wait for its reply; update health. Returns healthy."""
         hid = MessageId.new()
         event = anyio.Event()
@@ -588,7 +534,9 @@ class Connection:
         self._hb_pending[hid] = (event, replies)
         try:
             self.send(frames.heartbeat(hid))
-            with anyio.move_on_after(self.config.heartbeat_timeout if timeout is None else timeout):
+            with anyio.move_on_after(
+                self.config.heartbeat_timeout if reply_within is None else reply_within
+            ):
                 await event.wait()
         finally:
             self._hb_pending.pop(hid, None)

@@ -21,6 +21,7 @@ one counted as a protocol error.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -35,10 +36,11 @@ from ..protocol import ErrorCode, Frame
 from ..urn import select_handler
 from ._call import CallState, Inputs, Response, normalize_inputs
 from ._config import EngineConfig
-from ._conn import Connection, Counters, command_for, describe_returncode
+from ._conn import Connection
 from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
 from ._events import Result
 from ._peer import PeerLink, run_peer_link
+from ._proc import Counters, command_for, describe_returncode
 
 
 @attrs.frozen(kw_only=True)
@@ -93,8 +95,14 @@ class EngineStats:
 class _Slot:
     """One added cartridge: its command and its current process (if any)."""
 
-    def __init__(self, name: str, command: list[str], env: Mapping[str, str] | None,
-                 known_caps: Sequence[str] | None, eager: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        env: Mapping[str, str] | None,
+        known_caps: Sequence[str] | None,
+        eager: bool,
+    ) -> None:
         self.name = name
         self.command = command
         self.env = env
@@ -242,17 +250,21 @@ class Engine:
         try:
             return self._slots[name]
         except KeyError:
-            raise EngineError(f"no cartridge named {name!r}; known: {', '.join(self._slots) or 'none'}") from None
+            raise EngineError(
+                f"no cartridge named {name!r}; known: {', '.join(self._slots) or 'none'}"
+            ) from None
 
     async def _start_quietly(self, slot: _Slot) -> None:
-        try:
+        with contextlib.suppress(CallError):
             await self._ensure_started(slot)
-        except CallError:
-            pass
 
     async def _ensure_started(self, slot: _Slot) -> Connection:
-        if self._closed or self._tg is None:
+        if self._closed:
             raise EngineClosed()
+        if self._tg is None:
+            raise EngineClosed(
+                "the engine is not running: use it as `async with Engine() as engine`"
+            )
         conn = slot.conn
         if conn is not None and conn.state == "ready":
             return conn
@@ -291,7 +303,9 @@ class Engine:
             await conn.started.wait()
             if conn.state != "ready":
                 failure = conn.startup_error or SpawnFailed(
-                    f"cartridge {slot.name} stopped during start-up", step="spawn", stderr_tail=conn.stderr_tail
+                    f"cartridge {slot.name} stopped during start-up",
+                    step="spawn",
+                    stderr_tail=conn.stderr_tail,
                 )
                 slot.failure = failure
                 slot.failed_at = anyio.current_time()
@@ -344,7 +358,9 @@ class Engine:
         known = ", ".join(self._slots) or "none"
         message = f"no cartridge handles cap: {cap} (cartridges: {known})"
         if failures:
-            message += "; failed to start: " + "; ".join(f.message.splitlines()[0] for f in failures)
+            message += "; failed to start: " + "; ".join(
+                f.message.splitlines()[0] for f in failures
+            )
         raise NoRoute(message)
 
     def route(self, cap: str) -> str | None:
@@ -385,14 +401,17 @@ class Engine:
         chain = await conn.gate.acquire(handler)
         if conn.state != "ready":
             conn.gate.release(chain)
-            # It died while we waited in line: one fresh attempt on a new process.
-            conn = await self._ensure_started(slot)
-            chain = await conn.gate.acquire(handler)
-            if conn.state != "ready":
-                conn.gate.release(chain)
-                raise conn.death or CallError(ErrorCode.CARTRIDGE_DIED, "environment", f"cartridge {slot.name} died")
-        state = CallState(conn, cap=cap, handler_cap=handler, inputs=inputs, chain=chain,
-                          cancel_grace=self.config.cancel_grace)
+            raise conn.death or CallError(
+                ErrorCode.CARTRIDGE_DIED, "environment", f"cartridge {slot.name} died"
+            )
+        state = CallState(
+            conn,
+            cap=cap,
+            handler_cap=handler,
+            inputs=inputs,
+            chain=chain,
+            cancel_grace=self.config.cancel_grace,
+        )
         state.start()
         return state
 
@@ -419,38 +438,53 @@ class Engine:
             elif conn.state == "failed":
                 state = "failed"
             else:
-                state = "dead" if conn.returncode not in (0, None) or conn.death and "died" in conn.death.message else "stopped"
+                state = (
+                    "dead"
+                    if conn.returncode not in (0, None)
+                    or (conn.death and "died" in conn.death.message)
+                    else "stopped"
+                )
             last_error = None
             if slot.failure is not None:
                 last_error = slot.failure.message
             elif conn is not None and conn.death is not None:
                 last_error = conn.death.message
-            out.append(CartridgeStatus(
-                name=slot.name,
-                command=tuple(slot.command),
-                state=state,
-                pid=conn.pid if conn is not None and state in ("running", "starting") else None,
-                healthy=conn.healthy if conn is not None and state == "running" else state != "failed",
-                caps=tuple(slot.caps or ()),
-                in_flight=len(conn.calls) if conn is not None else 0,
-                queued=conn.gate.queued if conn is not None else 0,
-                starts=slot.starts,
-                last_error=last_error,
-                returncode=conn.returncode if conn is not None else None,
-                stderr_tail=conn.stderr_tail if conn is not None else "",
-                log_path=str(conn.log_path) if conn is not None else "",
-                last_heartbeat=conn.last_heartbeat if conn is not None else None,
-                remote_stats=dict(conn.remote_stats) if conn is not None else {},
-                pools=conn.gate.snapshot() if conn is not None else {},
-            ))
+            out.append(
+                CartridgeStatus(
+                    name=slot.name,
+                    command=tuple(slot.command),
+                    state=state,
+                    pid=conn.pid if conn is not None and state in ("running", "starting") else None,
+                    healthy=conn.healthy
+                    if conn is not None and state == "running"
+                    else state != "failed",
+                    caps=tuple(slot.caps or ()),
+                    in_flight=len(conn.calls) if conn is not None else 0,
+                    queued=conn.gate.queued if conn is not None else 0,
+                    starts=slot.starts,
+                    last_error=last_error,
+                    returncode=conn.returncode if conn is not None else None,
+                    stderr_tail=conn.stderr_tail if conn is not None else "",
+                    log_path=str(conn.log_path) if conn is not None else "",
+                    last_heartbeat=conn.last_heartbeat if conn is not None else None,
+                    remote_stats=dict(conn.remote_stats) if conn is not None else {},
+                    pools=conn.gate.snapshot() if conn is not None else {},
+                )
+            )
         return out
 
     def stats(self) -> EngineStats:
         """Protocol counters over every cartridge since the engine started."""
         c = self._counters
-        return EngineStats(drops=c.drops, stragglers=c.stragglers, no_route=c.no_route,
-                           protocol_errors=c.protocol_errors, heartbeat_misses=c.heartbeat_misses,
-                           respawns=c.respawns, late_credits=c.late_credits)
+        return EngineStats(
+            drops=c.drops,
+            stragglers=c.stragglers,
+            no_route=c.no_route,
+            protocol_errors=c.protocol_errors,
+            heartbeat_misses=c.heartbeat_misses,
+            respawns=c.respawns,
+            late_credits=c.late_credits,
+        )
 
 
 class _CallContext:

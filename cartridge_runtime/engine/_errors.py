@@ -32,7 +32,9 @@ class CallError(EngineError):
         message: str,
         arg_urn: str | None = None,
     ) -> None:
-        super().__init__(message, code=str(code), attribution_class=str(attribution_class), arg_urn=arg_urn)
+        super().__init__(
+            message, code=str(code), attribution_class=str(attribution_class), arg_urn=arg_urn
+        )
 
     @property
     def retryable(self) -> bool:
@@ -45,7 +47,8 @@ class CallError(EngineError):
         return f"{self.code} ({self.attribution_class}): {first}"
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.code!r}, {self.attribution_class!r}, {self.message!r}, {self.arg_urn!r})"
+        fields = (self.code, self.attribution_class, self.message, self.arg_urn)
+        return f"{type(self).__name__}{fields!r}"
 
 
 class CartridgeDied(CallError):
@@ -82,7 +85,9 @@ class SpawnFailed(CallError):
     :ivar stderr_tail: the last lines the cartridge wrote to stderr.
     """
 
-    def __init__(self, message: str, *, step: str, rule: str | None = None, stderr_tail: str = "") -> None:
+    def __init__(
+        self, message: str, *, step: str, rule: str | None = None, stderr_tail: str = ""
+    ) -> None:
         super().__init__(ErrorCode.SPAWN_FAILED, AttributionClass.ENVIRONMENT, message)
         self.step = step
         self.rule = rule

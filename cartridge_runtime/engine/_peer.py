@@ -60,8 +60,12 @@ class PeerLink:
         if self.done or conn.state != "ready":
             conn.gate.release(chain)
             if not self.done:
-                self._error_to_origin(conn.death or CallError(ErrorCode.CARTRIDGE_DIED, "environment",
-                                                              f"cartridge {conn.name} died"))
+                self._error_to_origin(
+                    conn.death
+                    or CallError(
+                        ErrorCode.CARTRIDGE_DIED, "environment", f"cartridge {conn.name} died"
+                    )
+                )
             return
         self._chain = chain
         self.target = conn
@@ -81,9 +85,13 @@ class PeerLink:
         if self.target is None:
             if frame.frame_type is FrameType.CANCEL:
                 meta = frame.meta or {}
-                self._error_to_origin(CallError(meta.get("code") or ErrorCode.CANCELLED,
-                                                meta.get("attribution_class") or "internal",
-                                                meta.get("message") or "Request cancelled"))
+                self._error_to_origin(
+                    CallError(
+                        meta.get("code") or ErrorCode.CANCELLED,
+                        meta.get("attribution_class") or "internal",
+                        meta.get("message") or "Request cancelled",
+                    )
+                )
                 return
             self.buffer.append(frame)
             return
@@ -93,8 +101,15 @@ class PeerLink:
         if self.done:
             return
         if self.target is not None:
-            self.target.send(frames.cancel(self.rid, code=ErrorCode.ABORTED, attribution_class="environment",
-                                           message=f"the calling cartridge {self.origin.name} died", xid=self.xid))
+            self.target.send(
+                frames.cancel(
+                    self.rid,
+                    code=ErrorCode.ABORTED,
+                    attribution_class="environment",
+                    message=f"the calling cartridge {self.origin.name} died",
+                    xid=self.xid,
+                )
+            )
         self._close()
 
     # -- from the target -------------------------------------------------------------------
@@ -123,15 +138,34 @@ class PeerLink:
         except ProtocolError as exc:
             # A frame the other side's limits cannot carry: fail the peer call both ways.
             if self.target is not None:
-                self.target.send(frames.cancel(self.rid, code=ErrorCode.PROTOCOL_ERROR, attribution_class="internal",
-                                               message=str(exc), xid=self.xid))
-            self._error_to_origin(CallError(ErrorCode.PROTOCOL_ERROR, "internal", f"peer call could not be forwarded: {exc}"))
+                self.target.send(
+                    frames.cancel(
+                        self.rid,
+                        code=ErrorCode.PROTOCOL_ERROR,
+                        attribution_class="internal",
+                        message=str(exc),
+                        xid=self.xid,
+                    )
+                )
+            self._error_to_origin(
+                CallError(
+                    ErrorCode.PROTOCOL_ERROR, "internal", f"peer call could not be forwarded: {exc}"
+                )
+            )
 
     def _error_to_origin(self, error: CallError) -> None:
         if self.done:
             return
-        self.origin.send(frames.err(self.orig_rid, error.code, error.message, error.attribution_class,
-                                    arg_urn=error.arg_urn, xid=self.orig_xid))
+        self.origin.send(
+            frames.err(
+                self.orig_rid,
+                error.code,
+                error.message,
+                error.attribution_class,
+                arg_urn=error.arg_urn,
+                xid=self.orig_xid,
+            )
+        )
         self._close()
 
     def _close(self) -> None:

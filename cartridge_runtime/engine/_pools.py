@@ -42,12 +42,13 @@ class _Pool:
 
 
 class _Waiter:
-    __slots__ = ("chain", "event", "granted")
+    __slots__ = ("chain", "error", "event", "granted")
 
     def __init__(self, chain: tuple[_Pool, ...]) -> None:
         self.chain = chain
         self.event = anyio.Event()
         self.granted = False
+        self.error: BaseException | None = None
 
 
 class PoolGate:
@@ -57,6 +58,7 @@ class PoolGate:
         self._pools: dict[str, _Pool] = {}
         self._line: list[_Waiter] = []
         self._chains: dict[str, tuple[_Pool, ...]] = {}
+        self._abort: BaseException | None = None
         self.update(pools or {})
 
     def update(self, pools: Mapping[str, Any]) -> None:
@@ -91,7 +93,9 @@ class PoolGate:
             single = self._pools.get(canon)
             if single is not None and not single.members:
                 parts.append(single)
-            parts += [p for n, p in self._pools.items() if n != _ALL and p.members and canon in p.members]
+            parts += [
+                p for n, p in self._pools.items() if n != _ALL and p.members and canon in p.members
+            ]
             if _ALL in self._pools:
                 parts.append(self._pools[_ALL])
             chain = tuple(parts)
@@ -108,9 +112,16 @@ class PoolGate:
         return pool.active if pool is not None else 0
 
     async def acquire(self, cap: str) -> tuple[_Pool, ...]:
-        """Wait for a slot in every pool of ``cap``'s chain (FIFO); returns the chain to release."""
+        """Wait for a slot in every pool of ``cap``'s chain (FIFO); returns the chain to release.
+
+        :raises BaseException: the error given to :meth:`abort` (the cartridge died).
+        """
+        if self._abort is not None:
+            raise self._abort
         chain = self.chain(cap)
-        if not any(all(p.has_room() for p in w.chain) for w in self._line) and all(p.has_room() for p in chain):
+        if not any(all(p.has_room() for p in w.chain) for w in self._line) and all(
+            p.has_room() for p in chain
+        ):
             for p in chain:
                 p.active += 1
             return chain
@@ -124,7 +135,17 @@ class PoolGate:
             else:
                 self._line.remove(waiter)
             raise
+        if waiter.error is not None:
+            raise waiter.error
         return chain
+
+    def abort(self, error: BaseException) -> None:
+        """The cartridge is gone: every waiter (and later arrival) gets ``error``."""
+        self._abort = error
+        line, self._line = self._line, []
+        for waiter in line:
+            waiter.error = error
+            waiter.event.set()
 
     def release(self, chain: tuple[_Pool, ...]) -> None:
         """Give back the slots of an admitted call and admit whoever can go now."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 
-from ._codec import decode_body
+from ._codec import decode_body, decode_range
 from ._constants import DEFAULT_MAX_FRAME, HARD_FRAME_CAP, PREFIX_LEN
 from ._errors import FrameDecodeError, FrameTooLargeError, ProtocolError
 from ._frame import Frame
@@ -29,10 +29,14 @@ class FrameDecoder:
     :param max_frame: the largest body accepted; before the handshake use the default.
     """
 
-    __slots__ = ("_buf", "_closed", "_error", "_max_frame", "_need", "_scan")
+    __slots__ = ("_buf", "_closed", "_error", "_max_frame", "_need", "_off", "_scan")
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
-        self._buf = bytearray()
+        # Pending bytes are ``_buf[_off:]``. ``_buf`` is a bytearray, or, when a ``bytes`` object
+        # was fed while nothing was pending, that very object (decoded in place, no copy; a
+        # large frame fed whole is then copied only once, into its payload).
+        self._buf: bytearray | bytes = bytearray()
+        self._off = 0
         self._max_frame = min(max_frame, HARD_FRAME_CAP)
         self._error: ProtocolError | None = None
         self._closed = False
@@ -52,7 +56,7 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         """Bytes held that have not been returned as frames yet."""
-        return len(self._buf)
+        return len(self._buf) - self._off
 
     @property
     def bytes_wanted(self) -> int:
@@ -63,16 +67,17 @@ class FrameDecoder:
         """
         if self._error is not None:
             raise self._error
-        buf = self._buf
-        if len(buf) < PREFIX_LEN:
-            return PREFIX_LEN - len(buf)
-        n: int = _unpack_len(buf, 0)[0]
-        return max(1, PREFIX_LEN + n - len(buf))
+        buf, off = self._buf, self._off
+        have = len(buf) - off
+        if have < PREFIX_LEN:
+            return PREFIX_LEN - have
+        n: int = _unpack_len(buf, off)[0]
+        return max(1, PREFIX_LEN + n - have)
 
     @property
     def at_frame_boundary(self) -> bool:
         """True when no partial frame is buffered (EOF here is a clean end)."""
-        return not self._buf
+        return len(self._buf) == self._off
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append received bytes. ``b""`` means end of stream.
@@ -88,7 +93,18 @@ class FrameDecoder:
         if self._closed:
             raise FrameDecodeError("data fed after end of stream")
         buf = self._buf
-        buf += data
+        if self._off == len(buf) and type(data) is bytes:
+            # Nothing pending: keep the caller's immutable bytes as the buffer.
+            self._buf = buf = data
+            self._off = self._scan = 0
+        else:
+            if type(buf) is bytes:
+                # Switch to a mutable buffer holding only the pending tail.
+                self._scan -= self._off
+                self._buf = buf = bytearray(memoryview(buf)[self._off :])
+                self._off = 0
+            assert type(buf) is bytearray
+            buf += data
         # Check each length prefix as soon as its four bytes are known, and drop an oversize
         # frame's body at once, so a hostile prefix never makes us hold its body (FRM-9).
         scan = self._scan
@@ -96,7 +112,8 @@ class FrameDecoder:
         while scan + PREFIX_LEN <= len(buf):
             (n,) = _unpack_len(buf, scan)
             if n > limit:
-                del buf[scan + PREFIX_LEN :]
+                self._buf = bytearray(memoryview(buf)[self._off : scan + PREFIX_LEN])
+                self._off = 0
                 self._fail(FrameTooLargeError(f"frame length {n} exceeds max_frame {limit}"))
             scan += PREFIX_LEN + n
         self._scan = scan
@@ -109,27 +126,39 @@ class FrameDecoder:
         """
         if self._error is not None:
             raise self._error
-        buf = self._buf
-        have = len(buf)
+        buf, off = self._buf, self._off
+        have = len(buf) - off
         if have < PREFIX_LEN:
             if self._closed and have:
                 self._fail(FrameDecodeError(f"stream ended inside a length prefix ({have} of 4 bytes)"))
             return None
-        (n,) = _unpack_len(buf, 0)
+        (n,) = _unpack_len(buf, off)
         if n > self._max_frame:
             self._fail(FrameTooLargeError(f"frame length {n} exceeds max_frame {self._max_frame}"))
-        end = PREFIX_LEN + n
-        if have < end:
+        end = off + PREFIX_LEN + n
+        if len(buf) < end:
             if self._closed:
-                self._fail(FrameDecodeError(f"stream ended inside a frame ({have - PREFIX_LEN} of {n} body bytes)"))
+                self._fail(
+                    FrameDecodeError(f"stream ended inside a frame ({have - PREFIX_LEN} of {n} body bytes)")
+                )
             return None
         try:
-            with memoryview(buf) as mv:
-                frame = decode_body(mv[PREFIX_LEN:end])
+            if type(buf) is bytes:
+                frame = decode_range(buf, off + PREFIX_LEN, end)
+            else:
+                with memoryview(buf) as mv:
+                    frame = decode_body(mv[PREFIX_LEN:end])
         except ProtocolError as exc:
             self._fail(exc)
-        del buf[:end]
-        self._scan -= end
+        if type(buf) is bytes:
+            if end == len(buf):  # all consumed: let the caller's object go
+                self._buf = bytearray()
+                self._off = self._scan = 0
+            else:
+                self._off = end
+        else:  # a bytearray buffer always starts at offset 0
+            del buf[:end]
+            self._scan -= end
         return frame
 
     def frames(self) -> list[Frame]:

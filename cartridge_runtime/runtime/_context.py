@@ -153,7 +153,7 @@ class WetContext:
     @property
     def request(self) -> Request:
         """The request being served."""
-        return cast("Request", self[REQUEST_KEY])
+        return self[REQUEST_KEY]
 
     def __repr__(self) -> str:
         return f"WetContext(keys={sorted(self._items)!r})"
@@ -182,7 +182,9 @@ class Op:
                         await out.write(chunk)
     """
 
-    async def perform(self, dry: DryContext, wet: WetContext) -> None:  # pragma: no cover - abstract
+    async def perform(
+        self, dry: DryContext, wet: WetContext
+    ) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def metadata(self) -> OpMetadata:
@@ -202,7 +204,9 @@ class FunctionOp(Op):
 
     def metadata(self) -> OpMetadata:
         doc = (self._fn.__doc__ or "").strip().splitlines()
-        return OpMetadata(name=getattr(self._fn, "__name__", "op"), description=doc[0] if doc else "")
+        return OpMetadata(
+            name=getattr(self._fn, "__name__", "op"), description=doc[0] if doc else ""
+        )
 
 
 class SyncFunctionOp(Op):
@@ -216,4 +220,6 @@ class SyncFunctionOp(Op):
 
     def metadata(self) -> OpMetadata:
         doc = (self._fn.__doc__ or "").strip().splitlines()
-        return OpMetadata(name=getattr(self._fn, "__name__", "op"), description=doc[0] if doc else "")
+        return OpMetadata(
+            name=getattr(self._fn, "__name__", "op"), description=doc[0] if doc else ""
+        )

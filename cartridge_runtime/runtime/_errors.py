@@ -66,7 +66,9 @@ class OpError(CartridgeError):
         if message is None:
             super().__init__(code_or_message, attribution_class=attribution_class, arg_urn=arg_urn)
         else:
-            super().__init__(message, code=code_or_message, attribution_class=attribution_class, arg_urn=arg_urn)
+            super().__init__(
+                message, code=code_or_message, attribution_class=attribution_class, arg_urn=arg_urn
+            )
 
 
 class InputConsumedError(CartridgeError):
@@ -96,7 +98,9 @@ class MissingInput(CartridgeError):
 
     def __init__(self, wanted: str, arrived: Sequence[str]) -> None:
         listed = ", ".join(arrived) or "none"
-        super().__init__(f"Missing required arg: {wanted} (streams that arrived: {listed})", arg_urn=wanted)
+        super().__init__(
+            f"Missing required arg: {wanted} (streams that arrived: {listed})", arg_urn=wanted
+        )
         self.wanted = wanted
         self.arrived = tuple(arrived)
 

@@ -35,7 +35,9 @@ class _SinkBackend:
         self.sink = sink
         self.out = out  # the OutputSpec
 
-    async def start(self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None) -> None:
+    async def start(
+        self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None
+    ) -> None:
         await _call(self.sink, "start", self.out, is_sequence, unbounded, meta)
 
     async def write(self, data: bytes | memoryview) -> None:
@@ -62,14 +64,18 @@ class _SinkReporter:
     async def progress(self, fraction: float, message: str) -> None:
         await _call(self.sink, "progress", fraction, message)
 
-    async def log(self, level: str, message: str, attribution_class: str, arg_urn: str | None) -> None:
+    async def log(
+        self, level: str, message: str, attribution_class: str, arg_urn: str | None
+    ) -> None:
         await _call(self.sink, "log", level, message, attribution_class, arg_urn)
 
     def finish(self, progress: float, message: str | None) -> None:
         self.final = (progress, message)
 
 
-async def invoke_local(runtime: Any, cap_urn: str, inputs: list[tuple[str, bytes]], sink: Any) -> None:
+async def invoke_local(
+    runtime: Any, cap_urn: str, inputs: list[tuple[str, bytes]], sink: Any
+) -> None:
     """Run the handler for ``cap_urn`` on whole ``inputs``; emissions go to ``sink``.
 
     :raises CartridgeError: no handler (``NO_HANDLER``), or the handler failed: an
@@ -78,7 +84,9 @@ async def invoke_local(runtime: Any, cap_urn: str, inputs: list[tuple[str, bytes
     found = runtime.find_handler(cap_urn)
     if found is None:
         raise CartridgeError(
-            f"No handler registered for cap: {cap_urn}", code="NO_HANDLER", attribution_class="environment"
+            f"No handler registered for cap: {cap_urn}",
+            code="NO_HANDLER",
+            attribution_class="environment",
         )
     handler_urn, factory = found
     reporter = _SinkReporter(sink)
@@ -86,7 +94,11 @@ async def invoke_local(runtime: Any, cap_urn: str, inputs: list[tuple[str, bytes
     outputs = [OutputStream(spec, _SinkBackend(sink, spec), reporter) for spec in specs]
     network = NetworkAccess(lambda: "full")
     req = Request(
-        cap_urn=cap_urn, input_package=package_from_bytes(inputs), outputs=outputs, reporter=reporter, network=network
+        cap_urn=cap_urn,
+        input_package=package_from_bytes(inputs),
+        outputs=outputs,
+        reporter=reporter,
+        network=network,
     )
     dry = DryContext(cap_urn=cap_urn, handler_urn=handler_urn, limits=runtime.limits, policy="full")
     wet = WetContext()

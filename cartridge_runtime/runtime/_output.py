@@ -36,14 +36,18 @@ class Reporter(Protocol):
     """Where progress, logs and the final status of a request go (never blocks on credit)."""
 
     async def progress(self, fraction: float, message: str) -> None: ...
-    async def log(self, level: str, message: str, attribution_class: str, arg_urn: str | None) -> None: ...
+    async def log(
+        self, level: str, message: str, attribution_class: str, arg_urn: str | None
+    ) -> None: ...
     def finish(self, progress: float, message: str | None) -> None: ...
 
 
 class OutputBackend(Protocol):
     """The transport of one output (frames on the wire, or a local sink)."""
 
-    async def start(self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None) -> None: ...
+    async def start(
+        self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None
+    ) -> None: ...
     async def write(self, data: bytes | memoryview) -> None: ...
     async def emit_value(self, value: Any) -> None: ...
     async def emit_item(self, value: Any, meta: Mapping[str, Any] | None) -> None: ...
@@ -83,7 +87,9 @@ class OutputStream:
         if self.spec.void:
             raise OutputError("this cap's output is media:void; it has no data stream")
 
-    async def _start(self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None) -> None:
+    async def _start(
+        self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None
+    ) -> None:
         self.started = True
         self.is_sequence = is_sequence
         self.unbounded = unbounded
@@ -100,7 +106,9 @@ class OutputStream:
                 raise OutputError(f"output {self.spec.declared_urn} was already started")
             await self._start(is_sequence, False, meta)
 
-    async def start_unbounded(self, is_sequence: bool = False, meta: Mapping[str, Any] | None = None) -> None:
+    async def start_unbounded(
+        self, is_sequence: bool = False, meta: Mapping[str, Any] | None = None
+    ) -> None:
         """Open the stream as *unbounded* (STREAM_START key 20; STREAM_END without a count).
 
         :raises OutputError: already started or closed.
@@ -137,7 +145,9 @@ class OutputStream:
             if not self.started:
                 await self._start(True, False, None)
             if not self.is_sequence:
-                raise OutputError(f"output {self.spec.declared_urn} is a scalar stream; emit_list_item needs a sequence")
+                raise OutputError(
+                    f"output {self.spec.declared_urn} is a scalar stream; emit_list_item needs a sequence"
+                )
             await self._backend.emit_item(value, meta)
 
     async def flush(self) -> None:
@@ -161,7 +171,11 @@ class OutputStream:
         await self._reporter.progress(float(fraction), message)
 
     async def log(
-        self, level: str, message: str, attribution_class: str = "internal", arg_urn: str | None = None
+        self,
+        level: str,
+        message: str,
+        attribution_class: str = "internal",
+        arg_urn: str | None = None,
     ) -> None:
         """Send a LOG (``level`` e.g. ``info``/``warn``). Never waits for credit."""
         if level == "progress":

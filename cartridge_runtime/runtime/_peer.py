@@ -94,7 +94,12 @@ class PeerResponse:
                 self._streams[event.stream_id] = (event.media_urn, event.output)
             elif isinstance(event, (StreamData, StreamItem)):
                 urn, output = self._streams.get(event.stream_id, ("", None))
-                yield PeerData(value=event.value, meta=getattr(event, "meta", None), media_urn=urn, output=output)
+                yield PeerData(
+                    value=event.value,
+                    meta=getattr(event, "meta", None),
+                    media_urn=urn,
+                    output=output,
+                )
             elif isinstance(event, StreamClosed):
                 continue
             elif isinstance(event, LogReceived):
@@ -106,7 +111,9 @@ class PeerResponse:
                 )
             elif isinstance(event, ProgressReceived):
                 if reporter is not None:
-                    await reporter.progress(lo + (hi - lo) * max(0.0, min(1.0, event.progress)), event.message)
+                    await reporter.progress(
+                        lo + (hi - lo) * max(0.0, min(1.0, event.progress)), event.message
+                    )
             elif isinstance(event, BodyEnded):
                 self.end_meta = event.meta
                 self.done = True
@@ -130,7 +137,9 @@ class PeerResponse:
         async for ev in self:
             if isinstance(ev, PeerLog):
                 if reporter is not None:
-                    await reporter.log(ev.level, ev.message, ev.attribution_class or "internal", ev.arg_urn)
+                    await reporter.log(
+                        ev.level, ev.message, ev.attribution_class or "internal", ev.arg_urn
+                    )
             elif ev.output is None:
                 values.append(ev.value)
         return values
@@ -220,7 +229,11 @@ class PeerInvoker:
         return PeerCall(self._transport, cap_urn, self._reporter)
 
     async def call_with_bytes(
-        self, cap_urn: str, args: Sequence[tuple[str, bytes]], *, progress_range: tuple[float, float] = (0.0, 1.0)
+        self,
+        cap_urn: str,
+        args: Sequence[tuple[str, bytes]],
+        *,
+        progress_range: tuple[float, float] = (0.0, 1.0),
     ) -> PeerResponse:
         """Call ``cap_urn`` with whole byte arguments and return the response to read."""
         call = self.call(cap_urn).with_progress_range(*progress_range)

@@ -49,7 +49,9 @@ class Request:
         :raises InputConsumedError: called a second time.
         """
         if self._input is None:
-            raise InputConsumedError("take_input() was already called for this request; the input can be taken once")
+            raise InputConsumedError(
+                "take_input() was already called for this request; the input can be taken once"
+            )
         package, self._input = self._input, None
         return package
 
@@ -86,7 +88,11 @@ class Request:
         await self._reporter.progress(float(fraction), message)
 
     async def log(
-        self, level: str, message: str, attribution_class: str = "internal", arg_urn: str | None = None
+        self,
+        level: str,
+        message: str,
+        attribution_class: str = "internal",
+        arg_urn: str | None = None,
     ) -> None:
         """Send a LOG frame; never waits for credit."""
         await self._reporter.log(level, message, str(attribution_class), arg_urn)

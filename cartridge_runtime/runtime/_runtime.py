@@ -12,7 +12,14 @@ import anyio
 
 from cartridge_runtime.manifest import CapDef, Manifest, PoolDeclarations, PoolTable
 from cartridge_runtime.protocol import Limits
-from cartridge_runtime.urn import ADAPTER_SELECTION_CAP, DISCARD_CAP, IDENTITY_CAP, CapUrn, UrnError, select_handler
+from cartridge_runtime.urn import (
+    ADAPTER_SELECTION_CAP,
+    DISCARD_CAP,
+    IDENTITY_CAP,
+    CapUrn,
+    UrnError,
+    select_handler,
+)
 
 from ._builtin import AdapterSelectionOp, DiscardOp, IdentityOp
 from ._context import FunctionOp, Op, SyncFunctionOp
@@ -74,7 +81,9 @@ class CartridgeRuntime:
         except UrnError as exc:
             raise ValueError(f"cannot register {cap_urn!r}: {exc}") from exc
         if isinstance(op, Op) or not callable(op):
-            raise ValueError("register_op needs an Op subclass or a factory (a fresh Op per request)")
+            raise ValueError(
+                "register_op needs an Op subclass or a factory (a fresh Op per request)"
+            )
         self._handlers[cap_urn] = op
 
     def op(self, cap_urn: str) -> Callable[[F], F]:
@@ -165,7 +174,9 @@ class CartridgeRuntime:
             receive.restore()
             send.restore()
 
-    async def serve(self, receive: anyio.abc.ByteReceiveStream, send: anyio.abc.ByteSendStream) -> int:
+    async def serve(
+        self, receive: anyio.abc.ByteReceiveStream, send: anyio.abc.ByteSendStream
+    ) -> int:
         """Speak Bifaci v6 as the cartridge over a pair of byte streams until the input ends.
 
         Returns the exit status: 0 at EOF, 1 on a handshake failure or a relay frame, 65 when

@@ -18,7 +18,6 @@ a CANCEL with force_kill. Each non-zero exit prints one ``cartridge: ...`` line 
 from __future__ import annotations
 
 import sys
-import traceback
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,7 +25,6 @@ import anyio.abc
 
 from cartridge_runtime.manifest import UnknownPoolError
 from cartridge_runtime.protocol import (
-    ATTRIBUTION_CLASSES,
     ZERO_ID,
     BodyEnded,
     ErrorReceived,
@@ -49,15 +47,10 @@ from cartridge_runtime.protocol import (
 )
 from cartridge_runtime.urn import CapUrn, UrnError
 
-from ._context import REQUEST_KEY, DryContext, NetworkAccess, WetContext
-from ._errors import CartridgeError
+from ._handlers import HandlerRunner, cancel_terminal
 from ._input import InputStream
-from ._peer import PeerInvoker
-from ._request import Request
 from ._runtime import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL
-from ._specs import output_specs
-from ._sync import run_perform
-from ._wire import Active, PeerState, WirePeer, WireReporter
+from ._wire import Active, PeerState
 
 if TYPE_CHECKING:
     from ._runtime import CartridgeRuntime
@@ -74,24 +67,6 @@ EOF_GRACE = 2.0
 _IDENTITY = CapUrn.parse("cap:effect=none")
 
 
-def cancel_terminal(meta: Any) -> tuple[str, str, str]:
-    """The (code, class, message) of the ERR that ends a cancelled request (fact sheet §4.7)."""
-    if not isinstance(meta, dict) or not meta:
-        return "CANCELLED", "internal", "Request cancelled"
-    code = str(meta.get("code") or "CANCELLED")
-    cls = str(meta.get("attribution_class") or "internal")
-    if cls not in ATTRIBUTION_CLASSES:
-        cls = "internal"
-    detail = str(meta.get("message") or "")
-    if code == "ABORTED":
-        return code, cls, f"Request aborted by the host: {detail}"
-    if code == "ABORTED_COLLATERAL":
-        return code, cls, f"Request aborted as collateral of a failure elsewhere in the run: {detail}"
-    if code == "CANCELLED" and not detail:
-        return code, cls, "Request cancelled"
-    return code, cls, detail or code
-
-
 def _note(message: str) -> None:
     print(f"cartridge: {message}", file=sys.stderr, flush=True)
 
@@ -103,11 +78,14 @@ class _Stop(Exception):
         self.status = status
 
 
-class Session:
+class Session(HandlerRunner):
     """The cartridge side of one connection (see the module docstring)."""
 
     def __init__(
-        self, runtime: CartridgeRuntime, receive: anyio.abc.ByteReceiveStream, send: anyio.abc.ByteSendStream
+        self,
+        runtime: CartridgeRuntime,
+        receive: anyio.abc.ByteReceiveStream,
+        send: anyio.abc.ByteSendStream,
     ) -> None:
         self.runtime = runtime
         self.receive_stream = receive
@@ -153,7 +131,9 @@ class Session:
                         try:
                             data = encode_frame(numbered, self.limits.max_frame)
                         except ProtocolError as exc:
-                            _note(f"dropping a {frame.frame_type.name} frame that cannot be encoded: {exc}")
+                            _note(
+                                f"dropping a {frame.frame_type.name} frame that cannot be encoded: {exc}"
+                            )
                             self.drops += 1
                         else:
                             parts.append(data)
@@ -166,7 +146,9 @@ class Session:
                             frame = None
                 if parts and not self.broken:
                     try:
-                        await self.send_stream.send(parts[0] if len(parts) == 1 else b"".join(parts))
+                        await self.send_stream.send(
+                            parts[0] if len(parts) == 1 else b"".join(parts)
+                        )
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                         self.broken = True
         finally:
@@ -214,7 +196,9 @@ class Session:
             return EXIT_FAILURE
         self.decoder.max_frame = self.limits.max_frame
         hello = frames.hello(
-            self.limits, manifest=self.runtime.manifest.to_json_bytes(), pools=self.pools.to_json_bytes()
+            self.limits,
+            manifest=self.runtime.manifest.to_json_bytes(),
+            pools=self.pools.to_json_bytes(),
         )
         try:
             await self.send_stream.send(encode_frame(hello))
@@ -243,7 +227,9 @@ class Session:
         """Stop every request: at EOF, give complete requests a short grace first."""
         for a in list(self.active.values()):
             if not a.receiver.finished:
-                self._cancel(a, ("CANCELLED", "environment", "input closed before the request was complete"))
+                self._cancel(
+                    a, ("CANCELLED", "environment", "input closed before the request was complete")
+                )
         if graceful and self.active:
             with anyio.move_on_after(EOF_GRACE):
                 while self.active:
@@ -269,8 +255,14 @@ class Session:
         ft = frame.frame_type
         if ft is FrameType.REQ:
             await self._on_req(frame)
-        elif ft in (FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END, FrameType.END,
-                    FrameType.ERR, FrameType.LOG):
+        elif ft in (
+            FrameType.STREAM_START,
+            FrameType.CHUNK,
+            FrameType.STREAM_END,
+            FrameType.END,
+            FrameType.ERR,
+            FrameType.LOG,
+        ):
             a = self.active.get(frame.id)
             if a is not None:
                 await self._on_body(a, frame)
@@ -287,9 +279,13 @@ class Session:
         elif ft is FrameType.POLICY:
             self.policy = str((frame.meta or {}).get("network"))
         elif ft is FrameType.HELLO:
-            await self.send(frames.err(ZERO_ID, "PROTOCOL_ERROR", "HELLO after the handshake", "internal"))
+            await self.send(
+                frames.err(ZERO_ID, "PROTOCOL_ERROR", "HELLO after the handshake", "internal")
+            )
         elif ft in (FrameType.RELAY_NOTIFY, FrameType.RELAY_STATE):
-            _note(f"{ft.name} frame received: a cartridge never takes part in relay traffic; exiting")
+            _note(
+                f"{ft.name} frame received: a cartridge never takes part in relay traffic; exiting"
+            )
             raise _Stop(EXIT_FAILURE)
 
     async def _reject(self, frame: Frame, code: str, message: str, cls: str = "internal") -> None:
@@ -305,14 +301,22 @@ class Session:
             await self._reject(frame, "INVALID_REQUEST", "REQ without a cap URN (key 10)")
             return
         if frame.payload:
-            await self._reject(frame, "PROTOCOL_ERROR", "REQ payload must be empty; arguments travel as streams")
+            await self._reject(
+                frame, "PROTOCOL_ERROR", "REQ payload must be empty; arguments travel as streams"
+            )
             return
         if self.policy is None and not self._is_identity(cap):
-            await self._reject(frame, "PROTOCOL_VIOLATION", "REQ before POLICY: only the identity check may come first")
+            await self._reject(
+                frame,
+                "PROTOCOL_VIOLATION",
+                "REQ before POLICY: only the identity check may come first",
+            )
             return
         found = self.runtime.find_handler(cap)
         if found is None:
-            await self._reject(frame, "NO_HANDLER", f"No handler registered for cap: {cap}", "environment")
+            await self._reject(
+                frame, "NO_HANDLER", f"No handler registered for cap: {cap}", "environment"
+            )
             return
         a = Active(self, frame.id, frame.routing_id, cap)
         a.handler_urn, a.factory = found
@@ -323,8 +327,15 @@ class Session:
         if position is None:
             self._start(a)
         else:
-            await self.send(frames.log(a.rid, "queued", f"Request queued (position {position} on pool '{a.pool}')",
-                                       "internal", xid=a.xid))
+            await self.send(
+                frames.log(
+                    a.rid,
+                    "queued",
+                    f"Request queued (position {position} on pool '{a.pool}')",
+                    "internal",
+                    xid=a.xid,
+                )
+            )
 
     @staticmethod
     def _is_identity(cap: str) -> bool:
@@ -346,16 +357,27 @@ class Session:
                 s = a.inputs.get(ev.stream_id)
                 if s is not None:
                     s._push_data(ev.value)
+                else:  # a closed live feed: drop the data but keep the sender's window open
+                    a.receiver.consumed(ev.stream_id)
             elif isinstance(ev, StreamItem):
                 s = a.inputs.get(ev.stream_id)
                 if s is not None:
                     s._push_item(ev.value, ev.meta, 1 if ev is events[0] else 0)
             elif isinstance(ev, StreamOpened):
                 if ev.output is not None:
-                    await self._fail_input(a, ProtocolError(f"argument stream {ev.stream_id!r} carries an output name"))
+                    await self._fail_input(
+                        a, ProtocolError(f"argument stream {ev.stream_id!r} carries an output name")
+                    )
                     return
-                s = InputStream(ev.stream_id, ev.media_urn, is_sequence=ev.is_sequence, unbounded=ev.unbounded,
-                                meta=ev.meta, consumed=a.consumed, before_block=a.before_block)
+                s = InputStream(
+                    ev.stream_id,
+                    ev.media_urn,
+                    is_sequence=ev.is_sequence,
+                    unbounded=ev.unbounded,
+                    meta=ev.meta,
+                    consumed=a.consumed,
+                    before_block=a.before_block,
+                )
                 a.inputs[ev.stream_id] = s
                 a.package._add(s)
             elif isinstance(ev, StreamClosed):
@@ -365,8 +387,15 @@ class Session:
             elif isinstance(ev, BodyEnded):
                 a.package._end()
             elif isinstance(ev, ErrorReceived):
-                self._cancel(a, (ev.code or "CANCELLED", ev.attribution_class, ev.message or "requester failed"),
-                             silent=True)
+                self._cancel(
+                    a,
+                    (
+                        ev.code or "CANCELLED",
+                        ev.attribution_class,
+                        ev.message or "requester failed",
+                    ),
+                    silent=True,
+                )
         await a.send_credit()
 
     async def _fail_input(self, a: Active, exc: ProtocolError) -> None:
@@ -394,7 +423,11 @@ class Session:
             self.peer_calls.pop(state.rid, None)
             return
         for ev in events:
-            credit = 1 if isinstance(ev, StreamData) or (isinstance(ev, StreamItem) and ev is events[0]) else 0
+            credit = (
+                1
+                if isinstance(ev, StreamData) or (isinstance(ev, StreamItem) and ev is events[0])
+                else 0
+            )
             resp._deliver(ev, credit)
             if isinstance(ev, (BodyEnded, ErrorReceived)):
                 self.peer_calls.pop(state.rid, None)
@@ -437,7 +470,9 @@ class Session:
         if len(own) == 1:
             own[0].grant(n)
         elif own:
-            _note(f"CREDIT without a stream id for request {frame.id} with {len(own)} streams; ignored")
+            _note(
+                f"CREDIT without a stream id for request {frame.id} with {len(own)} streams; ignored"
+            )
 
     async def _on_cancel(self, frame: Frame) -> None:
         a = self.active.get(frame.id)
@@ -486,89 +521,12 @@ class Session:
         if a is None:
             _note(f"CLOSE_STREAM for unknown request {frame.id}; ignored")
             return
-        live = [s for sid, s in a.inputs.items() if s.is_unbounded and (frame.stream_id in (None, sid))]
+        live = [
+            s for sid, s in a.inputs.items() if s.is_unbounded and (frame.stream_id in (None, sid))
+        ]
         if not live:
             _note(f"CLOSE_STREAM for request {frame.id}, which has no live-feed input; ignored")
             return
         for s in live:
             s._push_end()
             a.inputs.pop(s.stream_id, None)
-
-    # -- handlers ----------------------------------------------------------------------------
-
-    def _start(self, a: Active) -> None:
-        a.started = True
-        assert self._tg is not None
-        self._tg.start_soon(self._serve_request, a)
-
-    def _admit_waiting(self) -> None:
-        while (admitted := self.pools.admit_next()) is not None:
-            _, a = admitted
-            self._tg.start_soon(self._announce_and_start, a)  # type: ignore[union-attr]
-
-    async def _announce_and_start(self, a: Active) -> None:
-        await self.send(frames.log(a.rid, "dequeued", "Request dequeued, handler starting", "internal", xid=a.xid))
-        self._start(a)
-
-    async def _serve_request(self, a: Active) -> None:
-        outcome: CartridgeError | None = None
-        try:
-            reporter = WireReporter(a)
-            specs = output_specs(self.runtime, a.cap, a.handler_urn)
-            outputs = [a.make_output(spec, reporter) for spec in specs]
-            req = Request(
-                cap_urn=a.cap,
-                input_package=a.package,
-                outputs=outputs,
-                reporter=reporter,
-                network=NetworkAccess(lambda: self.policy),
-                peer=PeerInvoker(WirePeer(self, a, reporter), reporter),
-            )
-            dry = DryContext(cap_urn=a.cap, handler_urn=a.handler_urn, limits=self.limits, policy=self.policy)
-            wet = WetContext()
-            wet.set(REQUEST_KEY, req)
-            with anyio.CancelScope() as scope:
-                a.scope = scope
-                if a.cancel is not None or a.input_error is not None:
-                    scope.cancel()
-                try:
-                    await run_perform(a.factory(), dry, wet, lambda: a.cancel is not None)
-                    if a.input_error is None:
-                        for out in outputs:
-                            await out._finish_output()
-                except CartridgeError as exc:
-                    outcome = exc
-                except Exception as exc:  # noqa: BLE001 - any handler failure becomes an ERR
-                    print(f"cartridge: handler for {a.cap} failed:", file=sys.stderr)
-                    traceback.print_exception(exc, file=sys.stderr)
-                    outcome = CartridgeError(str(exc) or type(exc).__name__)
-            await self._terminal(a, outcome)
-        finally:
-            a.scope = None
-            self.active.pop(a.rid, None)
-            try:
-                self.pools.release(a.pool)
-            except Exception:  # noqa: BLE001 - a pool bookkeeping slip must not kill the session
-                pass
-            self._admit_waiting()
-            self._idle.set()
-
-    async def _terminal(self, a: Active, outcome: CartridgeError | None) -> None:
-        if a.terminal_sent:
-            return
-        a.terminal_sent = True
-        if a.cancel is not None:
-            code, cls, message = a.cancel
-            await self.send(frames.err(a.rid, code, message, cls, xid=a.xid))
-        elif a.input_error is not None:
-            exc = a.input_error
-            code = str(getattr(exc, "code", "PROTOCOL_ERROR"))
-            await self.send(frames.err(a.rid, code, str(exc), "internal", xid=a.xid))
-        elif outcome is not None:
-            cls = outcome.attribution_class if outcome.attribution_class in ATTRIBUTION_CLASSES else "internal"
-            await self.send(
-                frames.err(a.rid, str(outcome.code), outcome.message, cls, arg_urn=outcome.arg_urn, xid=a.xid)
-            )
-        else:
-            progress, message = a.final
-            await self.send(frames.end(a.rid, xid=a.xid, progress=progress, message=message))

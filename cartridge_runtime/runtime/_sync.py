@@ -19,7 +19,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from ._context import REQUEST_KEY, DryContext, Op, WetContext
+from ._context import DryContext, Op, WetContext
 from ._errors import RequestCancelled
 from ._input import InputPackage, InputStream
 from ._output import OutputStream
@@ -87,13 +87,36 @@ class ThreadProxy:
         return f"ThreadProxy({self._obj!r})"
 
 
-async def run_perform(op: Op, dry: DryContext, wet: WetContext, cancelled: Callable[[], bool]) -> None:
-    """Run ``op.perform`` on the event loop or, when synchronous, in a worker thread."""
+#: Seconds between keepalive progress frames while a synchronous handler runs.
+KEEPALIVE_INTERVAL = 10.0
+
+
+async def run_perform(
+    op: Op, dry: DryContext, wet: WetContext, cancelled: Callable[[], bool]
+) -> None:
+    """Run ``op.perform`` on the event loop or, when synchronous, in a worker thread.
+
+    While a synchronous handler runs, a progress LOG repeating its last reported fraction goes
+    out every :data:`KEEPALIVE_INTERVAL` seconds, so the host sees the request is alive even
+    when the handler itself stays quiet.
+    """
     if inspect.iscoroutinefunction(op.perform):
         await op.perform(dry, wet)
         return
+    req = wet.request
     proxied = wet.derive()
-    proxied.set(REQUEST_KEY, ThreadProxy(wet.request, cancelled))  # type: ignore[arg-type]
-    await anyio.to_thread.run_sync(op.perform, dry, proxied)
+    proxied.set("request", ThreadProxy(req, cancelled))
+    reporter = req._reporter
 
+    async def keepalive() -> None:
+        while True:
+            await anyio.sleep(KEEPALIVE_INTERVAL)
+            await reporter.progress(getattr(reporter, "last", 0.0), "working")
 
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(keepalive)
+        try:
+            sync_perform: Callable[[DryContext, WetContext], None] = op.perform  # type: ignore[assignment]
+            await anyio.to_thread.run_sync(sync_perform, dry, proxied)
+        finally:
+            tg.cancel_scope.cancel()

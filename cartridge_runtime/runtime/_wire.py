@@ -68,7 +68,9 @@ class WireOutput:
                     await self._event.wait()
             await send(f)
 
-    async def start(self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None) -> None:
+    async def start(
+        self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None
+    ) -> None:
         await self._emit(self.og.start(is_sequence=is_sequence, unbounded=unbounded, meta=meta))
 
     async def write(self, data: bytes | memoryview) -> None:
@@ -109,7 +111,9 @@ class Active:
         self.pool = ""
         self.factory: Any = None
         limits = session.limits
-        self.receiver = BodyReceiver(rid, xid=xid, initial_credit=limits.initial_credit, expect_req=True)
+        self.receiver = BodyReceiver(
+            rid, xid=xid, initial_credit=limits.initial_credit, expect_req=True
+        )
         self.package = InputPackage()
         self.package._before_block = self._flush_all
         self.inputs: dict[str, InputStream] = {}
@@ -173,14 +177,20 @@ class WireReporter:
 
     def __init__(self, active: Active) -> None:
         self.active = active
+        self.last = 0.0  #: the last fraction reported (repeated by sync keepalives)
 
     async def progress(self, fraction: float, message: str) -> None:
         a = self.active
+        self.last = fraction
         await a.session.send(frames.progress(a.rid, fraction, message, xid=a.xid))
 
-    async def log(self, level: str, message: str, attribution_class: str, arg_urn: str | None) -> None:
+    async def log(
+        self, level: str, message: str, attribution_class: str, arg_urn: str | None
+    ) -> None:
         a = self.active
-        await a.session.send(frames.log(a.rid, level, message, _cls(attribution_class), arg_urn=arg_urn, xid=a.xid))
+        await a.session.send(
+            frames.log(a.rid, level, message, _cls(attribution_class), arg_urn=arg_urn, xid=a.xid)
+        )
 
     def finish(self, progress: float, message: str | None) -> None:
         self.active.final = (progress, message)
@@ -234,12 +244,18 @@ class WirePeer:
         limits = self.session.limits
         sid = str(uuid.uuid4())
         og = OutgoingStream(
-            state.rid, sid, media_urn, max_chunk=limits.effective_chunk, initial_credit=limits.initial_credit
+            state.rid,
+            sid,
+            media_urn,
+            max_chunk=limits.effective_chunk,
+            initial_credit=limits.initial_credit,
         )
         backend = WireOutput(self.session, self.active, og)
         state.outputs[sid] = backend
         self.active.outputs[f"peer:{sid}"] = backend  # woken with the parent on cancel
-        spec = OutputSpec(media_urn=media_urn, declared_urn=media_urn, name=f"arg-{index}", index=index)
+        spec = OutputSpec(
+            media_urn=media_urn, declared_urn=media_urn, name=f"arg-{index}", index=index
+        )
         return OutputStream(spec, backend, self.reporter)
 
     async def send_end(self, call: PeerCall) -> None:
@@ -253,4 +269,6 @@ class WirePeer:
             await self.session.send(frames.cancel(call.rid))
         else:
             code, cls, message = reason
-            await self.session.send(frames.cancel(call.rid, code=code, attribution_class=cls, message=message))
+            await self.session.send(
+                frames.cancel(call.rid, code=code, attribution_class=cls, message=message)
+            )

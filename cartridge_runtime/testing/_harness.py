@@ -70,7 +70,9 @@ class _ByteSend(anyio.abc.ByteSendStream):
         await self.inner.aclose()
 
 
-def memory_byte_pipe(buffer: float = 64) -> tuple[anyio.abc.ByteSendStream, anyio.abc.ByteReceiveStream]:
+def memory_byte_pipe(
+    buffer: float = 64,
+) -> tuple[anyio.abc.ByteSendStream, anyio.abc.ByteReceiveStream]:
     """A one-way in-memory byte pipe (closing the send side is EOF for the receiver)."""
     s, r = anyio.create_memory_object_stream[bytes](buffer)
     return _ByteSend(s), _ByteRecv(r)
@@ -96,7 +98,9 @@ class StreamResult:
         """The stream's bytes by the byte-collector rule."""
         out = []
         for v in self.values:
-            out.append(v if isinstance(v, bytes) else v.encode() if isinstance(v, str) else cbor2.dumps(v))
+            out.append(
+                v if isinstance(v, bytes) else v.encode() if isinstance(v, str) else cbor2.dumps(v)
+            )
         return b"".join(out)
 
 
@@ -146,7 +150,9 @@ class CallResult:
 class _Call:
     def __init__(self, rid: MessageId, xid: MessageId | None, limits: Limits) -> None:
         self.result = CallResult(rid=rid)
-        self.receiver = BodyReceiver(rid, xid=xid, initial_credit=limits.initial_credit, expect_req=False)
+        self.receiver = BodyReceiver(
+            rid, xid=xid, initial_credit=limits.initial_credit, expect_req=False
+        )
         self.args: dict[str, OutgoingStream] = {}
         self.credit_event = anyio.Event()
         self.done = anyio.Event()
@@ -207,7 +213,9 @@ class CartridgeHarness:
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
 
-    async def _serve(self, c_in: anyio.abc.ByteReceiveStream, c_out: anyio.abc.ByteSendStream) -> None:
+    async def _serve(
+        self, c_in: anyio.abc.ByteReceiveStream, c_out: anyio.abc.ByteSendStream
+    ) -> None:
         try:
             self.exit_status = await self.runtime.serve(c_in, c_out)
         finally:
@@ -224,7 +232,7 @@ class CartridgeHarness:
         """EOF on the cartridge's input."""
         try:
             await self._to_c.aclose()
-        except Exception:  # noqa: BLE001 - already closed
+        except Exception:
             pass
 
     async def send_raw(self, data: bytes) -> None:
@@ -232,6 +240,13 @@ class CartridgeHarness:
 
     async def send_frame(self, frame: Frame) -> None:
         await self.send_raw(encode_frame(frame))
+
+    async def _send_quiet(self, frame: Frame) -> None:
+        """Send a frame the harness makes on its own (credit); nothing to do once input closed."""
+        try:
+            await self.send_frame(frame)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
 
     async def handshake(self) -> None:
         """HELLO exchange, identity check, POLICY."""
@@ -278,7 +293,11 @@ class CartridgeHarness:
         call = self._calls.get(f.id)
         if ft is FrameType.CREDIT:
             if call is not None:
-                target = call.args.get(f.stream_id or "") if f.stream_id else next(iter(call.args.values()), None)
+                target = (
+                    call.args.get(f.stream_id or "")
+                    if f.stream_id
+                    else next(iter(call.args.values()), None)
+                )
                 if target is not None:
                     target.grant(f.credit or 0)
                     call.credit_event.set()
@@ -295,7 +314,9 @@ class CartridgeHarness:
         events = call.receiver.receive(f)
         for ev in events:
             if isinstance(ev, StreamOpened):
-                s = StreamResult(ev.stream_id, ev.media_urn, ev.output, ev.is_sequence, ev.unbounded, ev.meta)
+                s = StreamResult(
+                    ev.stream_id, ev.media_urn, ev.output, ev.is_sequence, ev.unbounded, ev.meta
+                )
                 call.by_id[ev.stream_id] = s
                 res.streams.append(s)
             elif isinstance(ev, StreamData):
@@ -316,11 +337,14 @@ class CartridgeHarness:
                 res.end = ev.meta
             elif isinstance(ev, ErrorReceived):
                 res.error = ErrorInfo(
-                    code=ev.code, attribution_class=ev.attribution_class, message=ev.message, arg_urn=ev.arg_urn
+                    code=ev.code,
+                    attribution_class=ev.attribution_class,
+                    message=ev.message,
+                    arg_urn=ev.arg_urn,
                 )
         call.receiver.flush_credit()
         for c in call.receiver.data_to_send():
-            await self.send_frame(c)
+            await self._send_quiet(c)
         if f.frame_type.is_terminal:
             call.done.set()
             call.credit_event.set()
@@ -347,7 +371,11 @@ class CartridgeHarness:
         await self.send_frame(frames.req(rid, cap, xid=xid))
         for i, (urn, data) in enumerate(inputs):
             og = OutgoingStream(
-                rid, f"arg-{i}", urn, xid=xid, max_chunk=self.limits.effective_chunk,
+                rid,
+                f"arg-{i}",
+                urn,
+                xid=xid,
+                max_chunk=self.limits.effective_chunk,
                 initial_credit=self.limits.initial_credit,
             )
             call.args[og.stream_id] = og
@@ -381,7 +409,11 @@ class CartridgeHarness:
         return call.result
 
     async def call(
-        self, cap: str, inputs: Sequence[tuple[str, bytes]] = (), *, xid: MessageId | None = None,
+        self,
+        cap: str,
+        inputs: Sequence[tuple[str, bytes]] = (),
+        *,
+        xid: MessageId | None = None,
         timeout: float = 30,
     ) -> CallResult:
         """Call ``cap`` with whole byte arguments and wait for the result."""
@@ -394,11 +426,15 @@ class CartridgeHarness:
             tg.start_soon(go)
         return await self.result(holder[0], timeout)
 
-    async def heartbeat(self, meta: dict[str, Any] | None = None, hid: MessageId | None = None) -> Frame:
+    async def heartbeat(
+        self, meta: dict[str, Any] | None = None, hid: MessageId | None = None
+    ) -> Frame:
         """Send a HEARTBEAT and return the reply (a HEARTBEAT, or ERR for an unknown pool)."""
         hid = hid or MessageId.new()
         await self.send_frame(frames.heartbeat(hid, meta=meta))
-        return await self.wait_for(lambda f: f.id == hid and f.frame_type in (FrameType.HEARTBEAT, FrameType.ERR))
+        return await self.wait_for(
+            lambda f: f.id == hid and f.frame_type in (FrameType.HEARTBEAT, FrameType.ERR)
+        )
 
     async def wait_for(self, predicate: Callable[[Frame], bool], timeout: float = 10) -> Frame:
         """The first received frame (past or future) matching ``predicate``."""
@@ -429,10 +465,12 @@ class CartridgeHarness:
                 streams[ids[ev.stream_id]][1].extend(v if isinstance(v, bytes) else cbor2.dumps(v))
                 rec.consumed(ev.stream_id)
             elif isinstance(ev, BodyEnded):
-                self._tg.start_soon(self._answer_peer, f.id, cap, [(u, bytes(b)) for u, b in streams])
+                self._tg.start_soon(
+                    self._answer_peer, f.id, cap, [(u, bytes(b)) for u, b in streams]
+                )
         rec.flush_credit()
         for c in rec.data_to_send():
-            await self.send_frame(c)
+            await self._send_quiet(c)
 
     async def _answer_peer(self, rid: MessageId, cap: str, inputs: list[tuple[str, bytes]]) -> None:
         try:
@@ -440,14 +478,18 @@ class CartridgeHarness:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the cartridge's input is closed: nobody to answer
 
-    async def _answer_peer_inner(self, rid: MessageId, cap: str, inputs: list[tuple[str, bytes]]) -> None:
+    async def _answer_peer_inner(
+        self, rid: MessageId, cap: str, inputs: list[tuple[str, bytes]]
+    ) -> None:
         handler = self.peers.get(cap)
         if handler is None:
-            await self.send_frame(frames.err(rid, "NO_HANDLER", f"no cartridge handles cap: {cap}", "environment"))
+            await self.send_frame(
+                frames.err(rid, "NO_HANDLER", f"no cartridge handles cap: {cap}", "environment")
+            )
             return
         try:
             data = await handler(cap, inputs)
-        except Exception as exc:  # noqa: BLE001 - reported to the cartridge as ERR
+        except Exception as exc:
             await self.send_frame(frames.err(rid, "PEER_FAILED", str(exc), "internal"))
             return
         sid = "peer-resp-0"
@@ -474,7 +516,9 @@ async def run_op(
 
     if manifest is None:
         manifest = Manifest.build(
-            name="harness", version="0.0.0", description="in-process test cartridge",
+            name="harness",
+            version="0.0.0",
+            description="in-process test cartridge",
             caps=[CapDef.simple(cap, "Under test", aliases="under-test")],
         )
     runtime = CartridgeRuntime(manifest)
@@ -483,7 +527,9 @@ async def run_op(
         return await h.call(cap, inputs)
 
 
-def call_sync(runtime: Any, cap: str, inputs: Sequence[tuple[str, bytes]] = (), *, backend: str = "asyncio") -> CallResult:
+def call_sync(
+    runtime: Any, cap: str, inputs: Sequence[tuple[str, bytes]] = (), *, backend: str = "asyncio"
+) -> CallResult:
     """Synchronous one-shot call for non-async test code."""
 
     async def main() -> CallResult:

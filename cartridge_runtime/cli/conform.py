@@ -1,0 +1,64 @@
+"""``cartridge conform TARGET``: certify a cartridge against Bifaci v6.
+
+Prints a table (id, title, level, result, one-line detail), then ``N passed, N failed, N
+skipped``; the exit status is 0 only when every MUST check passed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from . import app
+
+
+@app.command("conform")
+def conform(
+    target: str = typer.Argument(..., help="The cartridge: a .py script (run with this Python) or an executable."),
+    only: list[str] = typer.Option(
+        None, "--only", help="Run only these check ids (repeat the option or give a comma list)."
+    ),
+    json_out: Path = typer.Option(None, "--json", help="Also write the report as JSON to this file."),
+    junit_out: Path = typer.Option(None, "--junit", help="Also write a JUnit XML report to this file."),
+    timeout: float = typer.Option(20.0, "--timeout", min=0.5, help="Seconds each check may take."),
+    jobs: int = typer.Option(0, "--jobs", min=0, help="Checks run at once (0 = automatic)."),
+) -> None:
+    """Run the conformance catalogue against TARGET."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..conformance import Status, run_conformance, select_checks
+
+    console = Console(highlight=False)
+    try:
+        select_checks(only)
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    is_file = Path(target).exists()
+    if not is_file and "/" in target:
+        console.print(f"[red]error:[/] no such file: {escape(target)}")
+        raise typer.Exit(2)
+    with console.status(f"certifying {escape(target)} ..."):
+        report = run_conformance(target, only=only, timeout=timeout, jobs=jobs or None)
+    table = Table(title=f"Bifaci v6 conformance: {escape(target)}", title_justify="left")
+    for col in ("id", "title", "level", "result", "detail"):
+        table.add_column(col, overflow="fold" if col == "detail" else None)
+    style = {Status.PASS: "green", Status.FAIL: "red", Status.SKIP: "yellow"}
+    for r in report.results:
+        result = str(r.status).upper()
+        if r.status is Status.FAIL and str(r.level) == "SHOULD":
+            result = "FAIL (should)"
+        detail = r.detail.splitlines()[0] if r.detail else ""
+        if r.known_defect:
+            detail += f"  [known defect: {r.known_defect}]"
+        table.add_row(r.id, escape(r.title), str(r.level), f"[{style[r.status]}]{result}[/]", escape(detail))
+    console.print(table)
+    if json_out is not None:
+        report.write_json(json_out)
+    if junit_out is not None:
+        report.write_junit(junit_out)
+    typer.echo(report.summary())
+    raise typer.Exit(0 if report.ok else 1)

@@ -1,0 +1,80 @@
+"""Small pieces the connection and the engine share: the spawn command, exit descriptions,
+the protocol counters, and the interfaces of the things frames are routed to."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..protocol import Frame, MessageId
+from ._errors import CallError
+
+
+class Flow(Protocol):
+    """What owns the frames of one request this engine sent to a cartridge."""
+
+    xid: MessageId | None
+
+    def on_frame(self, frame: Frame) -> None: ...
+
+    def on_death(self, error: CallError) -> None: ...
+
+
+class PeerOrigin(Protocol):
+    """What owns the frames of one peer request a cartridge sent to the engine."""
+
+    def on_requester_frame(self, frame: Frame) -> None: ...
+
+    def on_origin_death(self) -> None: ...
+
+
+class Counters:
+    """Protocol statistics, shared by all connections of one engine."""
+
+    __slots__ = (
+        "drops",
+        "heartbeat_misses",
+        "late_credits",
+        "no_route",
+        "protocol_errors",
+        "respawns",
+        "stragglers",
+    )
+
+    def __init__(self) -> None:
+        self.drops = 0
+        self.stragglers = 0
+        self.no_route = 0
+        self.protocol_errors = 0
+        self.heartbeat_misses = 0
+        self.respawns = 0
+        self.late_credits = 0
+
+
+def describe_returncode(code: int | None) -> str:
+    """``exit status 3``, ``killed by signal 9 (SIGKILL)`` or ``still running``."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "unknown signal"
+        return f"killed by signal {-code} ({name})"
+    return f"exit status {code}"
+
+
+def command_for(target: str | os.PathLike[str] | Sequence[str]) -> list[str]:
+    """The argv that starts ``target``: a ``.py`` script runs with this interpreter, a
+    command list is used as is, anything else is executed directly. No arguments are added
+    (no arguments means CBOR mode)."""
+    import sys
+
+    if isinstance(target, str | os.PathLike):
+        path = os.fspath(target)
+        if path.endswith(".py"):
+            return [sys.executable, path]
+        return [path]
+    return [os.fspath(part) for part in target]

@@ -1,0 +1,156 @@
+"""Running handlers: admission through the pools, one task per request, the terminal frame.
+
+Mixed into :class:`~cartridge_runtime.runtime._session.Session`; split out to keep each module
+about one concern. The terminal of a request is decided here, once: a cancel's ERR wins over
+an input error, which wins over the handler's own ERR, which wins over END.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any
+
+import anyio
+
+from cartridge_runtime.protocol import ATTRIBUTION_CLASSES, frames
+
+from ._context import REQUEST_KEY, DryContext, NetworkAccess, WetContext
+from ._errors import CartridgeError
+from ._peer import PeerInvoker
+from ._request import Request
+from ._specs import output_specs
+from ._sync import run_perform
+from ._wire import Active, WirePeer, WireReporter
+
+
+def cancel_terminal(meta: Any) -> tuple[str, str, str]:
+    """The (code, class, message) of the ERR that ends a cancelled request (fact sheet §4.7)."""
+    if not isinstance(meta, dict) or not meta:
+        return "CANCELLED", "internal", "Request cancelled"
+    code = str(meta.get("code") or "CANCELLED")
+    cls = str(meta.get("attribution_class") or "internal")
+    if cls not in ATTRIBUTION_CLASSES:
+        cls = "internal"
+    detail = str(meta.get("message") or "")
+    if code == "ABORTED":
+        return code, cls, f"Request aborted by the host: {detail}"
+    if code == "ABORTED_COLLATERAL":
+        return (
+            code,
+            cls,
+            f"Request aborted as collateral of a failure elsewhere in the run: {detail}",
+        )
+    if code == "CANCELLED" and not detail:
+        return code, cls, "Request cancelled"
+    return code, cls, detail or code
+
+
+class HandlerRunner:
+    """The handler half of a session (see the module docstring)."""
+
+    # Provided by Session.
+    runtime: Any
+    pools: Any
+    policy: str | None
+    limits: Any
+    active: dict[Any, Active]
+    _tg: Any
+    _idle: anyio.Event
+
+    async def send(self, frame: Any) -> None:  # pragma: no cover - Session's
+        raise NotImplementedError
+
+    def _start(self, a: Active) -> None:
+        a.started = True
+        assert self._tg is not None
+        self._tg.start_soon(self._serve_request, a)
+
+    def _admit_waiting(self) -> None:
+        while (admitted := self.pools.admit_next()) is not None:
+            _, a = admitted
+            self._tg.start_soon(self._announce_and_start, a)
+
+    async def _announce_and_start(self, a: Active) -> None:
+        await self.send(
+            frames.log(
+                a.rid, "dequeued", "Request dequeued, handler starting", "internal", xid=a.xid
+            )
+        )
+        self._start(a)
+
+    async def _serve_request(self, a: Active) -> None:
+        outcome: CartridgeError | None = None
+        try:
+            reporter = WireReporter(a)
+            specs = output_specs(self.runtime, a.cap, a.handler_urn)
+            outputs = [a.make_output(spec, reporter) for spec in specs]
+            req = Request(
+                cap_urn=a.cap,
+                input_package=a.package,
+                outputs=outputs,
+                reporter=reporter,
+                network=NetworkAccess(lambda: self.policy),
+                peer=PeerInvoker(WirePeer(self, a, reporter), reporter),  # type: ignore[arg-type]
+            )
+            dry = DryContext(
+                cap_urn=a.cap, handler_urn=a.handler_urn, limits=self.limits, policy=self.policy
+            )
+            wet = WetContext()
+            wet.set(REQUEST_KEY, req)
+            with anyio.CancelScope() as scope:
+                a.scope = scope
+                if a.cancel is not None or a.input_error is not None:
+                    scope.cancel()
+                try:
+                    await run_perform(a.factory(), dry, wet, lambda: a.cancel is not None)
+                    if a.input_error is None:
+                        for out in outputs:
+                            await out._finish_output()
+                except CartridgeError as exc:
+                    outcome = exc
+                except Exception as exc:
+                    print(f"cartridge: handler for {a.cap} failed:", file=sys.stderr)
+                    traceback.print_exception(exc, file=sys.stderr)
+                    outcome = CartridgeError(str(exc) or type(exc).__name__)
+            await self._terminal(a, outcome)
+        finally:
+            a.scope = None
+            self.active.pop(a.rid, None)
+            try:
+                self.pools.release(a.pool)
+            except Exception:
+                pass
+            self._admit_waiting()
+            self._idle.set()
+
+    async def _terminal(self, a: Active, outcome: CartridgeError | None) -> None:
+        if a.terminal_sent:
+            return
+        a.terminal_sent = True
+        if a.cancel is not None:
+            code, cls, message = a.cancel
+            await self.send(frames.err(a.rid, code, message, cls, xid=a.xid))
+        elif a.input_error is not None:
+            exc = a.input_error
+            code = str(getattr(exc, "code", "PROTOCOL_ERROR"))
+            await self.send(frames.err(a.rid, code, str(exc), "internal", xid=a.xid))
+        elif outcome is not None:
+            cls = (
+                outcome.attribution_class
+                if outcome.attribution_class in ATTRIBUTION_CLASSES
+                else "internal"
+            )
+            await self.send(
+                frames.err(
+                    a.rid,
+                    str(outcome.code),
+                    outcome.message,
+                    cls,
+                    arg_urn=outcome.arg_urn,
+                    xid=a.xid,
+                )
+            )
+        else:
+            progress, end_message = a.final
+            await self.send(frames.end(a.rid, xid=a.xid, progress=progress, message=end_message))
