@@ -151,9 +151,8 @@ def _mid(v: Any) -> MessageId:
 
 
 def decoded_to_frame(d: dict[str, Any], payload: bytes | None) -> Frame:
-    """Build a frame from a ``decoded`` map (meta JSON values re-serialised as the reference
-    does: ``json.dumps`` default spacing). Used only for truncated frames, whose meta is
-    absent or plain."""
+    """Build a frame from a ``decoded`` map. Used only for truncated frames (large CHUNKs),
+    whose meta is absent or holds no JSON byte strings, so it is taken as it stands."""
     meta = d.get("5")
     return Frame(
         frame_type=FrameType(d["1"]),

@@ -122,7 +122,9 @@ class TestRequiredKeys:
 
 
 class TestIds:
-    @pytest.mark.parametrize("bad", [b"", b"x" * 15, b"x" * 17, -1, True, False, "id", 1.5, [1], None])
+    @pytest.mark.parametrize(
+        "bad", [b"", b"x" * 15, b"x" * 17, -1, True, False, "id", 1.5, [1], None]
+    )
     def test_bad_id(self, bad: Any) -> None:
         rejects(base(4) | {2: bad}, "id")
 
@@ -189,8 +191,20 @@ class TestPerType:
 
     @pytest.mark.parametrize(
         ("key", "bad"),
-        [(4, 1), (7, -1), (8, "0"), (9, 1), (10, b"cap"), (11, 5), (12, 1), (14, -1), (15, True),
-         (17, 1), (18, "no"), (20, 0)],
+        [
+            (4, 1),
+            (7, -1),
+            (8, "0"),
+            (9, 1),
+            (10, b"cap"),
+            (11, 5),
+            (12, 1),
+            (14, -1),
+            (15, True),
+            (17, 1),
+            (18, "no"),
+            (20, 0),
+        ],
     )
     def test_mistyped_optional_keys(self, key: int, bad: Any) -> None:
         rejects(base(4) | {key: bad}, f"key {key}")
@@ -302,7 +316,13 @@ class TestEndAndCancelMeta:
 
     def test_cancel(self) -> None:
         accepts(base(12, k18=False))
-        accepts(base(12, k18=True, k5={"code": "ABORTED", "attribution_class": "resource", "message": "d"}))
+        accepts(
+            base(
+                12,
+                k18=True,
+                k5={"code": "ABORTED", "attribution_class": "resource", "message": "d"},
+            )
+        )
         rejects(base(12, k18=False, k5={"code": ""}), "code")
         rejects(base(12, k18=False, k5={"attribution_class": "nope"}), "attribution_class")
 
@@ -354,8 +374,17 @@ class TestBodyShape:
 
     @pytest.mark.parametrize(
         "body",
-        [b"\xff", b"\x1c", b"\xa1\x00", b"\x7f\x61", b"\x62\xff\xfe", b"\xd8\x1e\x82\x01\x00",
-         b"\xc1\xfb\x7f\xf0\x00\x00\x00\x00\x00\x00", b"\x9f" * 1000, b"\x5b" + b"\xff" * 8],
+        [
+            b"\xff",
+            b"\x1c",
+            b"\xa1\x00",
+            b"\x7f\x61",
+            b"\x62\xff\xfe",
+            b"\xd8\x1e\x82\x01\x00",
+            b"\xc1\xfb\x7f\xf0\x00\x00\x00\x00\x00\x00",
+            b"\x9f" * 1000,
+            b"\x5b" + b"\xff" * 8,
+        ],
     )
     def test_invalid_cbor(self, body: bytes) -> None:
         with pytest.raises(FrameDecodeError):
@@ -481,8 +510,10 @@ class TestFrameDecoder:
         good = cbor2.dumps(base(4, k5={"exit_code": 0}))
         short = good[:-3]
         nxt = wire(base(4))
-        for data in (len(short).to_bytes(4, "big") + short + nxt,
-                     len(good + b"\x00").to_bytes(4, "big") + good + b"\x00" + nxt):
+        for data in (
+            len(short).to_bytes(4, "big") + short + nxt,
+            len(good + b"\x00").to_bytes(4, "big") + good + b"\x00" + nxt,
+        ):
             for kind in (bytes, bytearray):
                 dec = FrameDecoder()
                 dec.feed(kind(data))
@@ -535,8 +566,14 @@ class TestEncode:
 
     def test_big_payload_path_matches_plain_cbor(self) -> None:
         for n in (0, 23, 24, 255, 256, 4095, 4096, 65535, 65536, 300_000):
-            f = frames.chunk(RID, "s", 3, bytes(range(256)) * (n // 256) + bytes(n % 256),
-                             xid=MessageId(5), meta={"k": "v"})
+            f = frames.chunk(
+                RID,
+                "s",
+                3,
+                bytes(range(256)) * (n // 256) + bytes(n % 256),
+                xid=MessageId(5),
+                meta={"k": "v"},
+            )
             body = encode_body(f)
             assert body == cbor2.dumps(cbor2.loads(body))
             assert decode_body(body) == f
@@ -546,8 +583,15 @@ class TestEncode:
             frames.hello(DEFAULT_LIMITS),
             frames.hello(DEFAULT_LIMITS, manifest=b"{}", pools=b"{}"),
             frames.req(RID, "cap:x", xid=MessageId(1), seq=0),
-            frames.stream_start(RID, "s", "media:", is_sequence=True, unbounded=True, output="media:o",
-                                meta={"a": 1}),
+            frames.stream_start(
+                RID,
+                "s",
+                "media:",
+                is_sequence=True,
+                unbounded=True,
+                output="media:o",
+                meta={"a": 1},
+            ),
             frames.chunk(RID, "s", 0, b"\x41x"),
             frames.stream_end(RID, "s", 1),
             frames.stream_end(RID, "s", None),
@@ -557,7 +601,9 @@ class TestEncode:
             frames.log(RID, "info", "hi", "internal"),
             frames.progress(RID, 0.25, "q"),
             frames.heartbeat(MessageId(7)),
-            frames.cancel(RID, force_kill=True, code="ABORTED", attribution_class="resource", message="d"),
+            frames.cancel(
+                RID, force_kill=True, code="ABORTED", attribution_class="resource", message="d"
+            ),
             frames.cancel(RID),
             frames.credit(RID, 16, "request", stream_id="s"),
             frames.close_stream(RID, stream_id="s"),
@@ -602,14 +648,18 @@ class TestLimits:
         a = Limits(max_frame=100_000, max_chunk=50_000, max_reorder_buffer=10, initial_credit=40)
         b = Limits(max_frame=200_000, max_chunk=1_000, max_reorder_buffer=64, initial_credit=8)
         n = a.negotiate(b)
-        assert n == Limits(max_frame=100_000, max_chunk=1_000, max_reorder_buffer=10, initial_credit=8)
+        assert n == Limits(
+            max_frame=100_000, max_chunk=1_000, max_reorder_buffer=10, initial_credit=8
+        )
         assert n == b.negotiate(a)
 
     def test_max_frame_capped(self) -> None:
         big = Limits(max_frame=1 << 40)
         assert big.negotiate(big).max_frame == HARD_FRAME_CAP
 
-    @pytest.mark.parametrize("name", ["max_frame", "max_chunk", "max_reorder_buffer", "initial_credit"])
+    @pytest.mark.parametrize(
+        "name", ["max_frame", "max_chunk", "max_reorder_buffer", "initial_credit"]
+    )
     def test_zero_is_handshake_error(self, name: str) -> None:
         with pytest.raises(HandshakeError, match=name):
             DEFAULT_LIMITS.negotiate(Limits(**{name: 0}))
@@ -621,8 +671,14 @@ class TestLimits:
 
     @pytest.mark.parametrize(
         ("name", "bad"),
-        [("max_frame", None), ("max_chunk", 0), ("initial_credit", -1), ("max_reorder_buffer", "64"),
-         ("max_frame", 1.0), ("initial_credit", True)],
+        [
+            ("max_frame", None),
+            ("max_chunk", 0),
+            ("initial_credit", -1),
+            ("max_reorder_buffer", "64"),
+            ("max_frame", 1.0),
+            ("initial_credit", True),
+        ],
     )
     def test_from_meta_errors(self, name: str, bad: Any) -> None:
         meta: dict[str, Any] = dict(DEFAULT_LIMITS.to_meta())
@@ -635,8 +691,13 @@ class TestLimits:
 
     def test_effective_chunk_fits_max_frame(self) -> None:
         small = Limits(max_frame=10_000, max_chunk=262_144)
-        f = frames.chunk(RID, "resp-01234567-0", 9, cbor2.dumps(bytes(small.effective_chunk)),
-                         xid=MessageId(1 << 63))
+        f = frames.chunk(
+            RID,
+            "resp-01234567-0",
+            9,
+            cbor2.dumps(bytes(small.effective_chunk)),
+            xid=MessageId(1 << 63),
+        )
         assert len(encode_body(f)) <= small.max_frame
 
 
@@ -647,9 +708,16 @@ class TestSeqAssigner:
     def test_per_flow_counters(self) -> None:
         s = SeqAssigner()
         other = MessageId(b"o" * 16)
-        out = [s.assign(f) for f in (frames.req(RID, "cap:x"), frames.req(other, "cap:x"),
-                                     frames.stream_start(RID, "a", "media:"),
-                                     frames.log(other, "info", "m"), frames.end(RID))]
+        out = [
+            s.assign(f)
+            for f in (
+                frames.req(RID, "cap:x"),
+                frames.req(other, "cap:x"),
+                frames.stream_start(RID, "a", "media:"),
+                frames.log(other, "info", "m"),
+                frames.end(RID),
+            )
+        ]
         assert [f.seq for f in out if f] == [0, 0, 1, 1, 2]
 
     def test_xid_makes_a_distinct_flow(self) -> None:
@@ -678,11 +746,17 @@ class TestSeqAssigner:
         again = s.assign(frames.req(RID, "cap:x"))
         assert again is not None and again.seq == 0
 
-    @pytest.mark.parametrize("make", [
-        lambda: frames.heartbeat(RID), lambda: frames.cancel(RID), lambda: frames.policy("full"),
-        lambda: frames.hello(DEFAULT_LIMITS), lambda: frames.close_stream(RID),
-        lambda: frames.credit(RID, 2, "response"),
-    ])
+    @pytest.mark.parametrize(
+        "make",
+        [
+            lambda: frames.heartbeat(RID),
+            lambda: frames.cancel(RID),
+            lambda: frames.policy("full"),
+            lambda: frames.hello(DEFAULT_LIMITS),
+            lambda: frames.close_stream(RID),
+            lambda: frames.credit(RID, 2, "response"),
+        ],
+    )
     def test_non_flow_seq_zero(self, make: Callable[[], Frame]) -> None:
         s = SeqAssigner()
         for _ in range(3):
@@ -736,7 +810,9 @@ class TestHostHello:
         with pytest.raises(VersionMismatchError):
             accept_host_hello(hello, DEFAULT_LIMITS)
 
-    @pytest.mark.parametrize("name", ["max_frame", "max_chunk", "max_reorder_buffer", "initial_credit"])
+    @pytest.mark.parametrize(
+        "name", ["max_frame", "max_chunk", "max_reorder_buffer", "initial_credit"]
+    )
     def test_missing_or_zero_limit(self, name: str) -> None:
         with pytest.raises(HandshakeError, match=name):
             accept_host_hello(_host_hello(**{name: None}), DEFAULT_LIMITS)
@@ -780,9 +856,16 @@ class TestCartridgeHello:
 
     @pytest.mark.parametrize(
         ("change", "match"),
-        [({"manifest": None}, "manifest"), ({"manifest": "{}"}, "manifest"), ({"pools": None}, "pools"),
-         ({"pools": b"not json"}, "pools"), ({"pools": b"[1]"}, "pools"), ({"pools": b"\xff"}, "pools"),
-         ({"version": 5}, "version"), ({"initial_credit": 0}, "initial_credit")],
+        [
+            ({"manifest": None}, "manifest"),
+            ({"manifest": "{}"}, "manifest"),
+            ({"pools": None}, "pools"),
+            ({"pools": b"not json"}, "pools"),
+            ({"pools": b"[1]"}, "pools"),
+            ({"pools": b"\xff"}, "pools"),
+            ({"version": 5}, "version"),
+            ({"initial_credit": 0}, "initial_credit"),
+        ],
     )
     def test_bad(self, change: dict[str, Any], match: str) -> None:
         _, f = _cartridge_hellos()[0]
@@ -802,9 +885,16 @@ class TestCartridgeHello:
 
 def _vector01_identity() -> tuple[IdentityCheck, list[Frame], list[Frame]]:
     """An IdentityCheck primed with vector 01's nonce and rid, its request and its echo."""
-    fs = [(vf.dir, decode_frame(vf.raw)) for vf in load(VECTOR_DIR / "01-handshake-identity-policy.jsonl")
-          if vf.raw is not None]
-    req = [f for d, f in fs if d == "host->cartridge" and f.frame_type not in (FrameType.HELLO, FrameType.POLICY)]
+    fs = [
+        (vf.dir, decode_frame(vf.raw))
+        for vf in load(VECTOR_DIR / "01-handshake-identity-policy.jsonl")
+        if vf.raw is not None
+    ]
+    req = [
+        f
+        for d, f in fs
+        if d == "host->cartridge" and f.frame_type not in (FrameType.HELLO, FrameType.POLICY)
+    ]
     echo = [f for d, f in fs if d == "cartridge->host" and f.frame_type is not FrameType.HELLO]
     chunk = next(f for f in req if f.frame_type is FrameType.CHUNK)
     nonce = cbor2.loads(chunk.payload or b"")
@@ -828,16 +918,25 @@ class TestIdentityCheck:
 
     def test_vector_echo_passes(self) -> None:
         check, _, echo = _vector01_identity()
-        assert [f.frame_type for f in echo] == [FrameType.STREAM_START, FrameType.CHUNK,
-                                               FrameType.STREAM_END, FrameType.END]
+        assert [f.frame_type for f in echo] == [
+            FrameType.STREAM_START,
+            FrameType.CHUNK,
+            FrameType.STREAM_END,
+            FrameType.END,
+        ]
         assert _judge(check, echo)
 
     def test_fresh_nonce(self) -> None:
         a, b = IdentityCheck(), IdentityCheck()
         assert len(a.nonce) == 32 and a.nonce != b.nonce and a.rid != b.rid
         f = a.frames()
-        assert [x.frame_type for x in f] == [FrameType.REQ, FrameType.STREAM_START, FrameType.CHUNK,
-                                            FrameType.STREAM_END, FrameType.END]
+        assert [x.frame_type for x in f] == [
+            FrameType.REQ,
+            FrameType.STREAM_START,
+            FrameType.CHUNK,
+            FrameType.STREAM_END,
+            FrameType.END,
+        ]
         assert f[0].cap == IDENTITY_CAP and f[1].stream_id == IDENTITY_STREAM_ID
         assert all(x.seq == 0 and x.routing_id is None and x.id == a.rid for x in f)
         verify_chunk(f[2])

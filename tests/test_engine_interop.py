@@ -350,3 +350,32 @@ async def test_plain_cancel_answered_by_the_cartridge() -> None:
                 await response.collect()
         assert info.value.code == "CANCELLED" and info.value.attribution_class == "user"
         assert e.status()[0].starts == 1
+
+
+@pytest.mark.asyncio
+async def test_slow_consumer_keeps_memory_bounded_by_credit() -> None:
+    async with engine() as e:
+        async with e.call(cap("generate"), [(JSON, b'{"size": 8000000}')]) as response:
+            state = response._state  # white-box: the engine-side event queue
+            window = state.conn.limits.initial_credit
+            peak = 0
+            total = 0
+            async for ev in response:
+                peak = max(peak, len(state.events))
+                if isinstance(ev, OutputData):
+                    total += len(ev.value)
+                    await anyio.sleep(0.001)
+        assert total == 8_000_000
+        assert peak <= window + 4  # never more chunks queued than the credit window allows
+        assert e.stats().protocol_errors == 0
+
+
+@pytest.mark.asyncio
+async def test_eager_start() -> None:
+    e = Engine()
+    name = e.add_cartridge(INTEROP, eager=True)
+    async with e:
+        with anyio.fail_after(20):
+            while e.status()[0].state != "running":  # noqa: ASYNC110 (a test waiting on engine state)
+                await anyio.sleep(0.02)
+        assert e.route(cap("echo")) == name

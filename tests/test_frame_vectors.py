@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from _frame_vectors import (
     MISSING,
-    bstr_head_len,
     VectorFrame,
+    bstr_head_len,
     cbor_item,
     decoded_to_frame,
     direction_streams,
@@ -174,7 +174,9 @@ def test_decoder_whole_bytewise_and_split(path: Path) -> None:
 
 def test_large_frames_split_at_sampled_offsets() -> None:
     """Frames over 4 KiB (including the rebuilt 256 KiB CHUNKs) split at a spread of offsets."""
-    big = [vf for vf in (vf for p in FILES for vf in load(p)) if vf.raw and len(vf.raw) >= SPLIT_LIMIT]
+    big = [
+        vf for vf in (vf for p in FILES for vf in load(p)) if vf.raw and len(vf.raw) >= SPLIT_LIMIT
+    ]
     assert any(vf.truncated for vf in big)
     for vf in big:
         raw = vf.raw

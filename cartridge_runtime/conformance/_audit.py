@@ -76,6 +76,7 @@ def audit_conn(conn: Conn, run: RunState, where: str, skip: frozenset[str] = fro
     ended: set[MessageId] = set()
     streams: dict[tuple[MessageId, str], _Stream] = {}
     hellos = 0
+    peer: set[MessageId] = set()  # requests the cartridge itself opened (peer calls)
     for rec in received:
         f = rec.frame
         ft = f.frame_type
@@ -113,6 +114,8 @@ def audit_conn(conn: Conn, run: RunState, where: str, skip: frozenset[str] = fro
             add("TYP-5", f"{tag} seq {f.seq}, expected {want}")
         seqs[key] = f.seq + 1
         meta = f.meta or {}
+        if ft is FrameType.REQ:
+            peer.add(f.id)
         if ft is FrameType.STREAM_START:
             sid = f.stream_id or ""
             if (f.id, sid) in streams:
@@ -159,7 +162,8 @@ def audit_conn(conn: Conn, run: RunState, where: str, skip: frozenset[str] = fro
             if st.start.is_sequence and st.buf:
                 add("REQ-18", f"{tag}: STREAM_END inside a sequence item")
         elif ft is FrameType.END:
-            _end_meta(f, meta, tag, add)
+            if f.id not in peer:  # a requester END (peer call) carries no meta
+                _end_meta(f, meta, tag, add)
             open_ = [sid for (rid, sid), st in streams.items() if rid == f.id and not st.closed]
             if open_:
                 add("REQ-26", f"{tag}: END with stream(s) {open_} still open")

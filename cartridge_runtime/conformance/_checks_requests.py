@@ -3,7 +3,9 @@ judges, size limits, sequences and bad checksums, plus the audit-backed checks."
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections.abc import Callable
 
 import cbor2
@@ -60,6 +62,63 @@ def run_baseline(ctx: CheckContext) -> str:
     if not ex.ok or ex.output != data:
         notes.append(f"echo under max_frame 4096: {ex.describe()}")
     return "; ".join(notes) or "baseline traffic complete"
+
+
+def _sample(media: str) -> bytes:
+    if "json" in media:
+        return b'{"n": 2, "text": "alpha beta gamma"}'
+    if "utf-8" in media or "textable" in media:
+        return b"alpha beta gamma"
+    return b"conformance probe bytes"
+
+
+def sweep_caps(manifest_raw: object) -> list[tuple[str, str]]:
+    """(cap URN, stdin media) of every manifest cap other than identity that can be called
+    with a single stdin argument and no other required one."""
+    try:
+        manifest = json.loads(manifest_raw) if isinstance(manifest_raw, bytes) else {}
+    except ValueError:
+        return []
+    out = []
+    for group in manifest.get("cap_groups", []) if isinstance(manifest, dict) else []:
+        for cap in group.get("caps", []) if isinstance(group, dict) else []:
+            if not isinstance(cap, dict) or cap.get("urn") == IDENTITY_CAP or not isinstance(cap.get("urn"), str):
+                continue
+            args = [a for a in cap.get("args", []) if isinstance(a, dict)]
+            stdin = [
+                (a, src["stdin"])
+                for a in args
+                for src in a.get("sources", [])
+                if isinstance(src, dict) and isinstance(src.get("stdin"), str)
+            ]
+            others = [a for a in args if a.get("required") and all(a is not x for x, _ in stdin)]
+            if len(stdin) == 1 and not others and not stdin[0][0].get("is_sequence"):
+                out.append((cap["urn"], stdin[0][1]))
+    return out
+
+
+def run_sweep(ctx: CheckContext) -> str:
+    """Call each simple manifest cap once with a small sample input so that the audit sees
+    the target's own outputs (sequence streams, LOG frames, errors), not only identity's."""
+    conn = ctx.ready(BASELINE_LIMITS)
+    caps = sweep_caps(meta_of(conn.hello).get("manifest") if conn.hello else None)[:16]
+    called = 0
+    for i, (urn, media) in enumerate(caps):
+        if ctx.remaining() < 2.0:
+            break
+        rid = MessageId.new()
+        try:
+            conn.exchange(
+                urn, [cbor2.dumps(_sample(media))], rid=rid, media=media, xid=MessageId(200 + i),
+                deadline=min(ctx.deadline - 1.0, time.monotonic() + 3.0),
+            )
+            called += 1
+        except CheckFailed:
+            conn.send(build.cancel(rid, xid=MessageId(200 + i)))
+            conn.session.drain(0.3)
+        if not conn.session.alive():
+            conn = ctx.ready(BASELINE_LIMITS)
+    return f"swept {called}/{len(caps)} manifest caps"
 
 
 @check("REQ-4", "NO_HANDLER for an unknown cap", ck="CK-12")

@@ -16,7 +16,7 @@ import attrs
 
 from . import _checks_flow, _checks_handshake, _checks_requests, _checks_robust  # noqa: F401 - register
 from ._audit import audit_conn
-from ._checks_requests import run_baseline
+from ._checks_requests import run_baseline, run_sweep
 from ._context import CheckContext, RunState
 from ._model import CATALOGUE, Check, CheckFailed, CheckResult, CheckSkipped, Level, Status
 from ._session import target_command
@@ -179,6 +179,8 @@ def run_conformance(
         if audited:
             ctx = CheckContext(argv, timeout=timeout * 2, run=run, check_id="baseline")
             futures[pool.submit(_run_job, run_baseline, ctx, timeout * 2)] = None
+            ctx = CheckContext(argv, timeout=timeout * 2, run=run, check_id="sweep")
+            futures[pool.submit(_run_job, run_sweep, ctx, timeout * 2)] = None
         for c in live:
             ctx = CheckContext(argv, timeout=timeout, run=run, check_id=c.id)
             futures[pool.submit(_run_job, c.func, ctx, timeout)] = c

@@ -50,13 +50,13 @@ def run_tee(target: Sequence[str], out_dir: str | os.PathLike[str], *, stdin_fd:
     child_in = proc.stdin.fileno()
     child_out = proc.stdout.fileno()
 
-    def record(direction: str, data: bytes, total: int) -> None:
+    def record(direction: str, data: bytes, total: int, t: float) -> None:
         with lock:
             if closed:
                 return
             files[direction].write(data)
             files[direction].flush()  # a killed tee still leaves what it forwarded on disk
-            index.write(json.dumps({"dir": direction, "t": round(time.monotonic() - t0, 6), "end": total}) + "\n")
+            index.write(json.dumps({"dir": direction, "t": round(t - t0, 6), "end": total}) + "\n")
             index.flush()
 
     def host_to_child() -> None:
@@ -64,15 +64,16 @@ def run_tee(target: Sequence[str], out_dir: str | os.PathLike[str], *, stdin_fd:
         try:
             while True:
                 data = os.read(stdin_fd, 65536)
+                t = time.monotonic()  # before forwarding: anything it causes comes later
                 if not data:
                     break
                 total += len(data)
                 try:
                     _write_all(child_in, data)
                 except OSError:
-                    record(H2C, data, total)
+                    record(H2C, data, total, t)
                     break
-                record(H2C, data, total)
+                record(H2C, data, total, t)
         except OSError:
             pass
         try:
@@ -87,6 +88,7 @@ def run_tee(target: Sequence[str], out_dir: str | os.PathLike[str], *, stdin_fd:
                 data = os.read(child_out, 65536)
             except OSError:
                 break
+            t = time.monotonic()
             if not data:
                 break
             total += len(data)
@@ -94,7 +96,7 @@ def run_tee(target: Sequence[str], out_dir: str | os.PathLike[str], *, stdin_fd:
                 _write_all(stdout_fd, data)
             except OSError:
                 pass
-            record(C2H, data, total)
+            record(C2H, data, total, t)
 
     up = threading.Thread(target=host_to_child, daemon=True)
     down = threading.Thread(target=child_to_host, daemon=True)

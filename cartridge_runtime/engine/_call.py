@@ -54,6 +54,10 @@ InputValue = (
 Inputs = Sequence[tuple[str, InputValue]] | Mapping[str, InputValue]
 
 
+#: Bytes of CHUNK payload queued between two yields of the sending task.
+_YIELD_EVERY = 1 << 20
+
+
 def normalize_inputs(inputs: Inputs | None) -> list[tuple[str, Any]]:
     """The inputs as a list of (media_urn, value) pairs.
 
@@ -106,22 +110,20 @@ class CallState:
         self._current_out: P.OutgoingStream | None = None
         self._credit = anyio.Event()
         self._sender_scope = anyio.CancelScope()
+        self._unyielded = 0
 
     # -- start -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Register with the connection, send the REQ and start sending the arguments."""
-        conn = self.conn
-        conn.calls[self.rid] = self
-        conn.send(
-            frames.req(self.rid, self.handler_cap if self.cap is None else self.cap, xid=self.xid)
-        )
-        conn.spawn(self._send_inputs)
+        """Register with the connection and start the task that sends REQ and the arguments."""
+        self.conn.calls[self.rid] = self
+        self.conn.spawn(self._send_inputs)
 
     async def _send_inputs(self) -> None:
         with self._sender_scope:
             index = 0
             media = ""
+            self._send(frames.req(self.rid, self.cap, xid=self.xid))
             try:
                 for index, (media, value) in enumerate(self.inputs):
                     await self._send_one(f"arg-{index}", media, value)
@@ -163,7 +165,12 @@ class CallState:
                     self._credit = anyio.Event()
                     await self._credit.wait()
                 self._send(frame)
-                await anyio.lowlevel.checkpoint()
+                # Let the writer and reader run now and then, but queue a small request's
+                # frames together so that they leave in one write.
+                self._unyielded += len(frame.payload or b"")
+                if self._unyielded >= _YIELD_EVERY:
+                    self._unyielded = 0
+                    await anyio.lowlevel.checkpoint()
             else:
                 self._send(frame)
 

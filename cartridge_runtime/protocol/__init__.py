@@ -5,6 +5,7 @@ Nothing here does IO, imports anyio or sleeps; time, where it matters, is an arg
 """
 
 from . import _builders as frames
+from ._alloc import tune_allocator
 from ._checksum import checksum, verify_chunk
 from ._codec import decode_body, decode_frame, encode_body, encode_frame, frame_to_map, map_to_frame
 from ._constants import (
@@ -96,6 +97,7 @@ __all__ = (
     "FrameDecoder",
     "checksum",
     "verify_chunk",
+    "tune_allocator",
     # limits and handshake
     "Limits",
     "DEFAULT_LIMITS",

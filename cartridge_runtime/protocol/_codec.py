@@ -97,7 +97,9 @@ def _encode_parts(frame: Frame) -> tuple[bytes, ...]:
         before = {k: v for k, v in m.items() if k < Key.PAYLOAD}
         after = {k: v for k, v in m.items() if k > Key.PAYLOAD}
         n = len(m) + 1
-        head = b"".join((bytes((0xA0 | n,)), cbor2.dumps(before)[1:], b"\x06", _bstr_head(len(payload))))
+        head = b"".join(
+            (bytes((0xA0 | n,)), cbor2.dumps(before)[1:], b"\x06", _bstr_head(len(payload)))
+        )
         if after:
             return (head, payload, cbor2.dumps(after)[1:])
         return (head, payload)
@@ -167,16 +169,22 @@ def map_to_frame(m: Any, *, validate: bool = True) -> Frame:
                 raise FrameDecodeError(f"key {key} ({_TEXT_KEYS[key]}) has type {type(v).__name__}")
         elif key in _UINT_KEYS:
             if type(v) is not int or v < 0:
-                raise FrameDecodeError(f"key {key} ({_UINT_KEYS[key]}) must be an unsigned integer, got {v!r}")
+                raise FrameDecodeError(
+                    f"key {key} ({_UINT_KEYS[key]}) must be an unsigned integer, got {v!r}"
+                )
         elif key in _BOOL_KEYS:
             if type(v) is not bool:
-                raise FrameDecodeError(f"key {key} ({_BOOL_KEYS[key]}) must be a boolean, got {v!r}")
+                raise FrameDecodeError(
+                    f"key {key} ({_BOOL_KEYS[key]}) must be a boolean, got {v!r}"
+                )
         elif key == 5:
             if type(v) is not dict or not _STR_TYPE.issuperset(map(type, v)):
                 raise FrameDecodeError("meta (key 5) must be a map with text keys")
         elif key == 6:
             if type(v) is not bytes:
-                raise FrameDecodeError(f"payload (key 6) must be a byte string, got {type(v).__name__}")
+                raise FrameDecodeError(
+                    f"payload (key 6) must be a byte string, got {type(v).__name__}"
+                )
         elif key == 13:
             v = _id(v, "routing id")
         elif key == 16:
@@ -204,18 +212,22 @@ def map_to_frame(m: Any, *, validate: bool = True) -> Frame:
     if type(seq) is not int or seq < 0:
         raise FrameDecodeError(f"seq must be an unsigned integer, got {seq!r}")
     if vals[21] is not None and frame_type is not FrameType.STREAM_START:
-        raise FrameDecodeError(f"output (key 21) is only allowed on STREAM_START, not {frame_type.name}")
+        raise FrameDecodeError(
+            f"output (key 21) is only allowed on STREAM_START, not {frame_type.name}"
+        )
     vals[0] = frame_type
     vals[1] = _id(fid, "id")
     frame: Frame = _new_frame(Frame)
-    for setter, v in zip(_SETTERS, vals):
+    for setter, v in zip(_SETTERS, vals, strict=True):
         setter(frame, v)
     if validate:
         validate_frame(frame)
     return frame
 
 
-def decode_range(data: bytes | bytearray | memoryview, start: int, stop: int | None = None) -> Frame:
+def decode_range(
+    data: bytes | bytearray | memoryview, start: int, stop: int | None = None
+) -> Frame:
     """Decode the frame body that fills ``data[start:stop]`` (``stop`` defaults to the end).
 
     A ``bytes`` input is read in place (``BytesIO`` shares a bytes object instead of copying
@@ -240,7 +252,9 @@ def decode_range(data: bytes | bytearray | memoryview, start: int, stop: int | N
         stop = len(data)
     if end != stop:
         if end > stop:  # the map ran on past the length prefix (into the next frame)
-            raise FrameDecodeError(f"frame body is truncated: its map runs {end - stop} bytes past the frame")
+            raise FrameDecodeError(
+                f"frame body is truncated: its map runs {end - stop} bytes past the frame"
+            )
         # The body must be exactly one map; cbor2.loads would silently ignore the rest.
         raise FrameDecodeError(f"{stop - end} bytes of trailing data after the frame map")
     return map_to_frame(m)

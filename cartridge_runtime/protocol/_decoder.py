@@ -139,7 +139,9 @@ class FrameDecoder:
         if len(buf) < end:
             if self._closed:
                 self._fail(
-                    FrameDecodeError(f"stream ended inside a frame ({have - PREFIX_LEN} of {n} body bytes)")
+                    FrameDecodeError(
+                        f"stream ended inside a frame ({have - PREFIX_LEN} of {n} body bytes)"
+                    )
                 )
             return None
         try:
@@ -150,15 +152,14 @@ class FrameDecoder:
                     frame = decode_body(mv[PREFIX_LEN:end])
         except ProtocolError as exc:
             self._fail(exc)
-        if type(buf) is bytes:
-            if end == len(buf):  # all consumed: let the caller's object go
-                self._buf = bytearray()
-                self._off = self._scan = 0
-            else:
-                self._off = end
-        else:  # a bytearray buffer always starts at offset 0
+        if isinstance(buf, bytearray):  # a bytearray buffer always starts at offset 0
             del buf[:end]
             self._scan -= end
+        elif end == len(buf):  # in-place bytes all consumed: let the caller's object go
+            self._buf = bytearray()
+            self._off = self._scan = 0
+        else:
+            self._off = end
         return frame
 
     def frames(self) -> list[Frame]:

@@ -27,6 +27,7 @@ from cartridge_runtime.manifest import UnknownPoolError
 from cartridge_runtime.protocol import (
     ZERO_ID,
     BodyEnded,
+    ErrorCode,
     ErrorReceived,
     Frame,
     FrameDecoder,
@@ -216,6 +217,9 @@ class Session(HandlerRunner):
             except ProtocolError as exc:
                 _note(f"protocol error: {exc}")
                 status = EXIT_PROTOCOL
+                # FRM-21: tell the host why before going away (id 0: no request owns it).
+                with anyio.move_on_after(1):
+                    await self.send(frames.err(ZERO_ID, ErrorCode.PROTOCOL_ERROR, str(exc), "internal"))
             await self._shutdown(graceful=status == EXIT_OK)
             self._send_q.close()
             with anyio.move_on_after(10):

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""shout: upper-cases text, and splits it into words. A complete cartridge."""
+
+from cartridge_runtime.manifest import CapDef, Manifest
+from cartridge_runtime.runtime import CartridgeRuntime, DryContext, Op, OpError, WetContext
+
+SHOUT = 'cap:in="media:enc=utf-8";out="media:enc=utf-8";shout'
+WORDS = 'cap:in="media:enc=utf-8";out="media:enc=utf-8;list";words'
+
+
+class Shout(Op):
+    async def perform(self, dry: DryContext, wet: WetContext) -> None:
+        text = await wet.request.take_input().require_stream_str("media:enc=utf-8")
+        if not text.strip():
+            raise OpError("EMPTY_TEXT", "nothing to shout", "input", arg_urn="media:enc=utf-8")
+        await wet.request.output().emit_cbor(text.upper())
+
+
+class Words(Op):
+    async def perform(self, dry: DryContext, wet: WetContext) -> None:
+        text = await wet.request.take_input().require_stream_str("media:enc=utf-8")
+        out = wet.request.output()
+        words = text.split()
+        for i, word in enumerate(words, 1):
+            await out.emit_list_item(word, meta={"index": i})
+            await out.progress((i - 1) / len(words), f"word {i}")
+
+
+manifest = Manifest.build(
+    name="shout", version="1.0.0", description="Upper-case and split text",
+    caps=[
+        CapDef.simple(SHOUT, "Shout", aliases="shout", description="Upper-case the text"),
+        CapDef.simple(WORDS, "Words", aliases="words", description="One item per word",
+                      output_is_sequence=True),
+    ],
+)
+runtime = CartridgeRuntime(manifest)
+runtime.register_op(SHOUT, Shout)
+runtime.register_op(WORDS, Words)
+
+if __name__ == "__main__":
+    runtime.run()  # no arguments: Bifaci frames on stdio; arguments: a command-line tool

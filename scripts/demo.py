@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""The main job: the engine drives the bundled cartridges on the bundled samples.
+
+It shows several caps, sequence outputs with per-item meta, a cap with two outputs, a peer
+call routed through the engine, progress, and a handled error, then prints a summary table.
+Run it with ``./scripts/demo`` (which also does the set-up).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.table import Table
+
+from cartridge_runtime.engine import (
+    CallError,
+    Engine,
+    Item,
+    OutputData,
+    OutputItem,
+    OutputResult,
+    OutputStarted,
+    Result,
+)
+from cartridge_runtime.engine import Progress as ProgressEvent
+from cartridge_runtime.manifest import CapDef
+
+ROOT = Path(__file__).resolve().parent.parent
+CARTRIDGES = ROOT / "cartridges"
+SAMPLES = CARTRIDGES / "samples"
+
+console = Console(stderr=False)
+
+
+def _inputs(cap: CapDef, main: bytes | None = None, **by_name: str | bytes) -> list[tuple[str, Any]]:
+    """Inputs for ``cap``: ``main`` under its stdin URN, the others by argument name."""
+    out: list[tuple[str, Any]] = []
+    for arg in cap.args:
+        if arg.has_stdin_source and main is not None:
+            out.append((arg.stream_urn, main))
+        elif arg.name in by_name:
+            out.append((arg.media_urn, by_name[arg.name]))
+    return out
+
+
+class Demo:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.rows: list[tuple[str, str, str, str]] = []
+        self.failures = 0
+
+    async def cap(self, cartridge: str, alias: str) -> CapDef:
+        await self.engine.start(cartridge)
+        cap = self.engine.manifest(cartridge).find_cap(alias)
+        assert cap is not None, f"{cartridge} has no cap {alias!r}"
+        return cap
+
+    async def run(
+        self,
+        title: str,
+        cartridge: str,
+        alias: str,
+        inputs: Callable[[CapDef], list[tuple[str, Any]]],
+        show: Callable[[Result], str],
+        *,
+        expect_error: str | None = None,
+    ) -> None:
+        cap = await self.cap(cartridge, alias)
+        started = time.perf_counter()
+        console.rule(f"[bold]{title}[/]  [dim]{cartridge} · {alias}[/]")
+        console.print(f"[dim]{cap.urn}[/]")
+        try:
+            with Progress(
+                TextColumn("  {task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                console=console, transient=True,
+            ) as bar:
+                task = bar.add_task(alias, total=1.0)
+                events = []
+                async with self.engine.call(cap.urn, inputs(cap)) as response:
+                    async for event in response:
+                        events.append(event)
+                        if isinstance(event, ProgressEvent):
+                            bar.update(task, completed=event.progress, description=event.message or alias)
+                    result = _result(events, response.end_meta)
+        except CallError as exc:
+            ms = (time.perf_counter() - started) * 1000
+            line = f"{exc.code} ({exc.attribution_class}): {exc.message}"
+            if exc.arg_urn:
+                line += f"  [arg {exc.arg_urn}]"
+            if expect_error is not None and exc.code == expect_error:
+                console.print(f"  [yellow]handled error[/] {line}")
+                self.rows.append((title, alias, "[yellow]expected error[/]", f"{exc.code} in {ms:.0f} ms"))
+            else:
+                console.print(f"  [red]unexpected error[/] {line}")
+                self.rows.append((title, alias, "[red]FAILED[/]", line))
+                self.failures += 1
+            return
+        ms = (time.perf_counter() - started) * 1000
+        if expect_error is not None:
+            self.rows.append((title, alias, "[red]FAILED[/]", f"expected {expect_error}"))
+            self.failures += 1
+            return
+        summary = show(result)
+        self.rows.append((title, alias, "[green]ok[/]", f"{summary} in {ms:.0f} ms"))
+
+
+def _result(events: list[Any], end_meta: Any) -> Result:
+    """Join streamed events into a :class:`Result` (what ``collect()`` does without the stream)."""
+    started: dict[str | None, OutputStarted] = {}
+    data: dict[str | None, bytearray] = {}
+    items: dict[str | None, list[Item]] = {}
+    for ev in events:
+        if isinstance(ev, OutputStarted):
+            started[ev.output] = ev
+            data[ev.output] = bytearray()
+            items[ev.output] = []
+        elif isinstance(ev, OutputData):
+            v = ev.value
+            data[ev.output] += v if isinstance(v, bytes) else str(v).encode()
+        elif isinstance(ev, OutputItem):
+            items[ev.output].append(Item(value=ev.value, meta=ev.meta))
+    outputs = {
+        key: OutputResult(output=key, media_urn=st.media_urn, is_sequence=st.is_sequence,
+                          data=bytes(data[key]), items=tuple(items[key]))
+        for key, st in started.items()
+    }
+    return Result(outputs=outputs, end_meta=end_meta)
+
+
+def _items(result: Result, limit: int = 6) -> str:
+    main = result.main
+    items = list(main.items) if main is not None else []
+    for item in items[:limit]:
+        meta = json.dumps(dict(item.meta)) if item.meta else ""
+        value = item.value if isinstance(item.value, str) else json.dumps(item.value)
+        shown = value.replace("\n", " ⏎ ")[:70]
+        console.print(f"  • {shown}  [dim]{meta}[/]", highlight=False)
+    if len(items) > limit:
+        console.print(f"  [dim]… {len(items) - limit} more[/]")
+    return f"{len(items)} items"
+
+
+def _json(result: Result) -> str:
+    value = json.loads(result.data)
+    console.print_json(data=value)
+    return f"{len(result.data)} bytes of JSON"
+
+
+async def main() -> int:
+    sample_txt = (SAMPLES / "sample.txt").read_bytes()
+    sample_md = (SAMPLES / "sample.md").read_bytes()
+    sample_json = (SAMPLES / "sample.json").read_bytes()
+    sample_zip = (SAMPLES / "sample.zip").read_bytes()
+    sample_tgz = (SAMPLES / "sample.tar.gz").read_bytes()
+
+    async with Engine() as engine:
+        for script in ("text.py", "jsonkit.py", "archive.py", "interop.py"):
+            engine.add_cartridge(CARTRIDGES / script)
+        demo = Demo(engine)
+
+        await demo.run("Text metadata", "text", "metadata", lambda c: _inputs(c, sample_txt), _json)
+        await demo.run("Markdown outline (sequence + item meta)", "text", "outline",
+                       lambda c: _inputs(c, sample_md), _items)
+        await demo.run("Markdown in pages of 200 characters (progress)", "text", "markdown-pages",
+                       lambda c: _inputs(c, sample_md, size=b"200"), _items)
+
+        def query_show(result: Result) -> str:
+            n = _items(result)
+            stats = [o for key, o in result.outputs.items() if key is not None]
+            for o in stats:
+                console.print(f"  second output [bold]{o.media_urn}[/]: {o.data.decode()}")
+            return f"{n} + stats output"
+
+        await demo.run("JSON query with a statistics output", "jsonkit", "query",
+                       lambda c: _inputs(c, sample_json, path="$.store.book[?price<10].title"), query_show)
+        await demo.run("Zip listing", "archive", "list", lambda c: _inputs(c, sample_zip), _items)
+        await demo.run("Tar.gz listing", "archive", "list", lambda c: _inputs(c, sample_tgz), _items)
+
+        def extract_show(result: Result) -> str:
+            console.print(f"  [dim]{result.data[:200].decode(errors='replace')}[/]")
+            return f"{len(result.data)} bytes"
+
+        await demo.run("Extract one entry", "archive", "extract",
+                       lambda c: _inputs(c, sample_zip, name="hello.txt"), extract_show)
+
+        def peer_show(result: Result) -> str:
+            console.print(f"  echoed through a peer call: {result.data.decode()!r}")
+            return "peer call ok"
+
+        await demo.run("Peer call (interop peer-echo → echo)", "interop", "peer-echo",
+                       lambda c: _inputs(c, b"hello through the engine"), peer_show)
+
+        def sha_show(result: Result) -> str:
+            console.print(f"  sha256 = {result.data.decode()}")
+            return "1 MiB hashed incrementally"
+
+        await demo.run("Streaming 1 MiB (sha256)", "interop", "sha256",
+                       lambda c: _inputs(c, b"\x00" * (1 << 20)), sha_show)
+        await demo.run("A handled error (bad JSON path)", "jsonkit", "query",
+                       lambda c: _inputs(c, sample_json, path="$.[[["), str, expect_error="INVALID_PATH")
+        await demo.run("A handled error (missing archive entry)", "archive", "extract",
+                       lambda c: _inputs(c, sample_zip, name="no-such-file"), str,
+                       expect_error="ENTRY_NOT_FOUND")
+
+        table = Table(title="cartridge-runtime demo: the engine driving the bundled cartridges")
+        for col in ("scenario", "cap", "result", "detail"):
+            table.add_column(col)
+        for row in demo.rows:
+            table.add_row(*row)
+        console.print(table)
+        stats = engine.stats()
+        console.print(f"[dim]engine stats: {stats}[/]")
+        return 1 if demo.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(anyio.run(main))
