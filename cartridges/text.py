@@ -121,17 +121,22 @@ def decode_text(data: bytes, arg_urn: str) -> tuple[str, str, bool]:
     :raises OpError: ``INVALID_TEXT`` (class ``input``) for a UTF-16 text with a BOM whose body
         is not valid UTF-16 (an odd length or a broken surrogate pair).
     """
-    encoding, bom = detect_encoding(data)
-    codec = next((c for b, n, c in _BOMS if n == encoding and data.startswith(b)), encoding)
-    try:
-        return data.decode(codec), encoding, bom
-    except UnicodeDecodeError as exc:
-        raise OpError(
-            "INVALID_TEXT",
-            f"the text has a {encoding} byte-order mark but is not valid {encoding}: {exc.reason}",
-            "input",
-            arg_urn,
-        ) from None
+    for mark, encoding, codec in _BOMS:
+        if data.startswith(mark):
+            try:
+                return data.decode(codec), encoding, True
+            except UnicodeDecodeError as exc:
+                raise OpError(
+                    "INVALID_TEXT",
+                    f"the text has a {encoding} byte-order mark but is not valid {encoding}: "
+                    f"{exc.reason}",
+                    "input",
+                    arg_urn,
+                ) from None
+    try:  # one decoding pass: detection and decoding at once
+        return data.decode("utf-8"), "utf-8", False
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), "latin-1", False
 
 
 # -- the input lookup (the pattern this module documents) -------------------------------------

@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from capdag.bifaci.cartridge_runtime import WET_KEY_REQUEST, CartridgeRuntime, HandlerError
-from ops import DryContext, Op, OpMetadata, WetContext
+from ops import DryContext, Op, OpMetadata, WetContext  # type: ignore[import-untyped]
 
 ECHO_URN = "cap:bench-echo"
 DOUBLE_URN = "cap:bench-double"

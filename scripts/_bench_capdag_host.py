@@ -149,7 +149,12 @@ class CapdagHostDriver:
         return rid, xid, call
 
     def _send_request(
-        self, rid: MessageId, xid: MessageId, call: _Call, cap: str, media_urn: str,
+        self,
+        rid: MessageId,
+        xid: MessageId,
+        call: _Call,
+        cap: str,
+        media_urn: str,
         blocks: Iterable[bytes],
     ) -> None:
         """REQ, one argument stream of ``blocks`` (one CHUNK each, under credit), END."""
@@ -201,8 +206,9 @@ class CapdagHostDriver:
                     pending += 1
                     if pending >= GRANT_BATCH:
                         pending = 0
-                        grant = Frame.credit(rid, frame.stream_id, GRANT_BATCH,
-                                             CreditDirection.RESPONSE)
+                        grant = Frame.credit(
+                            rid, frame.stream_id, GRANT_BATCH, CreditDirection.RESPONSE
+                        )
                         grant.routing_id = frame.routing_id
                         self._send(grant)
                 elif kind == FrameType.END:

@@ -41,13 +41,14 @@ class PairSpec:
 
 PAIRS: dict[str, PairSpec] = {
     "a": PairSpec(key="a", title="Python ↔ cat (physical)", driver="cat", cartridge=None),
-    "b": PairSpec(key="b", title="capdag host → capdag cart.", driver="capdag",
-                  cartridge=CAPDAG_CARTRIDGE),
+    "b": PairSpec(
+        key="b", title="capdag host → capdag cart.", driver="capdag", cartridge=CAPDAG_CARTRIDGE
+    ),
     "c": PairSpec(key="c", title="our engine → our interop", driver="engine", cartridge=INTEROP),
-    "d": PairSpec(key="d", title="our engine → capdag cart.", driver="engine",
-                  cartridge=CAPDAG_CARTRIDGE),
-    "e": PairSpec(key="e", title="capdag host → our interop", driver="capdag",
-                  cartridge=INTEROP),
+    "d": PairSpec(
+        key="d", title="our engine → capdag cart.", driver="engine", cartridge=CAPDAG_CARTRIDGE
+    ),
+    "e": PairSpec(key="e", title="capdag host → our interop", driver="capdag", cartridge=INTEROP),
 }
 
 
@@ -86,7 +87,7 @@ def read_manifest(cartridge: Path, timeout: float = 30.0) -> dict[str, Any]:
         proc.stdin.flush()
         decoder = FrameDecoder(DEFAULT_LIMITS.max_frame)
         while True:
-            data = proc.stdout.read1(65536)
+            data = os.read(proc.stdout.fileno(), 65536)
             decoder.feed(data)
             frame = decoder.next_frame()
             if frame is not None:
@@ -175,10 +176,12 @@ class CpuMeter:
     def stop(self) -> dict[str, float | None]:
         driver1 = cpu_seconds(os.getpid())
         cart1 = [cpu_seconds(pid) for pid in self.pids]
-        cart = [b - a for a, b in zip(self.cart0, cart1, strict=True)
-                if a is not None and b is not None]
+        cart = [
+            b - a for a, b in zip(self.cart0, cart1, strict=True) if a is not None and b is not None
+        ]
         return {
             "cpu_driver_s": (driver1 - self.driver0)
-            if driver1 is not None and self.driver0 is not None else None,
+            if driver1 is not None and self.driver0 is not None
+            else None,
             "cpu_cartridge_s": sum(cart) if cart else None,
         }

@@ -104,7 +104,7 @@ class _Cat:
             for block in _blocks(total):
                 view = memoryview(block)
                 while view:
-                    view = view[os.write(self.win, view):]
+                    view = view[os.write(self.win, view) :]
 
         thread = threading.Thread(target=writer, daemon=True)
         thread.start()
@@ -212,8 +212,12 @@ def run_capdag(cartridge: Path, metric: str, args: argparse.Namespace) -> Result
 
 
 def _timed_capdag(
-    driver: Any, small: Callable[[Any], None], metric: str, args: argparse.Namespace,
-    echo_cap: str, echo_media: str,
+    driver: Any,
+    small: Callable[[Any], None],
+    metric: str,
+    args: argparse.Namespace,
+    echo_cap: str,
+    echo_media: str,
 ) -> Result:
     if metric in ("echo", "rss"):
         t0 = time.perf_counter()

@@ -107,7 +107,7 @@ def _run_worker(pair: str, metric: str, options: list[str], timeout: float) -> d
         return {"error": f"timed out after {timeout:.0f}s"}
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_MARK):
-            return dict(json.loads(line[len(RESULT_MARK):]))
+            return dict(json.loads(line[len(RESULT_MARK) :]))
     tail = (proc.stderr or proc.stdout).strip().splitlines()[-6:]
     return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
 
@@ -187,10 +187,20 @@ def _targets(results: dict[str, dict[str, dict[str, Any]]], rss_bytes: int) -> l
 
     add("echo (c) ≥ 40 x (b)", get("c", "echo", "mb_s"), get("b", "echo", "mb_s"), 40, True)
     add("echo (c) ≥ 30% of (a)", get("c", "echo", "mb_s"), get("a", "echo", "mb_s"), 0.3, True)
-    add("sequential calls (c) ≥ 100 x (b)", get("c", "seq", "calls_s"), get("b", "seq", "calls_s"),
-        100, True)
-    add("16 in flight (c) ≥ 200 x (b)", get("c", "par", "calls_s"), get("b", "par", "calls_s"),
-        200, True)
+    add(
+        "sequential calls (c) ≥ 100 x (b)",
+        get("c", "seq", "calls_s"),
+        get("b", "seq", "calls_s"),
+        100,
+        True,
+    )
+    add(
+        "16 in flight (c) ≥ 200 x (b)",
+        get("c", "par", "calls_s"),
+        get("b", "par", "calls_s"),
+        200,
+        True,
+    )
     add("cold start (c) ≤ (b)", get("c", "cold", "ms"), get("b", "cold", "ms"), 1, False)
     # Peak RSS of every process of ours: both of (c), the engine of (d), the cartridge of (e).
     for pair, field, who in (
@@ -215,8 +225,13 @@ def _targets(results: dict[str, dict[str, dict[str, Any]]], rss_bytes: int) -> l
             ("par", "calls_s", "16 in flight", True),
             ("cold", "ms", "cold start", False),
         ):
-            add(f"{label} ({pair}) {'≥' if higher else '≤'} (b)", get(pair, metric, field),
-                get("b", metric, field), 1, higher)
+            add(
+                f"{label} ({pair}) {'≥' if higher else '≤'} (b)",
+                get(pair, metric, field),
+                get("b", metric, field),
+                1,
+                higher,
+            )
     return targets
 
 
@@ -250,8 +265,13 @@ def _print_report(report: dict[str, Any]) -> None:
         show_lines=False,
     )
     for column, justify in (
-        ("metric", "left"), ("pair", "left"), ("value", "right"), ("unit", "left"),
-        ("vs (b)", "right"), ("vs (a)", "right"), ("size", "left"),
+        ("metric", "left"),
+        ("pair", "left"),
+        ("value", "right"),
+        ("unit", "left"),
+        ("vs (b)", "right"),
+        ("vs (a)", "right"),
+        ("size", "left"),
         ("CPU driver+cartridge", "right"),
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
@@ -308,8 +328,13 @@ def _machine() -> dict[str, Any]:
         pass
     cores = os.cpu_count() or 0
     summary = f"{cores} cores, {cpu}, Python {platform.python_version()}, {platform.system()}"
-    return {"cores": cores, "cpu": cpu, "python": platform.python_version(),
-            "system": platform.platform(), "summary": summary}
+    return {
+        "cores": cores,
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "system": platform.platform(),
+        "summary": summary,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -319,22 +344,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("--echo-mib", type=int, default=64, help="echo size (default 64)")
-    parser.add_argument("--rss-mib", type=int, default=1024,
-                        help="echo size for the peak-RSS run (default 1024)")
-    parser.add_argument("--calls", type=int, default=2000,
-                        help="sequential small calls (twice that with 16 in flight)")
-    parser.add_argument("--slow-echo-mib", type=int, default=16,
-                        help="echo size for pairs with a capdag side (default 16)")
-    parser.add_argument("--slow-rss-mib", type=int, default=64,
-                        help="peak-RSS echo size for pairs with a capdag side (default 64)")
-    parser.add_argument("--slow-calls", type=int, default=48,
-                        help="sequential calls through the capdag host (default 48)")
+    parser.add_argument(
+        "--rss-mib", type=int, default=1024, help="echo size for the peak-RSS run (default 1024)"
+    )
+    parser.add_argument(
+        "--calls",
+        type=int,
+        default=2000,
+        help="sequential small calls (twice that with 16 in flight)",
+    )
+    parser.add_argument(
+        "--slow-echo-mib",
+        type=int,
+        default=16,
+        help="echo size for pairs with a capdag side (default 16)",
+    )
+    parser.add_argument(
+        "--slow-rss-mib",
+        type=int,
+        default=64,
+        help="peak-RSS echo size for pairs with a capdag side (default 64)",
+    )
+    parser.add_argument(
+        "--slow-calls",
+        type=int,
+        default=48,
+        help="sequential calls through the capdag host (default 48)",
+    )
     parser.add_argument("--pairs", default="abcde", help="which pairs to run (default abcde)")
-    parser.add_argument("--jobs", type=int, default=None,
-                        help="measurements run at once (default 1; 2 with --quick). More than "
-                        "1 skews the figures: use it for smoke tests only")
-    parser.add_argument("--timeout", type=float, default=900.0,
-                        help="seconds allowed per measurement process")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="measurements run at once (default 1; 2 with --quick). More than "
+        "1 skews the figures: use it for smoke tests only",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=900.0, help="seconds allowed per measurement process"
+    )
     args = parser.parse_args(argv)
     args.pairs = [p for p in args.pairs if p in PAIRS]
 
@@ -351,8 +398,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.monotonic()
         result = _run_worker(pair, metric, options, args.timeout)
         status = "error" if "error" in result else "ok"
-        print(f"  ({pair}) {metric:5s} {status} in {time.monotonic() - t0:.1f}s",
-              file=sys.stderr, flush=True)
+        print(
+            f"  ({pair}) {metric:5s} {status} in {time.monotonic() - t0:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
         return result
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -371,17 +421,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"24 calls/s."
         )
     else:
-        notes.append("--quick: tiny sizes, measurements run two at a time: a smoke test; "
-                     "the figures mean little.")
-    notes.append("MB/s = 10^6 bytes per second; ratios are value ÷ reference value; "
-                 "↑ higher is better, ↓ lower is better.")
+        notes.append(
+            "--quick: tiny sizes, measurements run two at a time: a smoke test; "
+            "the figures mean little."
+        )
+    notes.append(
+        "MB/s = 10^6 bytes per second; ratios are value ÷ reference value; "
+        "↑ higher is better, ↓ lower is better."
+    )
     notes.append("the driver process of (a) is the Python reader/writer; its 'cartridge' is cat.")
-    notes.append("CPU driver+cartridge: user+system CPU of each process during the timed section, "
-                 "per MB or per call; it barely depends on other load, unlike the wall-clock "
-                 "figures.")
+    notes.append(
+        "CPU driver+cartridge: user+system CPU of each process during the timed section, "
+        "per MB or per call; it barely depends on other load, unlike the wall-clock "
+        "figures."
+    )
     load_end = os.getloadavg()
-    notes.append(f"load average (1 min) at start {load_start[0]:.1f}, at end {load_end[0]:.1f} "
-                 f"on {os.cpu_count()} cores: a busy machine slows every wall-clock figure.")
+    notes.append(
+        f"load average (1 min) at start {load_start[0]:.1f}, at end {load_end[0]:.1f} "
+        f"on {os.cpu_count()} cores: a busy machine slows every wall-clock figure."
+    )
     report: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": _machine(),

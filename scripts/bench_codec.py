@@ -23,6 +23,7 @@ Usage: ``.venv/bin/python scripts/bench_codec.py [--quick]``
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
 import timeit
@@ -73,6 +74,14 @@ def best_us(fn: Callable[[], Any], repeat: int, min_time: float) -> float:
             break
         number *= 2 if t == 0 else max(2, int(min_time / t * 1.2))
     return min(timer.repeat(repeat, number)) / number * 1e6
+
+
+def minor_faults(fn: Callable[[], Any], n: int = 50) -> float:
+    """Minor page faults per call of ``fn`` (averaged over ``n`` calls)."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(n):
+        fn()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / n
 
 
 def to_ref(frame: Frame) -> Any:
@@ -248,6 +257,20 @@ def main() -> int:
             name, f"{t:.1f}", f"{mb / (t / 1e6):.0f}", f"{t_rt / t:.2f}x" if "round" in name else ""
         )
     console.print(chunk)
+    faults = ", ".join(
+        f"{name} {minor_faults(fn):.0f}"
+        for name, fn in (
+            ("send", ours_send),
+            ("receive", ours_receive),
+            ("64 KiB reads", ours_receive_pieces),
+            ("round trip", ours_round_trip),
+        )
+    )
+    console.print(
+        f"Minor page faults per frame: {faults}. Each 256 KiB buffer glibc serves by mmap faults "
+        "in ~64 pages when it is touched; on a VM that can cost more than the hashing, so these "
+        "rows vary between runs with the allocator's state (MALLOC_MMAP_THRESHOLD_ changes it)."
+    )
     fnv_mbs = mb / (t_fnv / 1e6)
     for side, t in (("send", t_send), ("receive", t_recv)):
         mbs = mb / (t / 1e6)

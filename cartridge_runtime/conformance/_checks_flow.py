@@ -70,7 +70,7 @@ def heartbeat_reply_shape(ctx: CheckContext) -> str:
 
 @check("FLW-2", "CHUNKs never beyond the credit window", rules=("FLW-1", "FLW-2"), ck="CK-27")
 def credit_respected(ctx: CheckContext) -> str:
-    conn = ctx.ready(Limits(max_chunk=1000, initial_credit=2))
+    conn = ctx.shared(WINDOW_2)
     data = bytes(range(256)) * 24  # 6144 bytes, at least 7 response chunks
     payloads = [cbor2.dumps(data[i : i + 600]) for i in range(0, len(data), 600)]
     ex = conn.exchange(IDENTITY_CAP, payloads, respond="slow", quiet=0.15)
@@ -81,8 +81,13 @@ def credit_respected(ctx: CheckContext) -> str:
     return f"window 2, {ex.response_grants} slow single grants: never exceeded"
 
 
+#: Limits of the two shared credit sessions.
+WINDOW_2 = Limits(max_chunk=1000, initial_credit=2)
+WINDOW_8 = Limits(max_chunk=1000, initial_credit=8)
+
+
 def _many(ctx: CheckContext, window: int, n: int) -> tuple[object, int]:
-    conn = ctx.ready(Limits(max_chunk=1000, initial_credit=window))
+    conn = ctx.shared(WINDOW_8 if window == 8 else Limits(max_chunk=1000, initial_credit=window))
     data = bytes(range(256)) * 16
     payloads = [cbor2.dumps(data[i % 16 * 200 : i % 16 * 200 + 200]) for i in range(n)]
     ex = conn.exchange(IDENTITY_CAP, payloads)
@@ -91,13 +96,13 @@ def _many(ctx: CheckContext, window: int, n: int) -> tuple[object, int]:
 
 @check("FLW-4", "Input credit returned in time, never more than received", rules=("FLW-4", "FLW-5"), ck="CK-28")
 def credit_returned(ctx: CheckContext) -> str:
-    ex, n = _many(ctx, 4, 24)
+    ex, n = _many(ctx, 8, 24)
     grants = ex.input_grants  # type: ignore[attr-defined]
     if not ex.ok:  # type: ignore[attr-defined]
-        raise CheckFailed(f"24 chunks under a window of 4: {ex.describe()}")  # type: ignore[attr-defined]
+        raise CheckFailed(f"24 chunks under a window of 8: {ex.describe()}")  # type: ignore[attr-defined]
     if sum(grants) > n:
         raise CheckFailed(f"granted {sum(grants)} credits for {n} chunks")
-    return f"24 chunks, window 4: {len(grants)} grants totalling {sum(grants)}"
+    return f"24 chunks, window 8: {len(grants)} grants totalling {sum(grants)}"
 
 
 @check("FLW-6", "Credit grants batched at max(1, window/2)", "SHOULD", rules=("FLW-6",), ck="CK-28")
@@ -116,7 +121,7 @@ def credit_batched(ctx: CheckContext) -> str:
 
 @check("FLW-7", "Credit violation ends the request with ERR", rules=("FLW-7", "ERR-6"), ck="CK-29")
 def credit_violation(ctx: CheckContext) -> str:
-    conn = ctx.ready(Limits(initial_credit=2))
+    conn = ctx.shared(WINDOW_2)
     n = 16
     payloads = [cbor2.dumps(bytes([i]) * 64) for i in range(n)]
     ex = conn.exchange(IDENTITY_CAP, payloads, obey_credit=False)
@@ -172,7 +177,7 @@ def cancel_honoured(ctx: CheckContext) -> str:
 
 @check("FLW-19", "Repeated or unknown CANCEL produces nothing", rules=("FLW-19",), ck="CK-30")
 def cancel_quiet(ctx: CheckContext) -> str:
-    conn = ctx.ready()
+    conn = ctx.shared()
     rid = MessageId.new()
     _open_identity(conn, rid)
     _cancel_and_wait(conn, ctx, rid)

@@ -98,8 +98,8 @@ class RunState:
         self.seen: set[str] = set()
         #: One ready process shared, one check at a time, by the checks that leave a
         #: conformant target in a clean state (saves a process start per check).
-        self.shared_lock = threading.Lock()
-        self.shared_conn: Conn | None = None
+        self.shared_locks: dict[Limits, threading.Lock] = {}
+        self.shared_conns: dict[Limits, Conn] = {}
         self.shared_all: list[Conn] = []
 
     def known_defect(self, rule: str, findings: list[str]) -> str | None:
@@ -351,7 +351,7 @@ class CheckContext:
         self.cancelled = False
         #: Audit rules not judged on this check's sessions (the check reports them itself).
         self.audit_skip: set[str] = set()
-        self._holds_shared = False
+        self._holds_shared: Limits | None = None
 
     def spawn(self, *args: str) -> Session:
         """Start a fresh target process (killed when the check ends)."""
@@ -372,24 +372,29 @@ class CheckContext:
         """A fresh process after HELLO, identity and POLICY."""
         return self.conn().setup(limits, policy=policy)
 
-    def shared(self) -> Conn:
-        """The run's shared ready process (default limits, POLICY sent), held by this
-        check until it ends; a check that fails or times out retires it."""
-        if not self._holds_shared:
-            if not self.run.shared_lock.acquire(timeout=max(1.0, self.timeout * 4)):
-                raise CheckFailed("the shared session stayed busy")
-            self._holds_shared = True
-            self.deadline = time.monotonic() + self.timeout  # waiting for it is not our time
+    def shared(self, limits: Limits = DEFAULT_LIMITS) -> Conn:
+        """The run's shared ready process for ``limits`` (POLICY sent), held by this check
+        until it ends; a check that fails or times out retires it. A check holds at most
+        one shared process."""
         run = self.run
-        conn = run.shared_conn
+        if self._holds_shared is None:
+            with run.lock:
+                lock = run.shared_locks.setdefault(limits, threading.Lock())
+            if not lock.acquire(timeout=max(1.0, self.timeout * 4)):
+                raise CheckFailed("the shared session stayed busy")
+            self._holds_shared = limits
+            self.deadline = time.monotonic() + self.timeout  # waiting for it is not our time
+        elif self._holds_shared != limits:
+            raise RuntimeError("a check may hold one shared session")
+        conn = run.shared_conns.get(limits)
         if conn is None or not conn.session.alive():
             conn = Conn(Session(self.argv, label="shared"), self)
-            run.shared_conn = conn
+            run.shared_conns[limits] = conn
             run.shared_all.append(conn)
             try:
-                conn.setup()
+                conn.setup(limits)
             finally:
-                if conn.hello is not None and run.hello is None:
+                if conn.hello is not None and run.hello is None and limits == DEFAULT_LIMITS:
                     run.hello = conn.hello
         conn.ctx = self
         conn._pending.clear()
@@ -397,18 +402,19 @@ class CheckContext:
 
     def release_shared(self, *, broken: bool) -> None:
         """Give the shared process back (killed first when ``broken``)."""
-        if not self._holds_shared:
+        limits = self._holds_shared
+        if limits is None:
             return
-        conn = self.run.shared_conn
+        conn = self.run.shared_conns.get(limits)
         if conn is not None:
             if broken or not conn.session.alive():
                 conn.session.kill()
-                self.run.shared_conn = None
+                self.run.shared_conns.pop(limits, None)
             else:
                 conn.session.drain(0.02)
                 conn._pending.clear()
-        self._holds_shared = False
-        self.run.shared_lock.release()
+        self._holds_shared = None
+        self.run.shared_locks[limits].release()
 
     def remaining(self) -> float:
         """Seconds left before the check's deadline."""
@@ -426,8 +432,9 @@ class CheckContext:
             sessions = list(self.sessions)
         for s in sessions:
             s.kill()
-        if self._holds_shared and self.run.shared_conn is not None:
-            self.run.shared_conn.session.kill()
+        held = self.run.shared_conns.get(self._holds_shared) if self._holds_shared else None
+        if held is not None:
+            held.session.kill()
 
 
 def meta_of(frame: Frame) -> dict[str, Any]:

@@ -38,8 +38,8 @@ _cbor_load = cbor2.load
 _FIELD_NAMES: tuple[str, ...] = tuple(a.name for a in attrs.fields(Frame))
 assert _FIELD_NAMES[:4] == ("frame_type", "id", "seq", "version")
 assert all(_FIELD_NAMES[int(k)] == k.name.lower() for k in Key if k >= Key.CONTENT_TYPE)
-# Decoding builds frames straight through the slot descriptors (3x faster than attrs'
-# generated __init__, which sets 22 frozen fields one object.__setattr__ call at a time).
+# Decoding builds frames straight through the slot descriptors (measured ~20% cheaper than
+# attrs' generated keyword __init__ for the 22 frozen fields), from a list filled in one pass.
 # That is only equivalent while Frame has no validators, converters or post-init hook.
 assert all(a.validator is None and a.converter is None for a in attrs.fields(Frame))
 assert not hasattr(Frame, "__attrs_post_init__")
