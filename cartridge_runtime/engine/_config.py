@@ -25,7 +25,8 @@ class EngineConfig:
     :ivar spawn_retry_after: seconds after a failed start-up before a call may try again;
         ``None`` means never (until :meth:`Engine.restart`).
     :ivar stderr_tail_chars: how much of each cartridge's stderr is kept in memory.
-    :ivar log_dir: directory for the per-cartridge stderr logs; ``None`` = a private temp dir.
+    :ivar log_dir: directory for the per-cartridge stderr logs (kept); ``None`` = a private
+        temporary directory, removed when the engine shuts down.
     :ivar read_size: bytes asked for per read of a cartridge's stdout.
     """
 

@@ -352,6 +352,8 @@ class Connection:
                         )
                     if not self._notified:
                         self._fail_all(self.death)
+                self._startup_tx.close()
+                self._startup_rx.close()
                 self.started.set()
                 self.dead.set()
 

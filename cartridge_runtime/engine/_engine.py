@@ -165,6 +165,11 @@ class Engine:
             return await self._tg.__aexit__(*exc_info)
         finally:
             self._tg = None
+            if self._tmp is not None:
+                # The private log directory lives as long as the engine; set
+                # ``EngineConfig.log_dir`` to keep the stderr logs afterwards.
+                self._tmp.cleanup()
+                self._tmp = None
 
     async def aclose(self) -> None:
         """Shut every cartridge down (stdin closed, grace period, then kill)."""
