@@ -44,7 +44,9 @@ def _failed(report: Report) -> set[str]:
 
 
 def _explain(report: Report) -> str:
-    return "\n".join(f"{r.id} {r.status}: {r.detail}" for r in report.results if r.status is not Status.PASS)
+    return "\n".join(
+        f"{r.id} {r.status}: {r.detail}" for r in report.results if r.status is not Status.PASS
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,7 @@ def defect_reports() -> dict[str, Report]:
         return run_conformance([sys.executable, str(RAW), "--defect", name], timeout=8, jobs=6)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        return dict(zip(DEFECTS, pool.map(one, DEFECTS)))
+        return dict(zip(DEFECTS, pool.map(one, DEFECTS), strict=True))
 
 
 def test_conformant_raw_cartridge_passes_everything() -> None:
@@ -66,7 +68,9 @@ def test_conformant_raw_cartridge_passes_everything() -> None:
 
 
 @pytest.mark.parametrize("defect", sorted(DEFECTS))
-def test_each_defect_fails_exactly_its_check(defect: str, defect_reports: dict[str, Report]) -> None:
+def test_each_defect_fails_exactly_its_check(
+    defect: str, defect_reports: dict[str, Report]
+) -> None:
     report = defect_reports[defect]
     assert _failed(report) == DEFECTS[defect], _explain(report)
     assert not report.ok
@@ -85,11 +89,16 @@ def test_reference_runtime_fails_only_its_known_defects() -> None:
 
 def test_check_cartridge_raises_listing_failures() -> None:
     with pytest.raises(AssertionError) as info:
-        check_cartridge([sys.executable, str(RAW), "--defect", "seq-gap"], only=["TYP-5", "HSK-3"], timeout=8)
+        check_cartridge(
+            [sys.executable, str(RAW), "--defect", "seq-gap"], only=["TYP-5", "HSK-3"], timeout=8
+        )
     text = str(info.value)
     assert "TYP-5" in text and "HSK-3" not in text
     check_cartridge(
-        [sys.executable, str(RAW), "--defect", "seq-gap"], only=["TYP-5", "HSK-3"], expected_failures=["TYP-5"], timeout=8
+        [sys.executable, str(RAW), "--defect", "seq-gap"],
+        only=["TYP-5", "HSK-3"],
+        expected_failures=["TYP-5"],
+        timeout=8,
     )
     with pytest.raises(AssertionError, match="expected to fail"):
         check_cartridge(RAW, only=["HSK-3"], expected_failures=["HSK-3"], timeout=8)
@@ -104,11 +113,13 @@ def bundled_reports() -> dict[str, Report]:
         return run_conformance(path, timeout=15, jobs=6)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip((p.name for p in BUNDLED), pool.map(one, BUNDLED)))
+        return dict(zip((p.name for p in BUNDLED), pool.map(one, BUNDLED), strict=True))
 
 
 @pytest.mark.parametrize("name", [p.name for p in BUNDLED] or ["interop.py"])
-def test_bundled_cartridges_pass_every_must_check(name: str, bundled_reports: dict[str, Report]) -> None:
+def test_bundled_cartridges_pass_every_must_check(
+    name: str, bundled_reports: dict[str, Report]
+) -> None:
     if name not in bundled_reports:
         pytest.skip(f"cartridges/{name} is not there yet")
     report = bundled_reports[name]

@@ -27,7 +27,9 @@ def test_tee_is_transparent_and_trace_gives_back_the_frames(tmp_path: Path) -> N
         reply = conn.heartbeat(MessageId(9), seconds=10)
         assert reply is not None and reply.frame_type is FrameType.HEARTBEAT
         conn.session.close_stdin()
-        assert conn.session.wait_exit(time.monotonic() + 20) == 0  # the tee passes on the exit status
+        assert (
+            conn.session.wait_exit(time.monotonic() + 20) == 0
+        )  # the tee passes on the exit status
         sent = [encode_frame(f) for f in conn.session.sent]
         received = [r.frame for r in conn.session.snapshot()]
     finally:
@@ -45,7 +47,10 @@ def test_tee_is_transparent_and_trace_gives_back_the_frames(tmp_path: Path) -> N
     assert "H→C  HELLO" in listing.stdout and "C→H  HEARTBEAT" in listing.stdout
 
     jsonl = subprocess.run(
-        [*CLI, "trace", str(names[H2C]), str(names[C2H]), "--jsonl"], capture_output=True, text=True, timeout=60
+        [*CLI, "trace", str(names[H2C]), str(names[C2H]), "--jsonl"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert jsonl.returncode == 0, jsonl.stderr
     lines = [json.loads(line) for line in jsonl.stdout.splitlines()]

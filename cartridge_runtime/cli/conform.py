@@ -7,6 +7,7 @@ skipped``; the exit status is 0 only when every MUST check passed.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -15,14 +16,26 @@ from . import app
 
 @app.command("conform")
 def conform(
-    target: str = typer.Argument(..., help="The cartridge: a .py script (run with this Python) or an executable."),
-    only: list[str] = typer.Option(
-        None, "--only", help="Run only these check ids (repeat the option or give a comma list)."
-    ),
-    json_out: Path = typer.Option(None, "--json", help="Also write the report as JSON to this file."),
-    junit_out: Path = typer.Option(None, "--junit", help="Also write a JUnit XML report to this file."),
-    timeout: float = typer.Option(20.0, "--timeout", min=0.5, help="Seconds each check may take."),
-    jobs: int = typer.Option(0, "--jobs", min=0, help="Checks run at once (0 = automatic)."),
+    target: Annotated[
+        str,
+        typer.Argument(help="The cartridge: a .py script (run with this Python) or an executable."),
+    ],
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--only", help="Run only these check ids (repeat, or give a comma list)."),
+    ] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the report as JSON to this file.")
+    ] = None,
+    junit_out: Annotated[
+        Path | None, typer.Option("--junit", help="Also write a JUnit XML report to this file.")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.5, help="Seconds each check may take.")
+    ] = 20.0,
+    jobs: Annotated[
+        int, typer.Option("--jobs", min=0, help="Checks run at once (0 = automatic).")
+    ] = 0,
 ) -> None:
     """Run the conformance catalogue against TARGET."""
     from rich.console import Console
@@ -44,8 +57,9 @@ def conform(
     with console.status(f"certifying {escape(target)} ..."):
         report = run_conformance(target, only=only, timeout=timeout, jobs=jobs or None)
     table = Table(title=f"Bifaci v6 conformance: {escape(target)}", title_justify="left")
-    for col in ("id", "title", "level", "result", "detail"):
-        table.add_column(col, overflow="fold" if col == "detail" else None)
+    for col in ("id", "title", "level", "result"):
+        table.add_column(col)
+    table.add_column("detail", overflow="fold")
     style = {Status.PASS: "green", Status.FAIL: "red", Status.SKIP: "yellow"}
     for r in report.results:
         result = str(r.status).upper()
@@ -54,7 +68,9 @@ def conform(
         detail = r.detail.splitlines()[0] if r.detail else ""
         if r.known_defect:
             detail += f"  [known defect: {r.known_defect}]"
-        table.add_row(r.id, escape(r.title), str(r.level), f"[{style[r.status]}]{result}[/]", escape(detail))
+        table.add_row(
+            r.id, escape(r.title), str(r.level), f"[{style[r.status]}]{result}[/]", escape(detail)
+        )
     console.print(table)
     if json_out is not None:
         report.write_json(json_out)

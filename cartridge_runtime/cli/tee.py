@@ -7,6 +7,7 @@ directions through unchanged, and records them to DIR for ``cartridge trace DIR`
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -18,8 +19,12 @@ from . import app
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
 def tee(
-    target: list[str] = typer.Argument(..., help="The real cartridge command (a .py runs with this Python)."),
-    out: Path = typer.Option(..., "--out", help="Directory for the two captures and their index."),
+    target: Annotated[
+        list[str], typer.Argument(help="The real cartridge command (a .py runs with this Python).")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Directory for the two captures and their index.")
+    ],
 ) -> None:
     """Run TARGET, copying stdin/stdout byte for byte and recording both directions."""
     from ..conformance._tee import run_tee

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -33,7 +33,11 @@ def _load_index(*dirs: Path) -> list[dict[str, Any]] | None:
     for d in dirs:
         p = d / INDEX_NAME
         if p.is_file():
-            return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+            return [
+                json.loads(line)
+                for line in p.read_text(encoding="utf-8").splitlines()
+                if line.strip()
+            ]
     return None
 
 
@@ -59,9 +63,15 @@ def load_frames(file: Path, file2: Path | None = None) -> list[Any]:
 
 @app.command("trace")
 def trace(
-    file: Path = typer.Argument(..., exists=True, help="A tee directory, or a capture of one direction."),
-    file2: Path = typer.Argument(None, exists=True, help="The capture of the other direction."),
-    jsonl: bool = typer.Option(False, "--jsonl", help="JSON lines in the vectors' format."),
+    file: Annotated[
+        Path, typer.Argument(exists=True, help="A tee directory, or a capture of one direction.")
+    ],
+    file2: Annotated[
+        Path | None, typer.Argument(exists=True, help="The capture of the other direction.")
+    ] = None,
+    jsonl: Annotated[
+        bool, typer.Option("--jsonl", help="JSON lines in the vectors' format.")
+    ] = False,
 ) -> None:
     """Decode raw byte captures into a frame listing (or JSON lines)."""
     from ..conformance._trace import listing_line, vector_line

@@ -15,6 +15,8 @@ from ..protocol import (
     FrameType,
     Limits,
     MessageId,
+)
+from ..protocol import (
     frames as build,
 )
 from ._context import CheckContext, Conn, meta_of
@@ -31,7 +33,12 @@ def _finish_identity(conn: Conn, rid: MessageId, sent: int = 1) -> object:
     return conn.exchange(IDENTITY_CAP, [], rid=rid, send_req=False, first_index=sent)
 
 
-@check("FLW-12", "HEARTBEAT answered at once, also while a request runs", rules=("FLW-12", "HSK-22"), ck="CK-26")
+@check(
+    "FLW-12",
+    "HEARTBEAT answered at once, also while a request runs",
+    rules=("FLW-12", "HSK-22"),
+    ck="CK-26",
+)
 def heartbeat_during_request(ctx: CheckContext) -> str:
     conn = ctx.shared()
     rid = MessageId.new()
@@ -46,7 +53,12 @@ def heartbeat_during_request(ctx: CheckContext) -> str:
     return "UUID and integer heartbeats answered with the same id before the request ended"
 
 
-@check("FLW-13", "Heartbeat reply: seq 0, no routing id, counters and pools", rules=("FLW-13",), ck="CK-26")
+@check(
+    "FLW-13",
+    "Heartbeat reply: seq 0, no routing id, counters and pools",
+    rules=("FLW-13",),
+    ck="CK-26",
+)
 def heartbeat_reply_shape(ctx: CheckContext) -> str:
     conn = ctx.shared()
     reply = conn.heartbeat(MessageId.new(), seconds=min(3.0, ctx.remaining()))
@@ -94,7 +106,12 @@ def _many(ctx: CheckContext, window: int, n: int) -> tuple[object, int]:
     return ex, n
 
 
-@check("FLW-4", "Input credit returned in time, never more than received", rules=("FLW-4", "FLW-5"), ck="CK-28")
+@check(
+    "FLW-4",
+    "Input credit returned in time, never more than received",
+    rules=("FLW-4", "FLW-5"),
+    ck="CK-28",
+)
 def credit_returned(ctx: CheckContext) -> str:
     ex, n = _many(ctx, 8, 24)
     grants = ex.input_grants  # type: ignore[attr-defined]
@@ -115,7 +132,9 @@ def credit_batched(ctx: CheckContext) -> str:
         raise CheckSkipped(f"the request failed ({ex.describe()}); see FLW-4")  # type: ignore[attr-defined]
     limit = 2 * math.ceil(n / batch)
     if len(grants) > limit or any(g > batch * 2 for g in grants):
-        raise CheckFailed(f"{len(grants)} grants {grants[:12]} for {n} chunks (batches of {batch} expected)")
+        raise CheckFailed(
+            f"{len(grants)} grants {grants[:12]} for {n} chunks (batches of {batch} expected)"
+        )
     return f"{n} chunks, window {window}: grants {grants}"
 
 
@@ -131,19 +150,33 @@ def credit_violation(ctx: CheckContext) -> str:
         meta = meta_of(t)
         msg = str(meta.get("message", ""))
         if "CREDIT_VIOLATION" not in msg and meta.get("code") != "CREDIT_VIOLATION":
-            raise CheckFailed(f"ERR {meta.get('code')!r} {msg[:60]!r} does not name CREDIT_VIOLATION")
+            raise CheckFailed(
+                f"ERR {meta.get('code')!r} {msg[:60]!r} does not name CREDIT_VIOLATION"
+            )
         conn.identity()
         return f"ERR {meta.get('code')} ({msg[:50]}...); still serving"
     granted = 2 + sum(ex.input_grants)
     if granted < n:
-        raise CheckFailed(f"{n} chunks accepted with only {granted} credits granted (want ERR CREDIT_VIOLATION)")
+        raise CheckFailed(
+            f"{n} chunks accepted with only {granted} credits granted (want ERR CREDIT_VIOLATION)"
+        )
     return "the cartridge granted enough credit in time; echo correct"
 
 
 CANCEL_CASES: tuple[tuple[dict[str, str], str, str, str], ...] = (
     ({}, "CANCELLED", "internal", "Request cancelled"),
-    ({"code": "CANCELLED", "attribution_class": "user", "message": "Cancelled by user"}, "CANCELLED", "user", "Cancelled by user"),
-    ({"code": "ABORTED", "attribution_class": "resource", "message": "disk gone"}, "ABORTED", "resource", "disk gone"),
+    (
+        {"code": "CANCELLED", "attribution_class": "user", "message": "Cancelled by user"},
+        "CANCELLED",
+        "user",
+        "Cancelled by user",
+    ),
+    (
+        {"code": "ABORTED", "attribution_class": "resource", "message": "disk gone"},
+        "ABORTED",
+        "resource",
+        "disk gone",
+    ),
 )
 
 
@@ -168,11 +201,14 @@ def cancel_honoured(ctx: CheckContext) -> str:
             raise CheckFailed(f"cancel ({label}): the request ended with END")
         if got.get("code") != code or got.get("attribution_class") != cls:
             raise CheckFailed(
-                f"cancel ({label}): ERR {got.get('code')!r}/{got.get('attribution_class')!r} (want {code}/{cls})"
+                f"cancel ({label}): ERR {got.get('code')!r}/{got.get('attribution_class')!r} "
+                f"(want {code}/{cls})"
             )
         if text not in str(got.get("message", "")):
             raise CheckFailed(f"cancel ({label}): message {got.get('message')!r} lacks {text!r}")
-    return "no reason, CANCELLED/user and ABORTED/resource: one ERR each with code, class and message"
+    return (
+        "no reason, CANCELLED/user and ABORTED/resource: one ERR each with code, class and message"
+    )
 
 
 @check("FLW-19", "Repeated or unknown CANCEL produces nothing", rules=("FLW-19",), ck="CK-30")
@@ -184,7 +220,9 @@ def cancel_quiet(ctx: CheckContext) -> str:
     conn.send(build.cancel(rid), build.cancel(MessageId.new()))
     extra = [f for f in conn.session.drain(0.3) if f.frame_type is not FrameType.CREDIT]
     if extra:
-        raise CheckFailed(f"repeated/unknown CANCEL answered with {[f.frame_type.name for f in extra]}")
+        raise CheckFailed(
+            f"repeated/unknown CANCEL answered with {[f.frame_type.name for f in extra]}"
+        )
     conn.identity()
     return "a second cancel and a cancel of an unknown rid: no frame; still serving"
 
@@ -196,8 +234,13 @@ def cancel_force_kill(ctx: CheckContext) -> str:
     _open_identity(conn, rid)
     t = _cancel_and_wait(conn, ctx, rid, force_kill=True)
     if t.frame_type is not FrameType.ERR or meta_of(t).get("code") != "CANCELLED":
-        raise CheckFailed(f"force_kill cancel ended with {t.frame_type.name} {meta_of(t).get('code')!r} (want ERR CANCELLED)")
+        raise CheckFailed(
+            f"force_kill cancel ended with {t.frame_type.name} {meta_of(t).get('code')!r} "
+            "(want ERR CANCELLED)"
+        )
     rc = conn.session.wait_exit(min(ctx.deadline, time.monotonic() + 0.3))
     if rc == 0:
-        raise CheckFailed("the process exited with status 0 after a force_kill cancel (non-zero or alive)")
+        raise CheckFailed(
+            "the process exited with status 0 after a force_kill cancel (non-zero or alive)"
+        )
     return "ERR CANCELLED, then " + ("still alive" if rc is None else f"exit {rc}")

@@ -13,6 +13,8 @@ from ..protocol import (
     FrameType,
     Limits,
     MessageId,
+)
+from ..protocol import (
     frames as build,
 )
 from ._context import CheckContext, meta_of
@@ -88,7 +90,9 @@ def limits_negotiated(ctx: CheckContext) -> str:
             wrong.append(f"{name} {reply.get(name)!r} (want min({offered}, {base}) = {want})")
     if wrong:
         raise CheckFailed("; ".join(wrong))
-    return "offered max_chunk 1000, max_frame 200000, reorder 16, credit 4: all echoed as the minimum"
+    return (
+        "offered max_chunk 1000, max_frame 200000, reorder 16, credit 4: all echoed as the minimum"
+    )
 
 
 @check(
@@ -111,7 +115,9 @@ def manifest_valid(ctx: CheckContext) -> str:
     except ManifestError as exc:
         raise CheckFailed(f"{type(exc).__name__}: {exc}") from None
     caps = manifest.all_caps()
-    return f"{manifest.name} {manifest.version}: {len(caps)} cap(s), all rules pass, identity present"
+    return (
+        f"{manifest.name} {manifest.version}: {len(caps)} cap(s), all rules pass, identity present"
+    )
 
 
 def _pools_problems(raw: Any) -> list[str]:
@@ -146,10 +152,16 @@ def pools_present(ctx: CheckContext) -> str:
     problems = _pools_problems(raw)
     if problems:
         raise CheckFailed("; ".join(problems[:4]))
+    assert isinstance(raw, bytes)
     return f"{len(json.loads(raw))} pool entries including 'all'"
 
 
-@check("HSK-6", "Invalid host HELLO: nothing written, non-zero exit", rules=("HSK-6", "HSK-4"), ck="CK-07")
+@check(
+    "HSK-6",
+    "Invalid host HELLO: nothing written, non-zero exit",
+    rules=("HSK-6", "HSK-4"),
+    ck="CK-07",
+)
 def bad_host_hello(ctx: CheckContext) -> str:
     variants: dict[str, dict[str, Any]] = {
         "version 5": {**Limits().to_meta(), "version": 5},
@@ -157,6 +169,7 @@ def bad_host_hello(ctx: CheckContext) -> str:
             k: v for k, v in {**Limits().to_meta(), "version": 6}.items() if k != "initial_credit"
         },
     }
+
     def attempt(label: str, meta: dict[str, Any]) -> str | None:
         s = ctx.spawn()
         s.send(Frame(frame_type=FrameType.HELLO, id=ZERO_ID, meta=meta))
@@ -183,7 +196,12 @@ def identity_echo(ctx: CheckContext) -> str:
     return "32-byte random nonce echoed"
 
 
-@check("REQ-16", "Identity echo correct when the nonce chunk is split", rules=("REQ-16", "HSK-14"), ck="CK-09")
+@check(
+    "REQ-16",
+    "Identity echo correct when the nonce chunk is split",
+    rules=("REQ-16", "HSK-14"),
+    ck="CK-09",
+)
 def identity_split(ctx: CheckContext) -> str:
     conn = ctx.shared()
     for at in (1, 16, 31):
@@ -224,7 +242,12 @@ def req_before_policy(ctx: CheckContext) -> str:
 PROBE_CAP = "cap:in=media:;conformance-probe=unhandled-7f3a;out=media:"
 
 
-@check("HSK-11", "HELLO after the handshake refused, service continues", rules=("HSK-11", "ERR-7"), ck="CK-34")
+@check(
+    "HSK-11",
+    "HELLO after the handshake refused, service continues",
+    rules=("HSK-11", "ERR-7"),
+    ck="CK-34",
+)
 def late_hello(ctx: CheckContext) -> str:
     conn = ctx.ready()
     conn.send(build.hello(Limits()))
@@ -234,7 +257,10 @@ def late_hello(ctx: CheckContext) -> str:
         raise CheckFailed(f"no ERR for the late HELLO ({exc})") from None
     meta = meta_of(f)
     if f.frame_type is not FrameType.ERR or meta.get("code") != "PROTOCOL_ERROR":
-        raise CheckFailed(f"late HELLO answered with {f.frame_type.name} {meta.get('code')!r} (want ERR PROTOCOL_ERROR)")
+        raise CheckFailed(
+            f"late HELLO answered with {f.frame_type.name} {meta.get('code')!r} "
+            "(want ERR PROTOCOL_ERROR)"
+        )
     conn.identity()
     return "ERR PROTOCOL_ERROR id 0, then still serving"
 
@@ -264,6 +290,8 @@ def cli_manifest(ctx: CheckContext) -> str:
     except ValueError as exc:
         raise CheckFailed(f"`manifest` output is not JSON: {exc}") from None
     if printed != hello_manifest:
-        diff = sorted(k for k in set(printed) | set(hello_manifest) if printed.get(k) != hello_manifest.get(k))
+        diff = sorted(
+            k for k in set(printed) | set(hello_manifest) if printed.get(k) != hello_manifest.get(k)
+        )
         raise CheckFailed(f"CLI manifest differs from HELLO's in {diff}")
     return "same JSON object"

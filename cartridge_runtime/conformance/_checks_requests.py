@@ -16,10 +16,13 @@ from ..protocol import (
     FrameType,
     Limits,
     MessageId,
+)
+from ..protocol import (
     frames as build,
 )
 from ._checks_handshake import PROBE_CAP
 from ._context import CheckContext, meta_of
+from ._known import KNOWN_DEFECTS
 from ._model import CheckFailed, CheckSkipped, check
 
 #: Limits of the baseline sessions: small chunks and windows so that a few KiB exercise
@@ -82,7 +85,11 @@ def sweep_caps(manifest_raw: object) -> list[tuple[str, str]]:
     out = []
     for group in manifest.get("cap_groups", []) if isinstance(manifest, dict) else []:
         for cap in group.get("caps", []) if isinstance(group, dict) else []:
-            if not isinstance(cap, dict) or cap.get("urn") == IDENTITY_CAP or not isinstance(cap.get("urn"), str):
+            if (
+                not isinstance(cap, dict)
+                or cap.get("urn") == IDENTITY_CAP
+                or not isinstance(cap.get("urn"), str)
+            ):
                 continue
             args = [a for a in cap.get("args", []) if isinstance(a, dict)]
             stdin = [
@@ -109,7 +116,11 @@ def run_sweep(ctx: CheckContext) -> str:
         rid = MessageId.new()
         try:
             conn.exchange(
-                urn, [cbor2.dumps(_sample(media))], rid=rid, media=media, xid=MessageId(200 + i),
+                urn,
+                [cbor2.dumps(_sample(media))],
+                rid=rid,
+                media=media,
+                xid=MessageId(200 + i),
                 deadline=min(ctx.deadline - 1.0, time.monotonic() + 3.0),
             )
             called += 1
@@ -140,14 +151,26 @@ def invalid_req(ctx: CheckContext) -> str:
     conn = ctx.shared()
     cases: list[tuple[str, Frame, str]] = []
     rid = MessageId.new()
-    cases.append(("REQ without key 10", Frame(frame_type=FrameType.REQ, id=rid, payload=b""), "INVALID_REQUEST"))
+    cases.append(
+        (
+            "REQ without key 10",
+            Frame(frame_type=FrameType.REQ, id=rid, payload=b""),
+            "INVALID_REQUEST",
+        )
+    )
     rid2 = MessageId.new()
-    cases.append(("REQ with a payload", build.req(rid2, IDENTITY_CAP).replace(payload=b"\x01"), "PROTOCOL_ERROR"))
+    cases.append(
+        (
+            "REQ with a payload",
+            build.req(rid2, IDENTITY_CAP).replace(payload=b"\x01"),
+            "PROTOCOL_ERROR",
+        )
+    )
     for label, frame, code in cases:
         conn.send(frame)
         try:
-            t = conn.session.expect(lambda f, r=frame.id: f.id == r and f.frame_type.is_terminal, ctx.deadline)
-        except Exception as exc:  # noqa: BLE001
+            t = conn.session.expect(_terminal_of(frame.id), ctx.deadline)
+        except Exception as exc:
             raise CheckFailed(f"{label}: no ERR ({exc})") from None
         got = meta_of(t).get("code")
         if t.frame_type is not FrameType.ERR or got != code:
@@ -164,15 +187,27 @@ def chunk_fits_frame(ctx: CheckContext) -> str:
     ex = conn.exchange(IDENTITY_CAP, _chunks(data, 500))
     if not ex.ok:
         defect = None
-        if "too large" in str(meta_of(ex.terminal or Frame(frame_type=FrameType.END, id=ex.rid)).get("message", "")).lower():
-            defect = "capdag 1.524.58 keeps max_chunk above max_frame: the write fails (Frame too large) and leaves a seq gap"
+        if (
+            "too large"
+            in str(
+                meta_of(ex.terminal or Frame(frame_type=FrameType.END, id=ex.rid)).get(
+                    "message", ""
+                )
+            ).lower()
+        ):
+            defect = KNOWN_DEFECTS["FRM-16"]
         raise CheckFailed(f"echo under max_frame 2048: {ex.describe()}", known_defect=defect)
     if ex.output != data:
         raise CheckFailed("echo under max_frame 2048 differs from the input")
     return "6000-byte echo under max_frame 2048 succeeded"
 
 
-@check("REQ-12", "Bad checksum ends the request with ERR; process keeps serving", rules=("REQ-12", "ERR-6"), ck="CK-31")
+@check(
+    "REQ-12",
+    "Bad checksum ends the request with ERR; process keeps serving",
+    rules=("REQ-12", "ERR-6"),
+    ck="CK-31",
+)
 def bad_checksum(ctx: CheckContext) -> str:
     conn = ctx.shared()
     rid = MessageId.new()
@@ -185,13 +220,22 @@ def bad_checksum(ctx: CheckContext) -> str:
         build.end(rid, response=False),
     )
     try:
-        t = conn.session.expect(lambda f: f.id == rid and f.frame_type.is_terminal, ctx.deadline, on_other=_grant(conn, rid))
-    except Exception as exc:  # noqa: BLE001
+        t = conn.session.expect(
+            lambda f: f.id == rid and f.frame_type.is_terminal,
+            ctx.deadline,
+            on_other=_grant(conn, rid),
+        )
+    except Exception as exc:
         raise CheckFailed(f"no terminal for a request with a bad checksum ({exc})") from None
     if t.frame_type is not FrameType.ERR:
         raise CheckFailed("a CHUNK with a wrong checksum was accepted (END)")
     conn.identity()
-    return f"ERR {meta_of(t).get('code')!r} ({str(meta_of(t).get('message', ''))[:40]}...); still serving"
+    meta = meta_of(t)
+    return f"ERR {meta.get('code')!r} ({str(meta.get('message', ''))[:40]}...); still serving"
+
+
+def _terminal_of(rid: MessageId) -> Callable[[Frame], bool]:
+    return lambda f: f.id == rid and f.frame_type.is_terminal
 
 
 def _grant(conn: object, rid: MessageId) -> Callable[[Frame], None]:
@@ -205,7 +249,9 @@ def _grant(conn: object, rid: MessageId) -> Callable[[Frame], None]:
 # -- checks judged by the frame audit --------------------------------------------------------
 
 
-def _audit_check(rule: str, *, need: str | None = None, none_ok: str = "") -> Callable[[CheckContext], str]:
+def _audit_check(
+    rule: str, *, need: str | None = None, none_ok: str = ""
+) -> Callable[[CheckContext], str]:
     def run(ctx: CheckContext) -> str:
         findings = ctx.run.findings.get(rule, [])
         if findings:
@@ -228,7 +274,13 @@ _AUDITED = (
     ("REQ-8", "CHUNK and STREAM_END only on open streams", "MUST", ("REQ-8", "REQ-7"), "CK-17"),
     ("FRM-15", "At most max_chunk data bytes per CHUNK", "MUST", ("FRM-15",), "CK-19"),
     ("FRM-14", "No frame larger than max_frame", "MUST", ("FRM-14",), "CK-19"),
-    ("REQ-14", "Every scalar chunk payload is one CBOR item", "MUST", ("REQ-14", "REQ-19"), "CK-20"),
+    (
+        "REQ-14",
+        "Every scalar chunk payload is one CBOR item",
+        "MUST",
+        ("REQ-14", "REQ-19"),
+        "CK-20",
+    ),
     ("REQ-17", "Sequence fragments reassemble into items", "MUST", ("REQ-17", "REQ-18"), "CK-21"),
     ("REQ-29", "END meta: exit_code 0, float progress, eof", "MUST", ("REQ-29",), "CK-22"),
     ("REQ-26", "No END while a stream is open", "MUST", ("REQ-26",), "CK-22"),
@@ -245,14 +297,19 @@ _AUDITED = (
 )
 
 _NEEDS = {
-    "REQ-17": ("sequence-output", "no sequence output stream seen (the identity echo answered in scalar mode)"),
+    "REQ-17": (
+        "sequence-output",
+        "no sequence output stream seen (the identity echo answered in scalar mode)",
+    ),
     "REQ-33": ("log", "the target wrote no LOG in any scenario"),
     "REQ-34": ("progress-log", "the target wrote no progress LOG in any scenario"),
 }
 
 for _id, _title, _level, _rules, _ck in _AUDITED:
     _need, _why = _NEEDS.get(_id, (None, ""))
-    check(_id, _title, _level, rules=_rules, ck=_ck, audit=True)(_audit_check(_id, need=_need, none_ok=_why))
+    check(_id, _title, _level, rules=_rules, ck=_ck, audit=True)(
+        _audit_check(_id, need=_need, none_ok=_why)
+    )
 
 
 def nonce() -> bytes:

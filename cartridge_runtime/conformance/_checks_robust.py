@@ -8,7 +8,7 @@ import time
 
 import cbor2
 
-from ..protocol import ZERO_ID, Frame, FrameType, Limits, encode_body
+from ..protocol import DEFAULT_LIMITS, ZERO_ID, Frame, FrameType, Limits, encode_body
 from ._context import CheckContext
 from ._model import CheckFailed, CheckSkipped, check
 from ._session import TargetGone, WaitTimeout
@@ -28,7 +28,9 @@ MALFORMED: dict[str, bytes] = {
 }
 
 
-def _exit_after(ctx: CheckContext, label: str, data: bytes, limits: Limits = Limits()) -> tuple[int | None, bool, str]:
+def _exit_after(
+    ctx: CheckContext, label: str, data: bytes, limits: Limits = DEFAULT_LIMITS
+) -> tuple[int | None, bool, str]:
     """Fresh process, setup, write ``data``; (exit status or None, ERR id 0 seen, stderr)."""
     conn = ctx.ready(limits)
     conn.session.write(data)
@@ -55,20 +57,33 @@ def _judge(label: str, rc: int | None, stderr: str) -> None:
         )
 
 
-def _parallel(ctx: CheckContext, cases: dict[str, bytes]) -> dict[str, tuple[int | None, bool, str]]:
+def _parallel(
+    ctx: CheckContext, cases: dict[str, bytes]
+) -> dict[str, tuple[int | None, bool, str]]:
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(cases)) as pool:
         futs = {label: pool.submit(_exit_after, ctx, label, data) for label, data in cases.items()}
         return {label: f.result() for label, f in futs.items()}
 
 
-@check("FRM-20", "Malformed frame: diagnostic and non-zero exit", rules=("FRM-20", "FRM-2", "FRM-4", "TYP-1"), ck="CK-32")
+@check(
+    "FRM-20",
+    "Malformed frame: diagnostic and non-zero exit",
+    rules=("FRM-20", "FRM-2", "FRM-4", "TYP-1"),
+    ck="CK-32",
+)
 def malformed_frame(ctx: CheckContext) -> str:
     for label, (rc, _err, stderr) in _parallel(ctx, MALFORMED).items():
         _judge(label, rc, stderr)
     return "bad CBOR, text top level, missing id, type 2: all non-zero exits"
 
 
-@check("FRM-21", "ERR PROTOCOL_ERROR id 0 before exiting on malformed input", "SHOULD", rules=("FRM-21",), ck="CK-32")
+@check(
+    "FRM-21",
+    "ERR PROTOCOL_ERROR id 0 before exiting on malformed input",
+    "SHOULD",
+    rules=("FRM-21",),
+    ck="CK-32",
+)
 def malformed_err(ctx: CheckContext) -> str:
     rc, saw_err, stderr = _exit_after(ctx, "bad CBOR body", MALFORMED["bad CBOR body"])
     if not saw_err:
@@ -79,10 +94,17 @@ def malformed_err(ctx: CheckContext) -> str:
     return f"ERR id 0, then exit {rc}"
 
 
-@check("FRM-12", "Oversize length prefix refused without reading the body", rules=("FRM-12", "FRM-20"), ck="CK-33")
+@check(
+    "FRM-12",
+    "Oversize length prefix refused without reading the body",
+    rules=("FRM-12", "FRM-20"),
+    ck="CK-33",
+)
 def oversize_prefix(ctx: CheckContext) -> str:
     limits = Limits(max_frame=65536)
-    rc, _err, stderr = _exit_after(ctx, "prefix 65537", struct.pack(">I", 65537) + b"\xa0" * 16, limits)
+    rc, _err, stderr = _exit_after(
+        ctx, "prefix 65537", struct.pack(">I", 65537) + b"\xa0" * 16, limits
+    )
     _judge("length prefix 65537 over max_frame 65536", rc, stderr)
     return f"exit {rc} without waiting for the body"
 
@@ -91,9 +113,13 @@ def oversize_prefix(ctx: CheckContext) -> str:
 def relay_frames(ctx: CheckContext) -> str:
     cases = {
         "RELAY_NOTIFY": _prefixed(
-            encode_body(Frame(frame_type=FrameType.RELAY_NOTIFY, id=ZERO_ID, meta={"manifest": b"{}"}))
+            encode_body(
+                Frame(frame_type=FrameType.RELAY_NOTIFY, id=ZERO_ID, meta={"manifest": b"{}"})
+            )
         ),
-        "RELAY_STATE": _prefixed(encode_body(Frame(frame_type=FrameType.RELAY_STATE, id=ZERO_ID, payload=b"state"))),
+        "RELAY_STATE": _prefixed(
+            encode_body(Frame(frame_type=FrameType.RELAY_STATE, id=ZERO_ID, payload=b"state"))
+        ),
     }
     results = _parallel(ctx, cases)
     for label, (rc, saw_err, stderr) in results.items():
@@ -127,4 +153,6 @@ def stdin_eof(ctx: CheckContext) -> str:
 
 @check("ERR-4", "Typed handler errors keep code, class and arg_urn", ck="CK-38")
 def typed_error(ctx: CheckContext) -> str:
-    raise CheckSkipped("needs a cap known to raise a typed error; the kit cannot tell one from the manifest")
+    raise CheckSkipped(
+        "needs a cap known to raise a typed error; the kit cannot tell one from the manifest"
+    )

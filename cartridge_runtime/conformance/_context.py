@@ -25,6 +25,8 @@ from ..protocol import (
     FrameType,
     Limits,
     MessageId,
+)
+from ..protocol import (
     frames as build,
 )
 from ._model import CheckFailed
@@ -39,7 +41,7 @@ def lenient_value(payload: bytes) -> bytes:
     fp = io.BytesIO(payload)
     try:
         value = cbor2.CBORDecoder(fp).decode()
-    except Exception:  # noqa: BLE001 - any decode failure means "raw"
+    except Exception:
         return payload
     if fp.tell() != len(payload):
         return payload
@@ -171,7 +173,9 @@ class Conn:
         values = {}
         for name in ("max_frame", "max_chunk", "max_reorder_buffer", "initial_credit"):
             v = meta.get(name)
-            values[name] = min(v, getattr(limits, name)) if type(v) is int and v > 0 else getattr(limits, name)
+            values[name] = (
+                min(v, getattr(limits, name)) if type(v) is int and v > 0 else getattr(limits, name)
+            )
         self.limits = Limits(**values)
         return frame
 
@@ -190,7 +194,9 @@ class Conn:
         if not ex.ok:
             raise CheckFailed(f"identity request failed: {ex.describe()}")
         if ex_nonce != nonce:
-            raise CheckFailed(f"identity echo differs: sent {nonce.hex()[:16]}..., got {ex_nonce.hex()[:16]}...")
+            raise CheckFailed(
+                f"identity echo differs: sent {nonce.hex()[:16]}..., got {ex_nonce.hex()[:16]}..."
+            )
         return ex
 
     def setup(self, limits: Limits = DEFAULT_LIMITS, *, policy: bool = True) -> Conn:
@@ -241,7 +247,9 @@ class Conn:
         got: dict[str, int] = {}
         if send_req:
             self.send(build.req(rid, cap, xid=xid))
-            self.send(build.stream_start(rid, stream_id, media, xid=xid, is_sequence=is_sequence or None))
+            self.send(
+                build.stream_start(rid, stream_id, media, xid=xid, is_sequence=is_sequence or None)
+            )
         todo = list(payloads)
         index = first_index
         ended = False
@@ -282,7 +290,9 @@ class Conn:
                     self.send(build.credit(rid, 1, "response", stream_id=sid, xid=xid))
                 continue
             except TargetGone as exc:
-                raise CheckFailed(f"target ended during a request: {exc}{self.ctx.stderr_hint(self.session)}") from None
+                raise CheckFailed(
+                    f"target ended during a request: {exc}{self.ctx.stderr_hint(self.session)}"
+                ) from None
             if frame.id != rid:
                 ex.others.append(frame)
                 continue
@@ -306,11 +316,15 @@ class Conn:
                 got[sid] = got.get(sid, 0) + 1
                 lim = allowed.setdefault(sid, self.limits.initial_credit)
                 if got[sid] > lim:
-                    ex.credit_overruns.append(f"CHUNK #{got[sid]} on {sid} with only {lim} credits granted")
+                    ex.credit_overruns.append(
+                        f"CHUNK #{got[sid]} on {sid} with only {lim} credits granted"
+                    )
                 start = ex.starts.get(sid)
                 payload = frame.payload or b""
                 seq = bool(start is not None and start.is_sequence)
-                ex.data.setdefault(sid, bytearray()).extend(payload if seq else lenient_value(payload))
+                ex.data.setdefault(sid, bytearray()).extend(
+                    payload if seq else lenient_value(payload)
+                )
                 if respond == "eager":
                     allowed[sid] = lim + 1
                     ex.response_grants += 1
@@ -319,7 +333,9 @@ class Conn:
                 ex.terminal = frame
         return ex
 
-    def heartbeat(self, hid: MessageId | None = None, *, seconds: float | None = None) -> Frame | None:
+    def heartbeat(
+        self, hid: MessageId | None = None, *, seconds: float | None = None
+    ) -> Frame | None:
         """Send a HEARTBEAT and wait for the reply (same id); other frames are put back."""
         hid = hid or MessageId.new()
         self.send(build.heartbeat(hid))
@@ -339,7 +355,9 @@ class Conn:
 class CheckContext:
     """Handed to each check: the target, the deadline, and process management."""
 
-    def __init__(self, argv: Sequence[str], *, timeout: float, run: RunState, check_id: str) -> None:
+    def __init__(
+        self, argv: Sequence[str], *, timeout: float, run: RunState, check_id: str
+    ) -> None:
         self.argv = list(argv)
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout

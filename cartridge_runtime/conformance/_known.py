@@ -14,9 +14,14 @@ KNOWN_DEFECTS: dict[str, str] = {
     "FRM-20": "capdag 1.524.58 prints 'Read error' and exits 0 on malformed input",
     "FRM-21": "capdag 1.524.58 sends no ERR before leaving on malformed input",
     "FRM-12": "capdag 1.524.58 exits 0 on an oversize length prefix",
-    "FRM-16": "capdag 1.524.58 keeps max_chunk above max_frame: the write fails and leaves a seq gap",
+    "FRM-16": (
+        "capdag 1.524.58 keeps max_chunk above max_frame: the write fails (Frame too large) "
+        "and leaves a seq gap"
+    ),
     "REQ-14": "capdag 1.524.58's emitter write(raw) sends payloads without CBOR wrapping",
-    "ERR-4": "capdag 1.524.58 turns typed handler errors into HANDLER_ERROR/internal, dropping arg_urn",
+    "ERR-4": (
+        "capdag 1.524.58 turns typed handler errors into HANDLER_ERROR/internal, dropping arg_urn"
+    ),
 }
 
 

@@ -51,7 +51,8 @@ class Report:
 
     def summary(self) -> str:
         """``N passed, N failed, N skipped``."""
-        return f"{self.count(Status.PASS)} passed, {self.count(Status.FAIL)} failed, {self.count(Status.SKIP)} skipped"
+        n = self.count
+        return f"{n(Status.PASS)} passed, {n(Status.FAIL)} failed, {n(Status.SKIP)} skipped"
 
     def to_json(self) -> dict[str, object]:
         """The whole report as JSON-able data."""
@@ -79,7 +80,11 @@ class Report:
         )
         for r in self.results:
             case = ET.SubElement(
-                suite, "testcase", classname=f"conformance.{r.level}", name=f"{r.id} {r.title}", time=f"{r.duration:.3f}"
+                suite,
+                "testcase",
+                classname=f"conformance.{r.level}",
+                name=f"{r.id} {r.title}",
+                time=f"{r.duration:.3f}",
             )
             if r.status is Status.FAIL:
                 msg = r.detail + (f" [known defect: {r.known_defect}]" if r.known_defect else "")
@@ -126,7 +131,7 @@ def _run_job(
         status, detail, defect = Status.FAIL, exc.detail, exc.known_defect
     except CheckSkipped as exc:
         status, detail = Status.SKIP, str(exc)
-    except Exception as exc:  # noqa: BLE001 - a kit bug must not stop the run
+    except Exception as exc:
         status = Status.FAIL
         detail = f"kit error: {type(exc).__name__}: {exc}"
         if os.environ.get("CARTRIDGE_CONFORM_DEBUG"):
@@ -168,14 +173,22 @@ def run_conformance(
 
     def record(c: Check, status: Status, detail: str, defect: str | None, took: float) -> None:
         res = CheckResult(
-            id=c.id, title=c.title, level=c.level, status=status, detail=detail, duration=took, known_defect=defect
+            id=c.id,
+            title=c.title,
+            level=c.level,
+            status=status,
+            detail=detail,
+            duration=took,
+            known_defect=defect,
         )
         results[c.id] = res
         if on_result is not None:
             on_result(res)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures: dict[concurrent.futures.Future[tuple[Status, str, str | None, float]], Check | None] = {}
+        futures: dict[
+            concurrent.futures.Future[tuple[Status, str, str | None, float]], Check | None
+        ] = {}
         if audited:
             ctx = CheckContext(argv, timeout=timeout * 2, run=run, check_id="baseline")
             futures[pool.submit(_run_job, run_baseline, ctx, timeout * 2)] = None
@@ -186,12 +199,12 @@ def run_conformance(
             futures[pool.submit(_run_job, c.func, ctx, timeout)] = c
         baseline_note = ""
         for fut in concurrent.futures.as_completed(futures):
-            c = futures[fut]
+            job = futures[fut]
             status, detail, defect, took = fut.result()
-            if c is None:
+            if job is None:
                 baseline_note = "" if status is Status.PASS else detail
                 continue
-            record(c, status, detail, defect, took)
+            record(job, status, detail, defect, took)
     for i, conn in enumerate(run.shared_all):
         conn.session.kill()
         audit_conn(conn, run, f"[shared #{i}]")

@@ -9,6 +9,7 @@ so a silent or hung target fails the check it is in instead of hanging the kit.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import queue
@@ -77,7 +78,7 @@ def _lenient_decode(body: bytes) -> Frame | None:
         if fp.tell() != len(body):
             return None
         return map_to_frame(m, validate=False)
-    except Exception:  # noqa: BLE001 - hostile bytes: anything cbor2 raises
+    except Exception:
         return None
 
 
@@ -146,7 +147,9 @@ class Session:
                             return
                         frame, invalid = lenient, str(exc)
                     with self._lock:
-                        rec = Received(frame=frame, body_len=size, index=len(self.received), invalid=invalid)
+                        rec = Received(
+                            frame=frame, body_len=size, index=len(self.received), invalid=invalid
+                        )
                         self.received.append(rec)
                     self._inbox.put(rec)
             if buf:
@@ -190,7 +193,11 @@ class Session:
         """
         timeout = deadline - time.monotonic()
         try:
-            item = self._inbox.get(timeout=max(0.0, timeout)) if timeout > 0 else self._inbox.get_nowait()
+            item = (
+                self._inbox.get(timeout=max(0.0, timeout))
+                if timeout > 0
+                else self._inbox.get_nowait()
+            )
         except queue.Empty:
             raise WaitTimeout("no frame from the target in time") from None
         if item is _EOF:
@@ -244,10 +251,8 @@ class Session:
     def close_stdin(self) -> None:
         """Send EOF on the target's stdin."""
         assert self.proc.stdin is not None
-        try:
+        with contextlib.suppress(BrokenPipeError, OSError):
             self.proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -265,14 +270,10 @@ class Session:
     def kill(self) -> None:
         """End the process (idempotent) and release the pipes."""
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(OSError):
                 self.proc.kill()
-            except OSError:
-                pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # the kernel did not reap it
             self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - the kernel did not reap it
-            pass
         for pipe in (self.proc.stdin,):
             try:
                 if pipe is not None:

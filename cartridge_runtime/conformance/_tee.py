@@ -8,6 +8,7 @@ inherited), and writes each direction to ``DIR`` plus an index of when each read
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -31,7 +32,9 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def run_tee(target: Sequence[str], out_dir: str | os.PathLike[str], *, stdin_fd: int = 0, stdout_fd: int = 1) -> int:
+def run_tee(
+    target: Sequence[str], out_dir: str | os.PathLike[str], *, stdin_fd: int = 0, stdout_fd: int = 1
+) -> int:
     """Run ``target`` (argv; a leading ``.py`` runs under this interpreter) as a recorded
     pass-through between ``stdin_fd``/``stdout_fd`` and the child. Returns its exit status."""
     argv = target_command(target[0]) + list(target[1:]) if target else []
@@ -76,10 +79,8 @@ def run_tee(target: Sequence[str], out_dir: str | os.PathLike[str], *, stdin_fd:
                 record(H2C, data, total, t)
         except OSError:
             pass
-        try:
+        with contextlib.suppress(OSError):
             proc.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
 
     def child_to_host() -> None:
         total = 0
@@ -92,10 +93,8 @@ def run_tee(target: Sequence[str], out_dir: str | os.PathLike[str], *, stdin_fd:
             if not data:
                 break
             total += len(data)
-            try:
+            with contextlib.suppress(OSError):
                 _write_all(stdout_fd, data)
-            except OSError:
-                pass
             record(C2H, data, total, t)
 
     up = threading.Thread(target=host_to_child, daemon=True)

@@ -84,7 +84,11 @@ def read_capture(data: bytes, direction: str) -> Iterator[CaptureFrame]:
         yield CaptureFrame(dir=direction, raw=raw, end=pos, frame=frame, error=error)
     if pos < n:
         yield CaptureFrame(
-            dir=direction, raw=data[pos:], end=n, frame=None, error=f"{n - pos} trailing bytes (incomplete frame)"
+            dir=direction,
+            raw=data[pos:],
+            end=n,
+            frame=None,
+            error=f"{n - pos} trailing bytes (incomplete frame)",
         )
 
 
@@ -152,13 +156,13 @@ def _one_item(payload: bytes) -> tuple[bool, Any]:
     fp = io.BytesIO(payload)
     try:
         value = cbor2.CBORDecoder(fp).decode()
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False, None
     return fp.tell() == len(payload), value
 
 
 def _phase(f: CaptureFrame, state: dict[str, Any]) -> str:
-    """"setup" for the HELLO pair, the host's identity request (no routing id) with its echo,
+    """ "setup" for the HELLO pair, the host's identity request (no routing id) with its echo,
     and the POLICY right after; "scenario" for everything else."""
     fr = f.frame
     if fr is None or state.get("done"):
@@ -167,7 +171,12 @@ def _phase(f: CaptureFrame, state: dict[str, Any]) -> str:
     if ft is FrameType.HELLO and state.get("hellos", 0) < 2:
         state["hellos"] = state.get("hellos", 0) + 1
         return "setup"
-    if ft is FrameType.REQ and fr.cap == IDENTITY_CAP and fr.routing_id is None and "rid" not in state:
+    if (
+        ft is FrameType.REQ
+        and fr.cap == IDENTITY_CAP
+        and fr.routing_id is None
+        and "rid" not in state
+    ):
         state["rid"] = fr.id
         return "setup"
     if "rid" in state and fr.id == state["rid"]:
@@ -199,14 +208,16 @@ def vector_line(f: CaptureFrame, phase_state: dict[str, Any]) -> dict[str, Any]:
     try:
         m = cbor2.loads(f.raw[PREFIX_LEN:])
         rec["decoded"] = _decoded(m) if isinstance(m, dict) else _json_value(m)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         rec["error"] = f"not CBOR: {exc}"
     if f.error:
         rec["error"] = f.error
     if fr is not None and fr.frame_type is FrameType.CHUNK and fr.payload:
         whole, value = _one_item(fr.payload)
         if whole:
-            rec["payload_cbor"] = _hex_or_cut(value) if isinstance(value, bytes) else _json_value(value)
+            rec["payload_cbor"] = (
+                _hex_or_cut(value) if isinstance(value, bytes) else _json_value(value)
+            )
     return rec
 
 
@@ -219,7 +230,18 @@ def listing_line(n: int, f: CaptureFrame) -> str:
     parts = [f"{fr.frame_type.name:<13}", f"id={fr.id}", f"seq={fr.seq}"]
     if fr.routing_id is not None:
         parts.append(f"xid={fr.routing_id}")
-    for name in ("cap", "stream_id", "media_urn", "chunk_index", "chunk_count", "credit", "is_sequence", "unbounded", "output", "force_kill"):
+    for name in (
+        "cap",
+        "stream_id",
+        "media_urn",
+        "chunk_index",
+        "chunk_count",
+        "credit",
+        "is_sequence",
+        "unbounded",
+        "output",
+        "force_kill",
+    ):
         v = getattr(fr, name)
         if v is not None:
             parts.append(f"{name}={v!r}")
@@ -228,7 +250,10 @@ def listing_line(n: int, f: CaptureFrame) -> str:
         shown = repr(value) if whole else f"raw {fr.payload[:24].hex()}"
         parts.append(f"payload[{len(fr.payload)}]={shown[:80]}")
     if fr.meta:
-        meta = {k: (f"<{len(v)} bytes>" if isinstance(v, (bytes, bytearray)) and len(v) > 48 else v) for k, v in fr.meta.items()}
+        meta = {
+            k: (f"<{len(v)} bytes>" if isinstance(v, (bytes, bytearray)) and len(v) > 48 else v)
+            for k, v in fr.meta.items()
+        }
         parts.append(f"meta={meta!r}"[:300])
     if f.error:
         parts.append(f"!! {f.error}")
