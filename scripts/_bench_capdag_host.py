@@ -80,6 +80,10 @@ class CapdagHostDriver:
         self._calls_lock = threading.Lock()
         self._xid = 0
         self.host_error: BaseException | None = None
+        #: Frames the host dropped because its 64-frame writer queue to the cartridge was
+        #: full (a documented capdag 1.524.58 behaviour): counted to explain a stuck call.
+        self.host_drops = 0
+        self._watch_host_queue()
         self._host_thread = threading.Thread(target=self._run_host, daemon=True)
         self._reader_thread = threading.Thread(target=self._read_loop, daemon=True)
         self._host_thread.start()
@@ -87,6 +91,19 @@ class CapdagHostDriver:
         self._send(Frame.policy(HostPolicy(NetworkPolicy.FULL)))
 
     # -- plumbing -------------------------------------------------------------
+
+    def _watch_host_queue(self) -> None:
+        """Count frames the host is about to drop (instrumentation only, same behaviour)."""
+        host = self.host
+        forward = host._send_to_cartridge  # private in 1.524.58; wrapped on this instance
+
+        def counting(cartridge_idx: int, frame: Frame) -> None:
+            writer_queue = getattr(host._cartridges[cartridge_idx], "writer_queue", None)
+            if writer_queue is not None and writer_queue.full():
+                self.host_drops += 1
+            forward(cartridge_idx, frame)
+
+        host._send_to_cartridge = counting
 
     def _run_host(self) -> None:
         try:
@@ -193,7 +210,9 @@ class CapdagHostDriver:
                     frame = call.inbox.get(timeout=WAIT_TIMEOUT)
                 except queue.Empty:
                     raise HostDriverError(
-                        f"no response frame in time (host error: {self.host_error!r})"
+                        f"no response frame in {WAIT_TIMEOUT:.0f}s (host error: "
+                        f"{self.host_error!r}; frames the host dropped on a full writer "
+                        f"queue: {self.host_drops})"
                     ) from None
                 kind = frame.frame_type
                 if kind == FrameType.CHUNK:

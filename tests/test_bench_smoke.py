@@ -39,7 +39,16 @@ def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
         timeout=240,
         cwd=ROOT,
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    failures = ""
+    if out.exists():
+        partial = json.loads(out.read_text())
+        failures = "; ".join(
+            f"({pair}) {metric}: {result['error']}"
+            for pair, per_metric in partial["results"].items()
+            for metric, result in per_metric.items()
+            if "error" in result
+        )
+    assert proc.returncode == 0, failures or (proc.stdout[-3000:] + proc.stderr[-3000:])
     report = json.loads(out.read_text())
 
     assert report["quick"] is True

@@ -126,3 +126,21 @@ def test_read_capture_reports_a_truncated_tail() -> None:
     assert frames[0].frame is not None and frames[0].error is None
     assert frames[1].frame is None and "trailing" in (frames[1].error or "")
     assert C2H != H2C
+
+
+def test_a_silent_target_fails_each_check_and_the_run_ends() -> None:
+    silent = [sys.executable, "-c", "import time; time.sleep(120)"]
+    report = run_conformance(silent, only=["HSK-3", "HSK-14", "FLW-12", "FRM-23"], timeout=1.5)
+    assert [r.status for r in report.results] == ["fail"] * 4
+    assert all("HELLO" in r.detail for r in report.results), [r.detail for r in report.results]
+
+
+def test_unrunnable_targets_are_refused_up_front(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        run_conformance(tmp_path / "missing.py")
+    with pytest.raises(FileNotFoundError):
+        run_conformance("no-such-cartridge-binary-x")
+    plain = tmp_path / "plain"
+    plain.write_text("#!/bin/sh\n")
+    with pytest.raises(PermissionError):
+        run_conformance(str(plain))

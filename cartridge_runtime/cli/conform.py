@@ -50,12 +50,12 @@ def conform(
     except ValueError as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
-    is_file = Path(target).exists()
-    if not is_file and "/" in target:
-        console.print(f"[red]error:[/] no such file: {escape(target)}")
-        raise typer.Exit(2)
     with console.status(f"certifying {escape(target)} ..."):
-        report = run_conformance(target, only=only, timeout=timeout, jobs=jobs or None)
+        try:
+            report = run_conformance(target, only=only, timeout=timeout, jobs=jobs or None)
+        except (FileNotFoundError, PermissionError) as exc:
+            console.print(f"[red]error:[/] {escape(str(exc))}")
+            raise typer.Exit(2) from None
     table = Table(title=f"Bifaci v6 conformance: {escape(target)}", title_justify="left")
     for col in ("id", "title", "level", "result"):
         table.add_column(col)

@@ -44,7 +44,7 @@ def heartbeat_during_request(ctx: CheckContext) -> str:
     rid = MessageId.new()
     _open_identity(conn, rid)
     for hid in (MessageId.new(), MessageId(42)):
-        reply = conn.heartbeat(hid, seconds=min(3.0, ctx.remaining()))
+        reply = conn.heartbeat(hid, seconds=min(5.0, ctx.remaining()))
         if reply is None:
             raise CheckFailed(f"no HEARTBEAT reply (id {hid}) while a request was open")
     ex = _finish_identity(conn, rid)
@@ -61,7 +61,7 @@ def heartbeat_during_request(ctx: CheckContext) -> str:
 )
 def heartbeat_reply_shape(ctx: CheckContext) -> str:
     conn = ctx.shared()
-    reply = conn.heartbeat(MessageId.new(), seconds=min(3.0, ctx.remaining()))
+    reply = conn.heartbeat(MessageId.new(), seconds=min(5.0, ctx.remaining()))
     if reply is None:
         raise CheckSkipped("no heartbeat reply to inspect (FLW-12 reports the silence)")
     meta = meta_of(reply)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import subprocess
 from typing import Any
@@ -290,8 +291,26 @@ def cli_manifest(ctx: CheckContext) -> str:
     except ValueError as exc:
         raise CheckFailed(f"`manifest` output is not JSON: {exc}") from None
     if printed != hello_manifest:
+        printed, hello_manifest = _canonical_urns(printed), _canonical_urns(hello_manifest)
+    if printed != hello_manifest:
         diff = sorted(
             k for k in set(printed) | set(hello_manifest) if printed.get(k) != hello_manifest.get(k)
         )
         raise CheckFailed(f"CLI manifest differs from HELLO's in {diff}")
-    return "same JSON object"
+    return "same JSON object (cap URNs compared in canonical form)"
+
+
+def _canonical_urns(manifest: Any) -> Any:
+    """The manifest with every cap's ``urn`` in canonical text, so that two spellings of
+    the same cap URN (tag order, quoting) compare equal."""
+    from ..urn import CapUrn
+
+    if not isinstance(manifest, dict):
+        return manifest
+    out = json.loads(json.dumps(manifest))
+    for group in out.get("cap_groups", []) or []:
+        for cap in group.get("caps", []) if isinstance(group, dict) else []:
+            if isinstance(cap, dict) and isinstance(cap.get("urn"), str):
+                with contextlib.suppress(Exception):  # an unparsable URN stays as written
+                    cap["urn"] = str(CapUrn.parse(cap["urn"]))
+    return out

@@ -107,15 +107,24 @@ def sweep_caps(manifest_raw: object) -> list[tuple[str, str]]:
 def run_sweep(ctx: CheckContext) -> str:
     """Call each simple manifest cap once with a small sample input so that the audit sees
     the target's own outputs (sequence streams, LOG frames, errors), not only identity's."""
+    hello = ctx.run.hello
+    if hello is None:  # borrow the shared session's HELLO instead of starting a process
+        try:
+            ctx.shared()
+        finally:
+            ctx.release_shared(broken=False)
+        hello = ctx.run.hello
+    caps = sweep_caps(meta_of(hello).get("manifest") if hello else None)[:16]
+    if not caps:
+        return "no manifest cap to sweep"
     conn = ctx.ready(BASELINE_LIMITS)
-    caps = sweep_caps(meta_of(conn.hello).get("manifest") if conn.hello else None)[:16]
     called = 0
     for i, (urn, media) in enumerate(caps):
         if ctx.remaining() < 2.0:
             break
         rid = MessageId.new()
         try:
-            conn.exchange(
+            ex = conn.exchange(
                 urn,
                 [cbor2.dumps(_sample(media))],
                 rid=rid,
@@ -124,6 +133,9 @@ def run_sweep(ctx: CheckContext) -> str:
                 deadline=min(ctx.deadline - 1.0, time.monotonic() + 3.0),
             )
             called += 1
+            if ex.terminal is not None and ex.terminal.frame_type is FrameType.ERR:
+                with ctx.run.lock:
+                    ctx.run.sweep_errors.append(meta_of(ex.terminal))
         except CheckFailed:
             conn.send(build.cancel(rid, xid=MessageId(200 + i)))
             conn.session.drain(0.3)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import struct
 import time
 
@@ -10,6 +11,7 @@ import cbor2
 
 from ..protocol import DEFAULT_LIMITS, ZERO_ID, Frame, FrameType, Limits, encode_body
 from ._context import CheckContext
+from ._known import KNOWN_DEFECTS
 from ._model import CheckFailed, CheckSkipped, check
 from ._session import TargetGone, WaitTimeout
 
@@ -151,8 +153,31 @@ def stdin_eof(ctx: CheckContext) -> str:
     return "exit 0 after setup and after a request"
 
 
-@check("ERR-4", "Typed handler errors keep code, class and arg_urn", ck="CK-38")
+#: Codes the protocol itself defines; any other code on an ERR is a handler's own (typed).
+GENERIC_CODES = frozenset(
+    {
+        "HANDLER_ERROR", "NO_HANDLER", "PROTOCOL_ERROR", "PROTOCOL_VIOLATION", "INVALID_REQUEST",
+        "CANCELLED", "ABORTED", "ABORTED_COLLATERAL", "UNKNOWN_POOL", "CREDIT_VIOLATION",
+    }
+)  # fmt: skip
+_FLATTENED = re.compile(r"^[A-Z][A-Z0-9_]{2,}: ")
+
+
+@check("ERR-4", "Typed handler errors keep code, class and arg_urn", ck="CK-38", audit=True)
 def typed_error(ctx: CheckContext) -> str:
-    raise CheckSkipped(
-        "needs a cap known to raise a typed error; the kit cannot tell one from the manifest"
-    )
+    errors = list(ctx.run.sweep_errors)
+    flattened = [
+        m
+        for m in errors
+        if m.get("code") == "HANDLER_ERROR" and _FLATTENED.match(str(m.get("message", "")))
+    ]
+    if flattened:
+        raise CheckFailed(
+            f"a typed error arrived as HANDLER_ERROR/{flattened[0].get('attribution_class')}: "
+            f"{str(flattened[0].get('message'))[:80]!r}",
+            known_defect=KNOWN_DEFECTS["ERR-4"],
+        )
+    typed = sorted({str(m.get("code")) for m in errors if m.get("code") not in GENERIC_CODES})
+    if not typed:
+        raise CheckSkipped("no manifest cap raised a typed error for the kit's sample inputs")
+    return f"typed errors kept their codes: {', '.join(typed)}"

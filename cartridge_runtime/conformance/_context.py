@@ -10,6 +10,7 @@ defect fails exactly the check that owns its rule.
 from __future__ import annotations
 
 import io
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -21,8 +22,10 @@ import cbor2
 from ..protocol import (
     DEFAULT_LIMITS,
     IDENTITY_CAP,
+    IDENTITY_NONCE_LEN,
     Frame,
     FrameType,
+    IdentityCheck,
     Limits,
     MessageId,
 )
@@ -98,6 +101,8 @@ class RunState:
         self.baseline_done = False
         self.hello: Frame | None = None
         self.seen: set[str] = set()
+        #: ERR meta of the manifest sweep's requests (ERR-4 judges typed errors from it).
+        self.sweep_errors: list[dict[str, Any]] = []
         #: One ready process shared, one check at a time, by the checks that leave a
         #: conformant target in a clean state (saves a process start per check).
         self.shared_locks: dict[Limits, threading.Lock] = {}
@@ -180,22 +185,19 @@ class Conn:
         return frame
 
     def identity(self, *, split_at: int | None = None, nonce: bytes | None = None) -> Exchange:
-        """Run one identity request (lenient); returns what came back."""
-        import os
-
-        nonce = nonce if nonce is not None else os.urandom(32)
-        rid = MessageId.new()
-        if split_at is None:
-            payloads = [cbor2.dumps(nonce)]
-        else:
-            payloads = [cbor2.dumps(nonce[:split_at]), cbor2.dumps(nonce[split_at:])]
-        ex = self.exchange(IDENTITY_CAP, payloads, rid=rid)
-        ex_nonce = ex.output
+        """Run one identity request exactly as a host sends it (``IdentityCheck`` frames,
+        stream ``identity-verify``, no routing id) and judge the echo leniently."""
+        nonce = nonce if nonce is not None else os.urandom(IDENTITY_NONCE_LEN)
+        check = IdentityCheck(nonce=nonce)
+        ex = self.exchange(
+            IDENTITY_CAP, [], rid=check.rid, prebuilt=check.frames(split_at=split_at)
+        )
         if not ex.ok:
             raise CheckFailed(f"identity request failed: {ex.describe()}")
-        if ex_nonce != nonce:
+        if ex.output != check.nonce:
             raise CheckFailed(
-                f"identity echo differs: sent {nonce.hex()[:16]}..., got {ex_nonce.hex()[:16]}..."
+                f"identity echo differs: sent {check.nonce.hex()[:16]}..., "
+                f"got {ex.output.hex()[:16]}... ({len(ex.output)} bytes)"
             )
         return ex
 
@@ -230,6 +232,7 @@ class Conn:
         deadline: float | None = None,
         send_req: bool = True,
         first_index: int = 0,
+        prebuilt: Sequence[Frame] | None = None,
     ) -> Exchange:
         """Send one request whose single argument stream carries ``payloads`` (one CHUNK
         each), obeying the cartridge's input credit, and read the response to its terminal.
@@ -245,6 +248,9 @@ class Conn:
         window_in = self.limits.initial_credit
         allowed: dict[str, int] = {}
         got: dict[str, int] = {}
+        if prebuilt is not None:
+            self.send(*prebuilt)
+            send_req, finish, payloads = False, False, []
         if send_req:
             self.send(build.req(rid, cap, xid=xid))
             self.send(
@@ -411,6 +417,10 @@ class CheckContext:
             run.shared_all.append(conn)
             try:
                 conn.setup(limits)
+            except BaseException:
+                conn.session.kill()  # never hand a half-set-up process to the next check
+                run.shared_conns.pop(limits, None)
+                raise
             finally:
                 if conn.hello is not None and run.hello is None and limits == DEFAULT_LIMITS:
                     run.hello = conn.hello

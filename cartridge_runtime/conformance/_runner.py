@@ -5,6 +5,8 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import shutil
+import sys
 import threading
 import time
 import traceback
@@ -109,6 +111,24 @@ def select_checks(only: Iterable[str] | None = None) -> list[Check]:
     return [c for c in CATALOGUE if c.id in wanted]
 
 
+def _check_runnable(argv: list[str]) -> None:
+    """Refuse a target that cannot even be started, before spawning anything.
+
+    :raises FileNotFoundError: the script or executable does not exist.
+    :raises PermissionError: the executable is not executable.
+    """
+    exe = argv[0]
+    if argv[0] == sys.executable and len(argv) > 1 and argv[1].endswith(".py"):
+        if not Path(argv[1]).is_file():
+            raise FileNotFoundError(f"no such cartridge script: {argv[1]}")
+        return
+    found = shutil.which(exe) if os.sep not in exe else (exe if Path(exe).exists() else None)
+    if found is None:
+        raise FileNotFoundError(f"no such cartridge executable: {exe}")
+    if not os.access(found, os.X_OK):
+        raise PermissionError(f"cartridge is not executable: {exe}")
+
+
 def _run_job(
     func: Callable[[CheckContext], str], ctx: CheckContext, timeout: float
 ) -> tuple[Status, str, str | None, float]:
@@ -163,6 +183,7 @@ def run_conformance(
     checks are judged at the end from every session's frames.
     """
     argv = target_command(target)
+    _check_runnable(argv)
     checks = select_checks(only)
     run = RunState()
     started = time.monotonic()
