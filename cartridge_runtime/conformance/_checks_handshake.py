@@ -36,6 +36,8 @@ def target_hello(ctx: CheckContext) -> Frame:
         except CheckFailed:
             if ctx.run.hello is None:
                 raise
+        finally:
+            ctx.release_shared(broken=False)  # only its HELLO was wanted
     assert ctx.run.hello is not None
     return ctx.run.hello
 
@@ -80,8 +82,9 @@ def hello_version(ctx: CheckContext) -> str:
 @check("HSK-5", "Limits negotiated to the minimum", ck="CK-03")
 def limits_negotiated(ctx: CheckContext) -> str:
     own = meta_of(target_hello(ctx))  # its answer to the defaults = its own maxima
-    conn = ctx.conn()
-    reply = meta_of(conn.handshake(SMALL_LIMITS))
+    conn = ctx.shared(SMALL_LIMITS)  # the session the baseline traffic also uses
+    assert conn.hello is not None
+    reply = meta_of(conn.hello)
     wrong = []
     for name in LIMIT_NAMES:
         offered = getattr(SMALL_LIMITS, name)
@@ -250,7 +253,7 @@ PROBE_CAP = "cap:in=media:;conformance-probe=unhandled-7f3a;out=media:"
     ck="CK-34",
 )
 def late_hello(ctx: CheckContext) -> str:
-    conn = ctx.ready()
+    conn = ctx.shared()  # a conformant target keeps serving; a failure retires the session
     conn.send(build.hello(Limits()))
     try:
         f = conn.session.expect(lambda f: f.id == ZERO_ID, ctx.deadline)

@@ -20,14 +20,14 @@ from ..protocol import (
 from ..protocol import (
     frames as build,
 )
-from ._checks_handshake import PROBE_CAP
+from ._checks_handshake import PROBE_CAP, SMALL_LIMITS
 from ._context import CheckContext, meta_of
 from ._known import KNOWN_DEFECTS
 from ._model import CheckFailed, CheckSkipped, check
 
 #: Limits of the baseline sessions: small chunks and windows so that a few KiB exercise
 #: multi-chunk streams and credit.
-BASELINE_LIMITS = Limits(max_chunk=1000, initial_credit=8)
+BASELINE_LIMITS = SMALL_LIMITS
 SMALL_FRAME_LIMITS = Limits(max_frame=4096, max_chunk=1000, initial_credit=8)
 
 
@@ -42,7 +42,7 @@ def _chunks(data: bytes, size: int) -> list[bytes]:
 def run_baseline(ctx: CheckContext) -> str:
     """Ordinary traffic for the frame audit: multi-chunk echoes with UUID, integer and no
     routing ids, a sequence input, NO_HANDLER, a heartbeat, and a small max_frame."""
-    conn = ctx.ready(BASELINE_LIMITS)
+    conn = ctx.shared(BASELINE_LIMITS)
     data = _blob(5000)
     notes = []
     for xid in (None, MessageId.new(), MessageId(7)):

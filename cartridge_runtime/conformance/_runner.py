@@ -16,7 +16,14 @@ from xml.etree import ElementTree as ET
 
 import attrs
 
-from . import _checks_flow, _checks_handshake, _checks_requests, _checks_robust  # noqa: F401 - register
+# isort: off
+# Registration order is report order: handshake, requests and the audit, flow, robustness.
+from . import _checks_handshake  # noqa: F401
+from . import _checks_requests  # noqa: F401
+from . import _checks_flow  # noqa: F401
+from . import _checks_robust  # noqa: F401
+
+# isort: on
 from ._audit import audit_conn
 from ._checks_requests import run_baseline, run_sweep
 from ._context import CheckContext, RunState
