@@ -34,7 +34,10 @@ def conform(
         float, typer.Option("--timeout", min=0.5, help="Seconds each check may take.")
     ] = 20.0,
     jobs: Annotated[
-        int, typer.Option("--jobs", min=0, help="Checks run at once (0 = automatic).")
+        int,
+        typer.Option(
+            "--jobs", min=0, help="Checks run at once (0 = automatic: 3 per CPU core, 4 to 8)."
+        ),
     ] = 0,
 ) -> None:
     """Run the conformance catalogue against TARGET."""

@@ -87,6 +87,8 @@ def audit_conn(conn: Conn, run: RunState, where: str, skip: frozenset[str] = fro
         tag = f"{where}: {ft.name} #{rec.index}"
         if rec.invalid and ft not in _META_JUDGED:
             add("TYP-4", f"{tag}: {rec.invalid}")
+        for rule, detail in rec.form:  # byte form (FRM-17..19), judged as the frame arrived
+            add(rule, f"{tag}: {detail}")
         if rec.body_len > max_frame and hellos:
             add("FRM-14", f"{tag} body {rec.body_len} B > max_frame {max_frame}")
         if ft is FrameType.HELLO:

@@ -4,6 +4,7 @@ as long as the kit wants)."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -19,9 +20,25 @@ from ..protocol import (
 from ..protocol import (
     frames as build,
 )
+from ._checks_handshake import SMALL_FRAME_LIMITS, SMALL_LIMITS
 from ._context import CheckContext, Conn, meta_of
 from ._model import CheckFailed, CheckSkipped, check
 from ._session import TargetGone, WaitTimeout
+
+#: Seconds a heartbeat reply may take (FLW-12: it is answered at once, by the reading side).
+HEARTBEAT_WAIT = 3.0
+
+
+def _hb_wait(ctx: CheckContext) -> float:
+    """How long to wait for a heartbeat reply: briefly once the target left one unanswered
+    in this run (the checks after the first silence only confirm it)."""
+    wait = 0.5 if "heartbeat-silent" in ctx.run.seen else HEARTBEAT_WAIT
+    return min(wait, ctx.remaining())
+
+
+def _silent(ctx: CheckContext) -> None:
+    with ctx.run.lock:
+        ctx.run.seen.add("heartbeat-silent")
 
 
 def _open_identity(conn: Conn, rid: MessageId, data: bytes = b"still running") -> None:
@@ -44,8 +61,9 @@ def heartbeat_during_request(ctx: CheckContext) -> str:
     rid = MessageId.new()
     _open_identity(conn, rid)
     for hid in (MessageId.new(), MessageId(42)):
-        reply = conn.heartbeat(hid, seconds=min(5.0, ctx.remaining()))
+        reply = conn.heartbeat(hid, seconds=_hb_wait(ctx))
         if reply is None:
+            _silent(ctx)
             raise CheckFailed(f"no HEARTBEAT reply (id {hid}) while a request was open")
     ex = _finish_identity(conn, rid)
     if ex.terminal is not None and ex.terminal.frame_type is FrameType.ERR:  # type: ignore[attr-defined]
@@ -61,8 +79,9 @@ def heartbeat_during_request(ctx: CheckContext) -> str:
 )
 def heartbeat_reply_shape(ctx: CheckContext) -> str:
     conn = ctx.shared()
-    reply = conn.heartbeat(MessageId.new(), seconds=min(5.0, ctx.remaining()))
+    reply = conn.heartbeat(MessageId.new(), seconds=_hb_wait(ctx))
     if reply is None:
+        _silent(ctx)
         raise CheckSkipped("no heartbeat reply to inspect (FLW-12 reports the silence)")
     meta = meta_of(reply)
     problems = []
@@ -82,24 +101,23 @@ def heartbeat_reply_shape(ctx: CheckContext) -> str:
 
 @check("FLW-2", "CHUNKs never beyond the credit window", rules=("FLW-1", "FLW-2"), ck="CK-27")
 def credit_respected(ctx: CheckContext) -> str:
-    conn = ctx.shared(WINDOW_2)
+    conn = ctx.shared(SMALL_LIMITS)
+    window = conn.limits.initial_credit
     data = bytes(range(256)) * 24  # 6144 bytes, at least 7 response chunks
     payloads = [cbor2.dumps(data[i : i + 600]) for i in range(0, len(data), 600)]
-    ex = conn.exchange(IDENTITY_CAP, payloads, respond="slow", quiet=0.15)
+    ex = conn.exchange(IDENTITY_CAP, payloads, respond="slow", quiet=0.1)
     if ex.credit_overruns:
         raise CheckFailed(ex.credit_overruns[0])
     if not ex.ok or ex.output != data:
-        raise CheckFailed(f"echo under a window of 2 with slow grants: {ex.describe()}")
-    return f"window 2, {ex.response_grants} slow single grants: never exceeded"
-
-
-#: Limits of the two shared credit sessions.
-WINDOW_2 = Limits(max_chunk=1000, initial_credit=2)
-WINDOW_8 = Limits(max_chunk=1000, initial_credit=8)
+        raise CheckFailed(f"echo under a window of {window} with slow grants: {ex.describe()}")
+    return f"window {window}, {ex.response_grants} slow single grants: never exceeded"
 
 
 def _many(ctx: CheckContext, window: int, n: int) -> tuple[object, int]:
-    conn = ctx.shared(WINDOW_8 if window == 8 else Limits(max_chunk=1000, initial_credit=window))
+    limits = SMALL_FRAME_LIMITS
+    if window != limits.initial_credit:
+        limits = Limits(max_chunk=1000, initial_credit=window)
+    conn = ctx.shared(limits)
     data = bytes(range(256)) * 16
     payloads = [cbor2.dumps(data[i % 16 * 200 : i % 16 * 200 + 200]) for i in range(n)]
     ex = conn.exchange(IDENTITY_CAP, payloads)
@@ -140,7 +158,8 @@ def credit_batched(ctx: CheckContext) -> str:
 
 @check("FLW-7", "Credit violation ends the request with ERR", rules=("FLW-7", "ERR-6"), ck="CK-29")
 def credit_violation(ctx: CheckContext) -> str:
-    conn = ctx.shared(WINDOW_2)
+    conn = ctx.shared(SMALL_LIMITS)
+    window = conn.limits.initial_credit
     n = 16
     payloads = [cbor2.dumps(bytes([i]) * 64) for i in range(n)]
     ex = conn.exchange(IDENTITY_CAP, payloads, obey_credit=False)
@@ -155,7 +174,7 @@ def credit_violation(ctx: CheckContext) -> str:
             )
         conn.identity()
         return f"ERR {meta.get('code')} ({msg[:50]}...); still serving"
-    granted = 2 + sum(ex.input_grants)
+    granted = window + sum(ex.input_grants)
     if granted < n:
         raise CheckFailed(
             f"{n} chunks accepted with only {granted} credits granted (want ERR CREDIT_VIOLATION)"
@@ -217,17 +236,29 @@ def cancel_quiet(ctx: CheckContext) -> str:
     rid = MessageId.new()
     _open_identity(conn, rid)
     _cancel_and_wait(conn, ctx, rid)
-    conn.send(build.cancel(rid), build.cancel(MessageId.new()))
-    extra = [f for f in conn.session.drain(0.3) if f.frame_type is not FrameType.CREDIT]
+    unknown = MessageId.new()
+    conn.send(build.cancel(rid), build.cancel(unknown))
+    # the identity request that follows is the barrier: the target reads the cancels
+    # first, so whatever they provoke arrives among the frames read meanwhile (an event,
+    # not a quiet period)
+    ex = conn.identity()
+    extra = [
+        f for f in ex.others if f.id in (rid, unknown) and f.frame_type is not FrameType.CREDIT
+    ]
     if extra:
         raise CheckFailed(
             f"repeated/unknown CANCEL answered with {[f.frame_type.name for f in extra]}"
         )
-    conn.identity()
     return "a second cancel and a cancel of an unknown rid: no frame; still serving"
 
 
-@check("FLW-20", "force_kill CANCEL: the ERR comes first", rules=("FLW-20", "FLW-18"), ck="CK-30")
+@check(
+    "FLW-20",
+    "force_kill CANCEL: the ERR comes first",
+    rules=("FLW-20", "FLW-18"),
+    ck="CK-30",
+    procs=1,
+)
 def cancel_force_kill(ctx: CheckContext) -> str:
     conn = ctx.ready()
     rid = MessageId.new()
@@ -244,3 +275,137 @@ def cancel_force_kill(ctx: CheckContext) -> str:
             "the process exited with status 0 after a force_kill cancel (non-zero or alive)"
         )
     return "ERR CANCELLED, then " + ("still alive" if rc is None else f"exit {rc}")
+
+
+@check(
+    "FLW-11",
+    "Unbounded input stream (key 20, no chunk_count) echoed",
+    rules=("FLW-11",),
+    ck="CK-39",
+)
+def unbounded_input(ctx: CheckContext) -> str:
+    conn = ctx.shared(SMALL_FRAME_LIMITS)
+    data = bytes(range(256)) * 10  # 2560 bytes in 5 chunks
+    payloads = [cbor2.dumps(data[i : i + 512]) for i in range(0, len(data), 512)]
+    ex = conn.exchange(IDENTITY_CAP, payloads, unbounded=True)
+    if not ex.ok:
+        raise CheckFailed(f"identity with an unbounded input stream: {ex.describe()}")
+    if ex.output != data:
+        raise CheckFailed(
+            f"unbounded input echoed as {len(ex.output)} bytes differing from the {len(data)} sent"
+        )
+    return f"{len(payloads)} chunks on an unbounded stream (STREAM_END without key 15): echoed"
+
+
+@check(
+    "FLW-22",
+    "CLOSE_STREAM without live feeds is ignored; the request finishes",
+    rules=("FLW-22",),
+    ck="CK-40",
+)
+def close_stream_ignored(ctx: CheckContext) -> str:
+    conn = ctx.shared(SMALL_FRAME_LIMITS)
+    rid = MessageId.new()
+    _open_identity(conn, rid, b"before ")
+    # one naming the (bounded, not live-feed) input stream, one for the whole request
+    conn.send(build.close_stream(rid, stream_id="arg-0"), build.close_stream(rid))
+    ex = conn.exchange(
+        IDENTITY_CAP, [cbor2.dumps(b"after")], rid=rid, send_req=False, first_index=1
+    )
+    if not ex.ok:
+        raise CheckFailed(f"after CLOSE_STREAM the request ended with {ex.describe()}")
+    if ex.output != b"before after":
+        raise CheckFailed(
+            f"after CLOSE_STREAM the echo is {bytes(ex.output[:40])!r} "
+            "(want b'before after': input after CLOSE_STREAM still belongs to the request)"
+        )
+    return "two CLOSE_STREAMs ignored: more input accepted, the request ended with END"
+
+
+#: A pool name no cartridge declares.
+NO_SUCH_POOL = "conformance-no-such-pool-7f3a"
+
+
+def _probe(conn: Conn, ctx: CheckContext, desired: dict[str, int] | None) -> Frame:
+    """A HEARTBEAT (with ``desired_capacities`` when given) and its answer: the reply or
+    an ERR with the same id. Other frames are kept for later reads."""
+    hid = MessageId.new()
+    meta = {"desired_capacities": json.dumps(desired).encode()} if desired is not None else None
+    conn.send(build.heartbeat(hid, meta=meta))
+    held: list[Frame] = []
+    deadline = time.monotonic() + _hb_wait(ctx)
+    try:
+        return conn.session.expect(
+            lambda f: f.id == hid and f.frame_type in (FrameType.HEARTBEAT, FrameType.ERR),
+            deadline,
+            on_other=held.append,
+        )
+    except (WaitTimeout, TargetGone) as exc:
+        _silent(ctx)
+        raise CheckFailed(f"no answer to a heartbeat probe ({exc})") from None
+    finally:
+        conn._pending.extend(held)
+
+
+def _configured(reply: Frame, pool: str) -> object:
+    try:
+        pools = json.loads(meta_of(reply).get("pools") or b"")
+        return pools[pool]["configured"]
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+@check(
+    "FLW-14",
+    "desired_capacities applied; an unknown pool refused with UNKNOWN_POOL",
+    rules=("FLW-14",),
+    ck="CK-41",
+)
+def desired_capacities(ctx: CheckContext) -> str:
+    conn = ctx.shared()
+    try:
+        first = _probe(conn, ctx, None)
+    except CheckFailed:
+        first = None
+    if first is None or first.frame_type is not FrameType.HEARTBEAT:
+        raise CheckSkipped("a plain heartbeat got no reply (FLW-12 reports it)")
+    try:
+        pools = json.loads(meta_of(first).get("pools") or b"")
+        names = [n for n in pools if n != "all" and isinstance(pools[n], dict)]
+    except (ValueError, TypeError, AttributeError):
+        raise CheckSkipped(
+            "the heartbeat reply has no readable pools (FLW-13 reports it)"
+        ) from None
+    if not names:
+        raise CheckSkipped("no pool besides 'all' to configure")
+    pool = "cap:effect=none" if "cap:effect=none" in names else names[0]
+    before = pools[pool].get("configured")
+    base = before if type(before) is int and before > 0 else 0
+    wanted = base + 7  # a larger limit than before (or a limit where there was none)
+    reply = _probe(conn, ctx, {pool: wanted})
+    if reply.frame_type is not FrameType.HEARTBEAT:
+        raise CheckFailed(f"desired_capacities {{{pool!r}: {wanted}}} refused: {meta_of(reply)}")
+    if _configured(reply, pool) != wanted:
+        raise CheckFailed(
+            f"after desired_capacities {{{pool!r}: {wanted}}} the reply shows configured "
+            f"{_configured(reply, pool)!r}"
+        )
+    refused = _probe(conn, ctx, {pool: wanted + 1, NO_SUCH_POOL: 1})
+    meta = meta_of(refused)
+    if refused.frame_type is not FrameType.ERR or meta.get("code") != "UNKNOWN_POOL":
+        raise CheckFailed(
+            f"an unknown pool in desired_capacities got {refused.frame_type.name} "
+            f"{meta.get('code')!r} (want ERR UNKNOWN_POOL with the heartbeat's id)"
+        )
+    if meta.get("attribution_class") != "internal":
+        raise CheckFailed(f"UNKNOWN_POOL class {meta.get('attribution_class')!r} (want internal)")
+    after = _probe(conn, ctx, None)
+    if after.frame_type is not FrameType.HEARTBEAT or _configured(after, pool) != wanted:
+        raise CheckFailed(
+            f"a refused batch was partly applied: {pool!r} configured "
+            f"{_configured(after, pool)!r} (want {wanted}, unchanged)"
+        )
+    restore = _probe(conn, ctx, {pool: before if type(before) is int else 0})
+    if restore.frame_type is not FrameType.HEARTBEAT:
+        raise CheckFailed(f"restoring {pool!r} configured to {before!r} was refused")
+    return f"{pool} configured {before} -> {wanted} in the reply; unknown pool: ERR UNKNOWN_POOL"

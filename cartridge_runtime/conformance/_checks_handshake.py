@@ -5,8 +5,9 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
-import subprocess
 from typing import Any
+
+import attrs
 
 from ..protocol import (
     ZERO_ID,
@@ -20,12 +21,15 @@ from ..protocol import (
 )
 from ._context import CheckContext, meta_of
 from ._model import CheckFailed, CheckSkipped, check
-from ._session import TargetGone, WaitTimeout
+from ._session import TargetGone, WaitTimeout, run_capture
 
 LIMIT_NAMES = ("max_frame", "max_chunk", "max_reorder_buffer", "initial_credit")
 
 #: Limits offered by HSK-5: each well below the protocol defaults.
 SMALL_LIMITS = Limits(max_frame=200_000, max_chunk=1000, max_reorder_buffer=16, initial_credit=4)
+#: Limits of the second small-limits shared session: a 4 KiB max_frame and a window of 8
+#: (the baseline's small-frame echo, the credit batching checks, streams and CLOSE_STREAM).
+SMALL_FRAME_LIMITS = Limits(max_frame=4096, max_chunk=1000, initial_credit=8)
 
 
 def target_hello(ctx: CheckContext) -> Frame:
@@ -160,11 +164,48 @@ def pools_present(ctx: CheckContext) -> str:
     return f"{len(json.loads(raw))} pool entries including 'all'"
 
 
+def _pools_order_problem(raw: Any) -> str | None:
+    try:
+        pools = json.loads(raw)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(pools, dict):
+        return None
+    # The singletons' own order is not judged: the reference sorts them by the cap URN
+    # as registered, while the keys are canonical URNs, so no rule on the keys alone holds.
+    names = list(pools)
+    single = [n for n in names if n != "all" and not _is_shared(pools[n])]
+    shared = [n for n in names if n != "all" and _is_shared(pools[n])]
+    want = single + sorted(shared) + (["all"] if "all" in pools else [])
+    if names == want:
+        return None
+    return (
+        f"pools in order {names} (want the singleton pools, then shared pools by name, "
+        f"then all: {want})"
+    )
+
+
+def _is_shared(entry: Any) -> bool:
+    return isinstance(entry, dict) and "caps" in entry
+
+
+@check("HSK-24", "pools entries ordered: singletons, shared by name, all", "SHOULD", ck="CK-06")
+def pools_ordered(ctx: CheckContext) -> str:
+    raw = meta_of(target_hello(ctx)).get("pools")
+    if _pools_problems(raw):
+        raise CheckSkipped("pools is not well-formed (HSK-9 reports it)")
+    problem = _pools_order_problem(raw)
+    if problem:
+        raise CheckFailed(problem)
+    return "singleton pools, then shared pools by name, then all"
+
+
 @check(
     "HSK-6",
     "Invalid host HELLO: nothing written, non-zero exit",
     rules=("HSK-6", "HSK-4"),
     ck="CK-07",
+    procs=2,
 )
 def bad_host_hello(ctx: CheckContext) -> str:
     variants: dict[str, dict[str, Any]] = {
@@ -216,29 +257,66 @@ def identity_split(ctx: CheckContext) -> str:
     return "nonce split at bytes 1, 16 and 31: echoed whole"
 
 
-@check("HSK-19", "POLICY accepted silently", ck="CK-10")
-def policy_accepted(ctx: CheckContext) -> str:
+@attrs.frozen(kw_only=True)
+class _NoPolicy:
+    """What HSK-19 and HSK-20 judge, from one process set up without POLICY."""
+
+    refusal: str | None  #: HSK-20's problem, or None
+    answers: list[str]  #: frames that answered the three POLICY frames (HSK-19)
+    policy_problem: str | None  #: HSK-19's other problem (no service after POLICY), or None
+
+
+def _no_policy_scenario(ctx: CheckContext) -> _NoPolicy:
+    """HELLO + identity, a REQ before any POLICY (HSK-20), then three POLICY frames and an
+    identity request (HSK-19: anything else read before its END answered a POLICY). When
+    the REQ step leaves the process dead, HSK-19 gets a fresh one."""
     conn = ctx.ready(policy=False)
-    for word in ("offline", "no_telemetry", "full"):
-        conn.send(build.policy(word))
-    extra = conn.session.drain(0.3)
-    if extra:
-        raise CheckFailed(f"POLICY was answered with {[f.frame_type.name for f in extra]}")
-    conn.identity()
+    refusal: str | None = None
+    try:
+        ex = conn.exchange(PROBE_CAP, [b"\x41x"], xid=MessageId(5))
+        t = ex.terminal
+        if t is None or t.frame_type is not FrameType.ERR:
+            refusal = f"REQ before POLICY got {ex.describe()} (want ERR PROTOCOL_VIOLATION)"
+        elif meta_of(t).get("code") != "PROTOCOL_VIOLATION":
+            refusal = f"ERR code {meta_of(t).get('code')!r} (want PROTOCOL_VIOLATION)"
+        else:
+            conn.identity()
+    except CheckFailed as exc:
+        refusal = exc.detail
+    if not conn.session.alive():
+        conn = ctx.ready(policy=False)
+    conn.send(*(build.policy(word) for word in ("offline", "no_telemetry", "full")))
+    # the identity request after them is the barrier: an answer to a POLICY arrives among
+    # the frames read before the identity's END (an event, not a quiet period)
+    answers: list[str] = []
+    problem: str | None = None
+    try:
+        ex = conn.identity()
+        answers = [f.frame_type.name for f in ex.others if f.frame_type is not FrameType.CREDIT]
+    except CheckFailed as exc:
+        problem = f"after POLICY: {exc.detail}"
+    return _NoPolicy(refusal=refusal, answers=answers, policy_problem=problem)
+
+
+def _no_policy(ctx: CheckContext) -> _NoPolicy:
+    return ctx.run.once("no-policy", lambda: _no_policy_scenario(ctx), ctx.deadline)
+
+
+@check("HSK-19", "POLICY accepted silently", ck="CK-10", procs=1)
+def policy_accepted(ctx: CheckContext) -> str:
+    got = _no_policy(ctx)
+    if got.answers:
+        raise CheckFailed(f"POLICY was answered with {got.answers}")
+    if got.policy_problem:
+        raise CheckFailed(got.policy_problem)
     return "three POLICY frames: no answer, requests still served"
 
 
 @check("HSK-20", "REQ before POLICY refused", ck="CK-11")
 def req_before_policy(ctx: CheckContext) -> str:
-    conn = ctx.ready(policy=False)
-    ex = conn.exchange(PROBE_CAP, [b"\x41x"], xid=MessageId(5))
-    t = ex.terminal
-    if t is None or t.frame_type is not FrameType.ERR:
-        raise CheckFailed(f"REQ before POLICY got {ex.describe()} (want ERR PROTOCOL_VIOLATION)")
-    meta = meta_of(t)
-    if meta.get("code") != "PROTOCOL_VIOLATION":
-        raise CheckFailed(f"ERR code {meta.get('code')!r} (want PROTOCOL_VIOLATION)")
-    conn.identity()
+    got = _no_policy(ctx)
+    if got.refusal:
+        raise CheckFailed(got.refusal)
     return "ERR PROTOCOL_VIOLATION, then still serving"
 
 
@@ -269,7 +347,13 @@ def late_hello(ctx: CheckContext) -> str:
     return "ERR PROTOCOL_ERROR id 0, then still serving"
 
 
-@check("CLI-2", "CLI `manifest` equals the HELLO manifest", rules=("CLI-2", "MAN-2"), ck="CK-37")
+@check(
+    "CLI-2",
+    "CLI `manifest` equals the HELLO manifest",
+    rules=("CLI-2", "MAN-2"),
+    ck="CK-37",
+    procs=1,
+)
 def cli_manifest(ctx: CheckContext) -> str:
     raw = meta_of(target_hello(ctx)).get("manifest")
     try:
@@ -278,19 +362,13 @@ def cli_manifest(ctx: CheckContext) -> str:
         hello_manifest = None
     if hello_manifest is None:
         raise CheckSkipped("the HELLO manifest is not JSON (see HSK-8)")
+    rc, stdout = run_capture([*ctx.argv, "manifest"], max(1.0, ctx.remaining()))
+    if rc is None:
+        raise CheckFailed("`manifest` did not finish in time")
+    if rc != 0:
+        raise CheckFailed(f"`manifest` exited {rc}")
     try:
-        proc = subprocess.run(
-            [*ctx.argv, "manifest"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=max(1.0, ctx.remaining()),
-        )
-    except subprocess.TimeoutExpired:
-        raise CheckFailed("`manifest` did not finish in time") from None
-    if proc.returncode != 0:
-        raise CheckFailed(f"`manifest` exited {proc.returncode}")
-    try:
-        printed = json.loads(proc.stdout)
+        printed = json.loads(stdout)
     except ValueError as exc:
         raise CheckFailed(f"`manifest` output is not JSON: {exc}") from None
     if printed != hello_manifest:

@@ -20,7 +20,7 @@ from ..protocol import (
 from ..protocol import (
     frames as build,
 )
-from ._checks_handshake import PROBE_CAP, SMALL_LIMITS
+from ._checks_handshake import PROBE_CAP, SMALL_FRAME_LIMITS, SMALL_LIMITS
 from ._context import CheckContext, meta_of
 from ._known import KNOWN_DEFECTS
 from ._model import CheckFailed, CheckSkipped, check
@@ -28,7 +28,6 @@ from ._model import CheckFailed, CheckSkipped, check
 #: Limits of the baseline sessions: small chunks and windows so that a few KiB exercise
 #: multi-chunk streams and credit.
 BASELINE_LIMITS = SMALL_LIMITS
-SMALL_FRAME_LIMITS = Limits(max_frame=4096, max_chunk=1000, initial_credit=8)
 
 
 def _blob(n: int) -> bytes:
@@ -60,11 +59,18 @@ def run_baseline(ctx: CheckContext) -> str:
     ex = conn.exchange(IDENTITY_CAP, frags, is_sequence=True, xid=MessageId(9))
     if any(f.is_sequence for f in ex.starts.values()):
         ctx.run.seen.add("sequence-output")
-    conn2 = ctx.ready(SMALL_FRAME_LIMITS)
-    ex = conn2.exchange(IDENTITY_CAP, _chunks(data, 900))
-    if not ex.ok or ex.output != data:
-        notes.append(f"echo under max_frame 4096: {ex.describe()}")
     return "; ".join(notes) or "baseline traffic complete"
+
+
+def run_baseline_frame(ctx: CheckContext) -> str:
+    """Baseline traffic under a small ``max_frame`` (4096): an echo of a few KiB, on the
+    shared session the window-8 credit checks also use."""
+    conn = ctx.shared(SMALL_FRAME_LIMITS)
+    data = _blob(5000)
+    ex = conn.exchange(IDENTITY_CAP, _chunks(data, 900))
+    if not ex.ok or ex.output != data:
+        return f"echo under max_frame 4096: {ex.describe()}"
+    return "baseline traffic under max_frame 4096 complete"
 
 
 def _sample(media: str) -> bytes:
@@ -117,7 +123,7 @@ def run_sweep(ctx: CheckContext) -> str:
     caps = sweep_caps(meta_of(hello).get("manifest") if hello else None)[:16]
     if not caps:
         return "no manifest cap to sweep"
-    conn = ctx.ready(BASELINE_LIMITS)
+    conn = ctx.shared(BASELINE_LIMITS)
     called = 0
     for i, (urn, media) in enumerate(caps):
         if ctx.remaining() < 2.0:
@@ -131,6 +137,7 @@ def run_sweep(ctx: CheckContext) -> str:
                 media=media,
                 xid=MessageId(200 + i),
                 deadline=min(ctx.deadline - 1.0, time.monotonic() + 3.0),
+                cancel_on_peer_call=True,
             )
             called += 1
             if ex.terminal is not None and ex.terminal.frame_type is FrameType.ERR:
@@ -139,8 +146,9 @@ def run_sweep(ctx: CheckContext) -> str:
         except CheckFailed:
             conn.send(build.cancel(rid, xid=MessageId(200 + i)))
             conn.session.drain(0.3)
-        if not conn.session.alive():
-            conn = ctx.ready(BASELINE_LIMITS)
+        if not conn.session.alive():  # retire the shared session, go on with a new one
+            ctx.release_shared(broken=True)
+            conn = ctx.shared(BASELINE_LIMITS)
     return f"swept {called}/{len(caps)} manifest caps"
 
 
@@ -191,7 +199,7 @@ def invalid_req(ctx: CheckContext) -> str:
     return "ERR INVALID_REQUEST and ERR PROTOCOL_ERROR; still serving"
 
 
-@check("FRM-16", "Chunks fit max_frame when max_frame < max_chunk", "SHOULD", ck="CK-19")
+@check("FRM-16", "Chunks fit max_frame when max_frame < max_chunk", "SHOULD", ck="CK-19", procs=1)
 def chunk_fits_frame(ctx: CheckContext) -> str:
     ctx.audit_skip.add("TYP-5")  # a seq gap after a refused write is this check's finding
     conn = ctx.ready(Limits(max_frame=2048, initial_credit=8))
@@ -306,6 +314,9 @@ _AUDITED = (
     ("TYP-4", "Each frame type carries its required keys", "MUST", ("TYP-4", "FRM-7"), ""),
     ("TYP-11", "Cartridge never sends RELAY_*, POLICY or a second HELLO", "MUST", ("TYP-11",), ""),
     ("FRM-2", "Every frame written decodes", "MUST", ("FRM-2", "FRM-4", "TYP-1"), ""),
+    ("FRM-17", "Map keys ascending, absent fields left out", "SHOULD", ("FRM-17",), "CK-42"),
+    ("FRM-18", "Shortest ints, 8-byte floats, definite lengths", "SHOULD", ("FRM-18",), "CK-42"),
+    ("FRM-19", "Meta keys in the fixed order of each frame type", "SHOULD", ("FRM-19",), "CK-42"),
 )
 
 _NEEDS = {

@@ -33,7 +33,17 @@ MALFORMED: dict[str, bytes] = {
 def _exit_after(
     ctx: CheckContext, label: str, data: bytes, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[int | None, bool, str]:
-    """Fresh process, setup, write ``data``; (exit status or None, ERR id 0 seen, stderr)."""
+    """Fresh process, setup, write ``data``; (exit status or None, ERR id 0 seen, stderr).
+
+    Computed once per run and label: FRM-20 and FRM-21 judge the same bad-CBOR process."""
+    return ctx.run.once(
+        f"exit-after:{label}", lambda: _exit_after_fresh(ctx, data, limits), ctx.deadline
+    )
+
+
+def _exit_after_fresh(
+    ctx: CheckContext, data: bytes, limits: Limits
+) -> tuple[int | None, bool, str]:
     conn = ctx.ready(limits)
     conn.session.write(data)
     saw_err = False
@@ -72,6 +82,7 @@ def _parallel(
     "Malformed frame: diagnostic and non-zero exit",
     rules=("FRM-20", "FRM-2", "FRM-4", "TYP-1"),
     ck="CK-32",
+    procs=4,
 )
 def malformed_frame(ctx: CheckContext) -> str:
     for label, (rc, _err, stderr) in _parallel(ctx, MALFORMED).items():
@@ -101,6 +112,7 @@ def malformed_err(ctx: CheckContext) -> str:
     "Oversize length prefix refused without reading the body",
     rules=("FRM-12", "FRM-20"),
     ck="CK-33",
+    procs=1,
 )
 def oversize_prefix(ctx: CheckContext) -> str:
     limits = Limits(max_frame=65536)
@@ -111,7 +123,7 @@ def oversize_prefix(ctx: CheckContext) -> str:
     return f"exit {rc} without waiting for the body"
 
 
-@check("TYP-10", "RELAY_NOTIFY / RELAY_STATE to a cartridge are fatal", ck="CK-35")
+@check("TYP-10", "RELAY_NOTIFY / RELAY_STATE to a cartridge are fatal", ck="CK-35", procs=2)
 def relay_frames(ctx: CheckContext) -> str:
     cases = {
         "RELAY_NOTIFY": _prefixed(
@@ -131,26 +143,16 @@ def relay_frames(ctx: CheckContext) -> str:
     return ", ".join(f"{k}: {'ERR' if v[1] else f'exit {v[0]}'}" for k, v in results.items())
 
 
-@check("FRM-23", "stdin EOF ends the process promptly with status 0", ck="CK-36")
+@check("FRM-23", "stdin EOF ends the process promptly with status 0", ck="CK-36", procs=1)
 def stdin_eof(ctx: CheckContext) -> str:
-    def attempt(after_request: bool) -> str | None:
-        conn = ctx.ready()
-        if after_request:
-            conn.identity()
-        conn.session.close_stdin()
-        rc = conn.session.wait_exit(ctx.deadline)
-        when = "after a request" if after_request else "after setup"
-        if rc is None:
-            return f"EOF {when}: still running at the check's timeout"
-        if rc != 0:
-            return f"EOF {when}: exit status {rc}"
-        return None
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        problems = [p for p in pool.map(attempt, (False, True)) if p]
-    if problems:
-        raise CheckFailed("; ".join(problems))
-    return "exit 0 after setup and after a request"
+    conn = ctx.ready()  # the setup's identity request has ended: the process is idle
+    conn.session.close_stdin()
+    rc = conn.session.wait_exit(ctx.deadline)
+    if rc is None:
+        raise CheckFailed("EOF while idle after a request: still running at the check's timeout")
+    if rc != 0:
+        raise CheckFailed(f"EOF while idle after a request: exit status {rc}")
+    return "exit 0 on EOF while idle after a request"
 
 
 #: Codes the protocol itself defines; any other code on an ERR is a handler's own (typed).

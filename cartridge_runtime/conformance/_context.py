@@ -13,8 +13,8 @@ import io
 import os
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import attrs
 import cbor2
@@ -36,6 +36,8 @@ from ._model import CheckFailed
 from ._session import Session, TargetGone, WaitTimeout
 
 __all__ = ("CheckContext", "Conn", "Exchange", "RunState", "lenient_value")
+
+_T = TypeVar("_T")
 
 
 def lenient_value(payload: bytes) -> bytes:
@@ -108,6 +110,50 @@ class RunState:
         self.shared_locks: dict[Limits, threading.Lock] = {}
         self.shared_conns: dict[Limits, Conn] = {}
         self.shared_all: list[Conn] = []
+        #: Every process started in the run (killed and reaped when the run ends, whatever
+        #: happens, so that nothing is left behind).
+        self.sessions: list[Session] = []
+        self._once: dict[str, tuple[threading.Event, list[Any]]] = {}
+
+    def track(self, session: Session) -> Session:
+        """Remember ``session`` so that the end of the run kills it."""
+        with self.lock:
+            self.sessions.append(session)
+        return session
+
+    def kill_all(self) -> None:
+        """Kill and reap every process of the run (idempotent)."""
+        with self.lock:
+            sessions = list(self.sessions)
+        for s in sessions:
+            s.kill()
+
+    def once(self, key: str, compute: Callable[[], _T], deadline: float) -> _T:
+        """The result of ``compute`` for ``key``, computed by the first caller only; later
+        callers wait for it (until ``deadline``). Lets two checks judge one scenario (one
+        process) from their own angles. An exception is re-raised in every caller.
+
+        :raises CheckFailed: the scenario did not finish before ``deadline``.
+        """
+        with self.lock:
+            entry = self._once.get(key)
+            first = entry is None
+            if entry is None:
+                entry = self._once[key] = (threading.Event(), [])
+        done, box = entry
+        if first:
+            try:
+                box.append((True, compute()))
+            except BaseException as exc:
+                box.append((False, exc))
+            finally:
+                done.set()
+        elif not done.wait(max(0.0, deadline - time.monotonic())):
+            raise CheckFailed(f"the shared scenario {key!r} did not finish in time")
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
 
     def known_defect(self, rule: str, findings: list[str]) -> str | None:
         """The reference defect an audit finding matches, if any."""
@@ -224,6 +270,7 @@ class Conn:
         stream_id: str = "arg-0",
         media: str = "media:",
         is_sequence: bool = False,
+        unbounded: bool = False,
         respond: str = "eager",
         obey_credit: bool = True,
         finish: bool = True,
@@ -233,6 +280,7 @@ class Conn:
         send_req: bool = True,
         first_index: int = 0,
         prebuilt: Sequence[Frame] | None = None,
+        cancel_on_peer_call: bool = False,
     ) -> Exchange:
         """Send one request whose single argument stream carries ``payloads`` (one CHUNK
         each), obeying the cartridge's input credit, and read the response to its terminal.
@@ -241,6 +289,9 @@ class Conn:
         grants one credit only after ``quiet`` seconds of silence, ``"none"`` never grants.
         Every response CHUNK beyond the window granted so far is noted in
         ``credit_overruns``. ``finish=False`` leaves the body open (no STREAM_END/END).
+        ``unbounded`` opens the input stream with key 20 and ends it without key 15.
+        ``cancel_on_peer_call`` cancels the request as soon as the target opens a peer
+        request of its own (the kit serves none, so the handler would wait for it).
         """
         rid = rid or MessageId.new()
         dl = deadline if deadline is not None else self.deadline()
@@ -254,7 +305,14 @@ class Conn:
         if send_req:
             self.send(build.req(rid, cap, xid=xid))
             self.send(
-                build.stream_start(rid, stream_id, media, xid=xid, is_sequence=is_sequence or None)
+                build.stream_start(
+                    rid,
+                    stream_id,
+                    media,
+                    xid=xid,
+                    is_sequence=is_sequence or None,
+                    unbounded=unbounded or None,
+                )
             )
         todo = list(payloads)
         index = first_index
@@ -269,7 +327,7 @@ class Conn:
                 window_in -= 1
                 ex.input_chunks_sent += 1
             if not todo and finish and not ended:
-                out.append(build.stream_end(rid, stream_id, index, xid=xid))
+                out.append(build.stream_end(rid, stream_id, None if unbounded else index, xid=xid))
                 out.append(build.end(rid, response=False, xid=xid))
                 ended = True
             if out:
@@ -301,6 +359,9 @@ class Conn:
                 ) from None
             if frame.id != rid:
                 ex.others.append(frame)
+                if cancel_on_peer_call and frame.frame_type is FrameType.REQ:
+                    cancel_on_peer_call = False
+                    self.send(build.cancel(rid, xid=xid))
                 continue
             ft = frame.frame_type
             if ft is FrameType.CREDIT:
@@ -382,7 +443,7 @@ class CheckContext:
         with self._lock:
             if self.cancelled:
                 raise CheckFailed("check timed out")
-            s = Session(self.argv, args=args, label=self.check_id)
+            s = self.run.track(Session(self.argv, args=args, label=self.check_id))
             self.sessions.append(s)
             return s
 
@@ -404,7 +465,9 @@ class CheckContext:
         if self._holds_shared is None:
             with run.lock:
                 lock = run.shared_locks.setdefault(limits, threading.Lock())
-            if not lock.acquire(timeout=max(1.0, self.timeout * 4)):
+            wait = max(1.0, self.timeout * 4)
+            self.deadline = time.monotonic() + wait  # the watchdog must not count the wait
+            if not lock.acquire(timeout=wait):
                 raise CheckFailed("the shared session stayed busy")
             self._holds_shared = limits
             self.deadline = time.monotonic() + self.timeout  # waiting for it is not our time
@@ -412,7 +475,10 @@ class CheckContext:
             raise RuntimeError("a check may hold one shared session")
         conn = run.shared_conns.get(limits)
         if conn is None or not conn.session.alive():
-            conn = Conn(Session(self.argv, label="shared"), self)
+            with self._lock:
+                if self.cancelled:
+                    raise CheckFailed("check timed out")
+            conn = Conn(self.run.track(Session(self.argv, label="shared")), self)
             run.shared_conns[limits] = conn
             run.shared_all.append(conn)
             try:

@@ -69,6 +69,9 @@ class Check:
     rules: tuple[str, ...] = ()
     ck: str = ""
     audit: bool = False  #: judged from the frame audit of every session of the run
+    #: Processes of its own the check starts (a scheduling hint: such checks start early,
+    #: interleaved with the cheap ones, so that process start-up overlaps the rest).
+    procs: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -115,6 +118,7 @@ def check(
     rules: tuple[str, ...] = (),
     ck: str = "",
     audit: bool = False,
+    procs: int = 0,
 ) -> Callable[[Callable[[CheckContext], str]], Callable[[CheckContext], str]]:
     """Register a check function in :data:`CATALOGUE` (decorator)."""
 
@@ -130,6 +134,7 @@ def check(
                 rules=rules or (id,),
                 ck=ck,
                 audit=audit,
+                procs=procs,
             )
         )
         return func

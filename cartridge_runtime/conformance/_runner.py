@@ -25,12 +25,12 @@ from . import _checks_robust  # noqa: F401
 
 # isort: on
 from ._audit import audit_conn
-from ._checks_requests import run_baseline, run_sweep
+from ._checks_requests import run_baseline, run_baseline_frame, run_sweep
 from ._context import CheckContext, RunState
 from ._model import CATALOGUE, Check, CheckFailed, CheckResult, CheckSkipped, Level, Status
 from ._session import target_command
 
-__all__ = ("DEFAULT_TIMEOUT", "Report", "run_conformance", "select_checks")
+__all__ = ("DEFAULT_TIMEOUT", "Report", "default_jobs", "run_conformance", "select_checks")
 
 #: Seconds one check may take before its processes are killed and it fails.
 DEFAULT_TIMEOUT = 20.0
@@ -175,6 +175,21 @@ def _run_job(
     return status, detail, defect, time.monotonic() - start
 
 
+def _schedule(live: list[Check]) -> list[Check]:
+    """Submission order: checks that start processes of their own (most first) alternate
+    with the rest, so process start-up overlaps the checks that share a session instead of
+    queueing behind them (the report keeps catalogue order)."""
+    fresh = sorted((c for c in live if c.procs), key=lambda c: -c.procs)
+    rest = [c for c in live if not c.procs]
+    out: list[Check] = []
+    while fresh or rest:
+        if fresh:
+            out.append(fresh.pop(0))
+        out.extend(rest[:2])
+        del rest[:2]
+    return out
+
+
 def run_conformance(
     target: str | os.PathLike[str] | Sequence[str],
     *,
@@ -186,18 +201,39 @@ def run_conformance(
     """Run the catalogue (or ``only`` those ids) against ``target``.
 
     ``target`` is a ``.py`` script (run with this interpreter), an executable, or a ready
-    argv. Checks that drive processes run concurrently (``jobs`` at a time); the audit
-    checks are judged at the end from every session's frames.
+    argv. Checks that drive processes run concurrently (``jobs`` at a time, default
+    :func:`default_jobs`); the audit checks are judged at the end from every session's
+    frames. Every process the run starts is killed and reaped before it returns.
     """
     argv = target_command(target)
     _check_runnable(argv)
     checks = select_checks(only)
     run = RunState()
+    try:
+        return _run(argv, checks, run, timeout, jobs or default_jobs(), on_result)
+    finally:
+        run.kill_all()  # whatever happened (even an interrupt), no process outlives the run
+
+
+def default_jobs() -> int:
+    """Checks run at once by default: the checks mostly wait on their target, whose start
+    (an interpreter import, typically) is what costs CPU, so a few per core keep every core
+    busy without thrashing them."""
+    return max(4, min(8, 3 * (os.cpu_count() or 2)))
+
+
+def _run(
+    argv: list[str],
+    checks: list[Check],
+    run: RunState,
+    timeout: float,
+    jobs: int,
+    on_result: Callable[[CheckResult], None] | None,
+) -> Report:
     started = time.monotonic()
     results: dict[str, CheckResult] = {}
     live = [c for c in checks if not c.audit]
     audited = [c for c in checks if c.audit]
-    jobs = jobs or max(4, min(8, 3 * (os.cpu_count() or 2)))
 
     def record(c: Check, status: Status, detail: str, defect: str | None, took: float) -> None:
         res = CheckResult(
@@ -220,9 +256,11 @@ def run_conformance(
         if audited:
             ctx = CheckContext(argv, timeout=timeout * 2, run=run, check_id="baseline")
             futures[pool.submit(_run_job, run_baseline, ctx, timeout * 2)] = None
+            ctx = CheckContext(argv, timeout=timeout * 2, run=run, check_id="baseline-frame")
+            futures[pool.submit(_run_job, run_baseline_frame, ctx, timeout * 2)] = None
             ctx = CheckContext(argv, timeout=timeout * 2, run=run, check_id="sweep")
             futures[pool.submit(_run_job, run_sweep, ctx, timeout * 2)] = None
-        for c in live:
+        for c in _schedule(live):
             ctx = CheckContext(argv, timeout=timeout, run=run, check_id=c.id)
             futures[pool.submit(_run_job, c.func, ctx, timeout)] = c
         baseline_note = ""

@@ -13,6 +13,7 @@ import contextlib
 import io
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -33,8 +34,17 @@ from ..protocol import (
     encode_frame,
     map_to_frame,
 )
+from ._byteform import byte_form_findings
 
-__all__ = ("Received", "Session", "TargetGone", "WaitTimeout", "target_command")
+__all__ = (
+    "Received",
+    "Session",
+    "TargetGone",
+    "WaitTimeout",
+    "kill_group",
+    "run_capture",
+    "target_command",
+)
 
 
 class WaitTimeout(Exception):
@@ -64,6 +74,8 @@ class Received:
     body_len: int
     index: int
     invalid: str | None = None  #: why the strict decoder refused it (meta rules), if it did
+    #: ``(rule, detail)`` of the byte-form SHOULD rules (FRM-17..19) the body breaks.
+    form: tuple[tuple[str, str], ...] = ()
 
 
 _EOF = object()
@@ -101,6 +113,7 @@ class Session:
         self._inbox: queue.Queue[object] = queue.Queue()
         self._stderr = bytearray()
         self._lock = threading.Lock()
+        self._killed = False
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.proc = subprocess.Popen(
@@ -110,6 +123,7 @@ class Session:
             stderr=subprocess.PIPE,
             bufsize=0,
             env=env,
+            start_new_session=True,  # its own process group: kill() reaches grandchildren
         )
         self._out_thread = threading.Thread(target=self._read_stdout, daemon=True)
         self._err_thread = threading.Thread(target=self._read_stderr, daemon=True)
@@ -138,8 +152,10 @@ class Session:
                     body = bytes(buf[PREFIX_LEN : PREFIX_LEN + size])
                     del buf[: PREFIX_LEN + size]
                     invalid: str | None = None
+                    form: tuple[tuple[str, str], ...] = ()
                     try:
                         frame = decode_body(body)
+                        form = byte_form_findings(frame, body)
                     except ProtocolError as exc:
                         lenient = _lenient_decode(body)
                         if lenient is None:
@@ -148,7 +164,11 @@ class Session:
                         frame, invalid = lenient, str(exc)
                     with self._lock:
                         rec = Received(
-                            frame=frame, body_len=size, index=len(self.received), invalid=invalid
+                            frame=frame,
+                            body_len=size,
+                            index=len(self.received),
+                            invalid=invalid,
+                            form=form,
                         )
                         self.received.append(rec)
                     self._inbox.put(rec)
@@ -268,12 +288,13 @@ class Session:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        """End the process (idempotent) and release the pipes."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                self.proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):  # the kernel did not reap it
-            self.proc.wait(timeout=5)
+        """End the process and everything it started (its process group), reap it and
+        release the pipes (idempotent: the group is signalled once, so a later call never
+        reaches a recycled process id)."""
+        with self._lock:
+            first, self._killed = not self._killed, True
+        if first:
+            kill_group(self.proc)
         for pipe in (self.proc.stdin,):
             try:
                 if pipe is not None:
@@ -298,6 +319,42 @@ class Session:
         """A copy of everything received so far."""
         with self._lock:
             return list(self.received)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group ``proc`` leads (started with ``start_new_session``), so
+    that a target's own children go too, then reap ``proc``."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)  # also when the leader is gone but not its group
+    if proc.poll() is None:
+        with contextlib.suppress(OSError):
+            proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):  # the kernel did not reap it
+        proc.wait(timeout=5)
+
+
+def run_capture(argv: Sequence[str], timeout: float) -> tuple[int | None, bytes]:
+    """Run ``argv`` with stdin closed; ``(exit status or None on timeout, stdout)``. The
+    whole process group is killed and reaped on a timeout."""
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        with contextlib.suppress(OSError, ValueError):
+            proc.communicate(timeout=1)
+        return None, b""
+    finally:
+        if proc.poll() is None:
+            kill_group(proc)
+    kill_group(proc)  # a child it left running in its group
+    return proc.returncode, out
 
 
 def is_response_to(rid: MessageId) -> Callable[[Frame], bool]:

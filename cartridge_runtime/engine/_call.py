@@ -115,15 +115,16 @@ class CallState:
     # -- start -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Register with the connection and start the task that sends REQ and the arguments."""
+        """Register with the connection, send the REQ (now, so that a cancel can never
+        overtake it) and start the task that sends the arguments."""
         self.conn.calls[self.rid] = self
+        self._send(frames.req(self.rid, self.cap, xid=self.xid))
         self.conn.spawn(self._send_inputs)
 
     async def _send_inputs(self) -> None:
         with self._sender_scope:
             index = 0
             media = ""
-            self._send(frames.req(self.rid, self.cap, xid=self.xid))
             try:
                 for index, (media, value) in enumerate(self.inputs):
                     await self._send_one(f"arg-{index}", media, value)

@@ -8,15 +8,15 @@ A :class:`Connection` owns one subprocess and four tasks in its own task group:
   dispatches every frame at once (no polling): during start-up to the start-up channel, after
   it by request id to the flow that owns it (an engine call, or a peer call forwarded here)
   or, for frames of a peer call this cartridge made, to that peer link;
-* the **writer** waits for queued frames and writes everything queued in one go (small frames
-  joined, large ones written as they are, so big payloads are not copied again);
+* the **writer** waits for queued frames and hands everything queued to one ``writev``
+  (length prefixes and bodies as separate buffers: big payloads are never joined or copied);
 * the **stderr** reader appends to a log file and keeps a bounded tail in memory;
 * the **heartbeat** task probes the cartridge and marks it unhealthy when a reply is late.
 
 Every frame written goes through one :class:`SeqAssigner` (flow frames numbered per (rid, xid),
-stragglers after a terminal dropped and counted) and :func:`encode_frame` with the negotiated
-``max_frame``. EOF on stdout, a frame that does not decode, or the process ending is death:
-the process is reaped (killed if it lingers), and every pending flow is failed with
+stragglers after a terminal dropped and counted) and is encoded at once, checked against the
+negotiated ``max_frame``. EOF on stdout, a frame that does not decode, or the process ending
+is death: the process is reaped (killed if it lingers), and every pending flow is failed with
 ``CARTRIDGE_DIED`` naming the exit status or signal and the stderr tail.
 """
 
@@ -185,6 +185,9 @@ class Connection:
                     self._drained.set()
                     self._wake = anyio.Event()
                     await self._wake.wait()
+                    # One turn of the loop lets the task that woke us queue the rest of its
+                    # frames (a small call's REQ, stream and END), so they leave in one write.
+                    await anyio.lowlevel.checkpoint()
                 batch, self._out = self._out, []
                 await stdin.send_all(batch)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):

@@ -56,6 +56,7 @@ class HandlerRunner:
     limits: Any
     active: dict[Any, Active]
     _tg: Any
+    spec_cache: dict[tuple[str, str], list[Any]]
     _idle: anyio.Event
 
     async def send(self, frame: Any) -> None:  # pragma: no cover - Session's
@@ -83,7 +84,12 @@ class HandlerRunner:
         outcome: CartridgeError | None = None
         try:
             reporter = WireReporter(a)
-            specs = output_specs(self.runtime, a.cap, a.handler_urn)
+            key = (a.cap, a.handler_urn)
+            specs = self.spec_cache.get(key)
+            if specs is None:
+                specs = output_specs(self.runtime, a.cap, a.handler_urn)
+                if len(self.spec_cache) < 1024:
+                    self.spec_cache[key] = specs
             outputs = [a.make_output(spec, reporter) for spec in specs]
             req = Request(
                 cap_urn=a.cap,

@@ -96,6 +96,7 @@ class InputStream:
         meta: Any = None,
         consumed: Callable[[str], Awaitable[None]] = _noop,
         before_block: Callable[[str], Awaitable[None]] = _noop,
+        wire_slot: list[Any] | None = None,
     ) -> None:
         self.stream_id = stream_id
         self.media_urn = media_urn
@@ -107,6 +108,9 @@ class InputStream:
         self._before_block = before_block
         self._done = False
         self._pending = b""  # bytes left over from read(n)
+        #: Shared with the request's outputs: the last value taken that arrived as one whole
+        #: verified CHUNK, as ``(value, payload, checksum)`` (see ``WireOutput.write``).
+        self._wire_slot = wire_slot
 
     def __repr__(self) -> str:
         return (
@@ -116,8 +120,10 @@ class InputStream:
 
     # -- feeding (runtime side) ------------------------------------------------------------
 
-    def _push_data(self, value: Any) -> None:
-        self._box.put((_DATA, value, None, 1))
+    def _push_data(self, value: Any, wire: tuple[bytes, int] | None = None) -> None:
+        """Queue one decoded value; ``wire`` is the verified (payload, checksum) of the CHUNK
+        that carried it when the value is that CHUNK's whole byte string."""
+        self._box.put((_DATA, value, wire, 1))
 
     def _push_item(self, value: Any, meta: Any, credit: int) -> None:
         self._box.put((_ITEM, value, meta, credit))
@@ -148,6 +154,10 @@ class InputStream:
         if kind == _ERR:
             box.put((_ERR, value, None, 0))  # stay broken for later reads
             raise _stream_error(value)
+        if kind == _DATA:
+            if meta is not None and self._wire_slot is not None:
+                self._wire_slot[0] = (value, meta[0], meta[1])
+            meta = None
         if credit:
             await self._consumed(self.stream_id)
         return InputItem(value=value, meta=meta)

@@ -61,6 +61,8 @@ class CartridgeRuntime:
         self.manifest = manifest
         self.limits = limits or Limits()
         self._handlers: dict[str, OpFactory] = {}
+        #: find_handler answers per requested cap text (cleared by register_op).
+        self._found: dict[str, tuple[str, OpFactory] | None] = {}
         self.register_op(IDENTITY_CAP, IdentityOp)
         self.register_op(DISCARD_CAP, DiscardOp)
         self.register_op(ADAPTER_SELECTION_CAP, AdapterSelectionOp)
@@ -85,6 +87,7 @@ class CartridgeRuntime:
                 "register_op needs an Op subclass or a factory (a fresh Op per request)"
             )
         self._handlers[cap_urn] = op
+        self._found.clear()
 
     def op(self, cap_urn: str) -> Callable[[F], F]:
         """Decorator form: ``@runtime.op(cap)`` on ``async def handler(req) -> None`` (a plain
@@ -107,11 +110,16 @@ class CartridgeRuntime:
     def find_handler(self, cap_urn: str) -> tuple[str, OpFactory] | None:
         """The handler serving a request for ``cap_urn``: the exact text first, then the best
         dispatchable registration (urn-semantics §7.2)."""
+        try:
+            return self._found[cap_urn]
+        except KeyError:
+            pass
         urns = list(self._handlers)
         index = select_handler(urns, cap_urn)
-        if index is None:
-            return None
-        return urns[index], self._handlers[urns[index]]
+        found = None if index is None else (urns[index], self._handlers[urns[index]])
+        if len(self._found) < 1024:  # bounded: a host could name endless distinct URNs
+            self._found[cap_urn] = found
+        return found
 
     def find_cap_def(self, alias_or_urn: str) -> CapDef | None:
         """The manifest's definition of a cap, by alias, URN text, or an equivalent URN."""
@@ -155,7 +163,15 @@ class CartridgeRuntime:
             from ._cli_mode import run_cli
 
             sys.exit(run_cli(self, args))
-        status = anyio.run(self.serve_stdio)
+        _prof = os.environ.get("CARTRIDGE_PROFILE_TMP")  # TEMPORARY profiling hook
+        if _prof:
+            import cProfile
+
+            _p = cProfile.Profile()
+            status = _p.runcall(anyio.run, self.serve_stdio)
+            _p.dump_stats(f"{_prof}.{os.getpid()}")
+        else:
+            status = anyio.run(self.serve_stdio)
         sys.stdout.flush()
         sys.stderr.flush()
         if status == EXIT_FORCE_KILLED:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from cartridge_runtime.manifest import UnknownPoolError
 from cartridge_runtime.protocol import (
@@ -60,8 +61,12 @@ if TYPE_CHECKING:
 WRITER_QUEUE = 256
 #: Most bytes the writer joins into one send.
 WRITE_BATCH = 4 << 20
+#: Payload bytes queued without blocking before a producer yields to the writer anyway.
+YIELD_BYTES = 1 << 20
 #: Smallest read from the input.
 READ_SIZE = 1 << 20
+#: Smallest byte value whose CHUNK wire form is kept for pass-through (see ``WireOutput``).
+PASS_THROUGH_MIN = 4096
 #: Seconds running handlers may take to finish after stdin EOF before they are cancelled.
 EOF_GRACE = 2.0
 
@@ -91,6 +96,9 @@ class Session(HandlerRunner):
         self.runtime = runtime
         self.receive_stream = receive
         self.send_stream = send
+        #: ``send_many(list[bytes])`` of streams that can write several buffers in one call.
+        self._send_many = getattr(send, "send_many", None)
+        self._unyielded = 0  #: payload bytes queued since a producer last yielded
         self.decoder = FrameDecoder()
         self.limits: Limits = runtime.limits
         self.policy: str | None = None
@@ -105,13 +113,35 @@ class Session(HandlerRunner):
         self._tg: anyio.abc.TaskGroup | None = None
         self._writer_done = anyio.Event()
         self._idle = anyio.Event()
+        #: Per-cap work done once per session: pool name per handler URN, output specs per
+        #: (request URN, handler URN).
+        self._pool_names: dict[str, str] = {}
+        self.spec_cache: dict[tuple[str, str], list[Any]] = {}
 
     # -- output ------------------------------------------------------------------------------
 
     async def send(self, frame: Frame) -> None:
-        """Queue one frame for the writer (waits only when the queue is full)."""
+        """Queue one frame for the writer (waits only when the queue is full).
+
+        The fast path does not yield to the event loop, so a handler that queues several
+        frames in a row (STREAM_START, CHUNK, STREAM_END, END) hands them to the writer in
+        one wake-up and they leave in one write.
+        """
         try:
-            await self._send_q.send(frame)
+            self._send_q.send_nowait(frame)
+            payload = frame.payload
+            if payload is not None:
+                # A producer that never blocks would hold the writer back until its credit
+                # runs out; yield every YIELD_BYTES of payload so data keeps flowing.
+                self._unyielded += len(payload)
+                if self._unyielded >= YIELD_BYTES:
+                    self._unyielded = 0
+                    await anyio.lowlevel.checkpoint()
+        except anyio.WouldBlock:
+            try:
+                await self._send_q.send(frame)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self.drops += 1
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             self.drops += 1
 
@@ -120,7 +150,12 @@ class Session(HandlerRunner):
         try:
             while True:
                 try:
-                    first = await recv.receive()
+                    first = recv.receive_nowait()
+                except anyio.WouldBlock:
+                    try:
+                        first = await recv.receive()
+                    except anyio.EndOfStream:
+                        return
                 except anyio.EndOfStream:
                     return
                 parts: list[bytes] = []
@@ -147,9 +182,12 @@ class Session(HandlerRunner):
                             frame = None
                 if parts and not self.broken:
                     try:
-                        await self.send_stream.send(
-                            parts[0] if len(parts) == 1 else b"".join(parts)
-                        )
+                        if len(parts) == 1:
+                            await self.send_stream.send(parts[0])
+                        elif self._send_many is not None:
+                            await self._send_many(parts)  # one gathering write, no join copy
+                        else:
+                            await self.send_stream.send(b"".join(parts))
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                         self.broken = True
         finally:
@@ -164,8 +202,12 @@ class Session(HandlerRunner):
             frame = decoder.next_frame()
             if frame is not None:
                 return frame
+            # Mid-frame, read just the rest of that frame: the next read then starts on a frame
+            # boundary, where the decoder parses the received bytes in place (no copy into its
+            # buffer). At a boundary, read a large block.
+            want = READ_SIZE if decoder.at_frame_boundary else decoder.bytes_wanted
             try:
-                data = await self.receive_stream.receive(max(READ_SIZE, decoder.bytes_wanted))
+                data = await self.receive_stream.receive(want)
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 decoder.feed(b"")
                 frame = decoder.next_frame()  # raises when EOF fell inside a frame
@@ -324,7 +366,10 @@ class Session(HandlerRunner):
             return
         a = Active(self, frame.id, frame.routing_id, cap)
         a.handler_urn, a.factory = found
-        a.pool = str(CapUrn.parse(a.handler_urn))
+        pool = self._pool_names.get(a.handler_urn)
+        if pool is None:
+            pool = self._pool_names[a.handler_urn] = str(CapUrn.parse(a.handler_urn))
+        a.pool = pool
         a.receiver.receive(frame)
         self.active[a.rid] = a
         position = self.pools.arrive(a.pool, a)
@@ -360,7 +405,13 @@ class Session(HandlerRunner):
             if isinstance(ev, StreamData):
                 s = a.inputs.get(ev.stream_id)
                 if s is not None:
-                    s._push_data(ev.value)
+                    value = ev.value
+                    if type(value) is bytes and len(value) >= PASS_THROUGH_MIN and len(events) == 1:
+                        # The value is this CHUNK's whole byte string (checksum verified):
+                        # keep the wire form so an echoing handler can send it on unchanged.
+                        s._push_data(value, (frame.payload, frame.checksum))
+                    else:
+                        s._push_data(value)
                 else:  # a closed live feed: drop the data but keep the sender's window open
                     a.receiver.consumed(ev.stream_id)
             elif isinstance(ev, StreamItem):
@@ -381,6 +432,7 @@ class Session(HandlerRunner):
                     meta=ev.meta,
                     consumed=a.consumed,
                     before_block=a.before_block,
+                    wire_slot=a.wire_slot,
                 )
                 a.inputs[ev.stream_id] = s
                 a.package._add(s)

@@ -16,6 +16,7 @@ import anyio
 
 from cartridge_runtime.protocol import (
     ATTRIBUTION_CLASSES,
+    COALESCE_BYTES,
     BodyReceiver,
     Frame,
     FrameType,
@@ -31,6 +32,19 @@ from ._peer import PeerCall
 
 if TYPE_CHECKING:
     from ._session import Session
+
+
+def _bstr_head(n: int) -> bytes:
+    """The shortest CBOR byte-string head for ``n`` bytes (what the encoder writes)."""
+    if n < 24:
+        return bytes((0x40 | n,))
+    if n < 0x100:
+        return bytes((0x58, n))
+    if n < 0x10000:
+        return b"\x59" + n.to_bytes(2, "big")
+    if n < 0x100000000:
+        return b"\x5a" + n.to_bytes(4, "big")
+    return b"\x5b" + n.to_bytes(8, "big")
 
 
 def _cls(attribution_class: str) -> str:
@@ -76,12 +90,50 @@ class WireOutput:
     async def write(self, data: bytes | memoryview) -> None:
         n = len(data)
         step = self.step
+        slot = self.owner.wire_slot
+        if slot[0] is not None:
+            taken, slot[0] = slot[0], None
+            if taken[0] is data and (frame := self._pass_through(n, taken[1], taken[2])):
+                await self._emit([frame])
+                return
         if n <= step:
             await self._emit(self.og.write_bytes(data, time.monotonic()))
             return
         mv = memoryview(data)
         for pos in range(0, n, step):
             await self._emit(self.og.write_bytes(mv[pos : pos + step], time.monotonic()))
+
+    def _pass_through(self, n: int, payload: bytes, crc: int) -> Frame | None:
+        """The CHUNK for writing ``n`` bytes that arrived whole as ``payload`` (a verified
+        CHUNK payload with checksum ``crc``), reusing both; ``None`` when the ordinary path
+        would not make exactly that one CHUNK (coalescing, sequence mode, another size).
+
+        An echoing handler thus costs no second checksum and no re-wrapping copy, and the
+        frame is the one ``OutgoingStream.write_bytes`` would build.
+        """
+        og = self.og
+        if (
+            og.is_sequence
+            or not og.started
+            or og.closed
+            or og.buffered
+            or n > og.max_chunk
+            or (og.coalesce and n < COALESCE_BYTES)
+            or payload[: len(head := _bstr_head(n))] != head
+            or len(payload) != len(head) + n
+        ):
+            return None
+        frame = Frame(
+            frame_type=FrameType.CHUNK,
+            id=og.rid,
+            payload=payload,
+            stream_id=og.stream_id,
+            routing_id=og.xid,
+            chunk_index=og.chunks_sent,
+            checksum=crc,
+        )
+        og.chunks_sent += 1
+        return frame
 
     async def emit_value(self, value: Any) -> None:
         if isinstance(value, (bytes, bytearray, memoryview)) and not self.og.is_sequence:
@@ -126,6 +178,8 @@ class Active:
         self.started = False
         self.final: tuple[float, str | None] = (1.0, None)
         self.prefix = f"resp-{uuid.uuid4().hex[:8]}"
+        #: The last whole-CHUNK byte value a handler took, with its wire form (pass-through).
+        self.wire_slot: list[Any] = [None]
 
     def __repr__(self) -> str:
         return f"Active(rid={self.rid}, cap={self.cap!r})"
