@@ -211,60 +211,6 @@ def _bad_value(key: int, v: Any) -> Any:
     raise FrameDecodeError(f"key {key} ({name}) must be an unsigned integer, got {v!r}")
 
 
-#: A decode plan for one map shape (see :func:`_make_plan`): field names in wire order,
-#: positions of values that must be >= 0, position of the checksum (-1 = none), positions of
-#: byte-string ids (must be 16 bytes), positions of the id and routing id (-1 = none),
-#: position of meta (-1 = none), and whether key 21 (STREAM_START only) is present.
-_Plan = tuple[tuple[str, ...], tuple[int, ...], int, tuple[int, ...], int, int, int, bool]
-#: Plans by shape: (keys in order, exact type of each value). Bounded; see _make_plan.
-_PLANS: dict[tuple[tuple[Any, ...], tuple[type, ...]], _Plan] = {}
-_PLANS_MAX = 1024
-_INT_TYPE = frozenset({int})
-_NONNEG_KEYS = frozenset(
-    int(k)
-    for k in (Key.SEQ, Key.LEN, Key.OFFSET, Key.CHUNK_INDEX, Key.CHUNK_COUNT, Key.CHECKSUM, Key.CREDIT)
-)
-
-
-def _make_plan(m: dict[Any, Any]) -> None:
-    """Remember the shape of ``m``, a map that just decoded into a valid frame, so that the
-    next map of the same shape takes the fast path of :func:`map_to_frame`.
-
-    Only plain shapes get a plan: integer keys 0..21 in ascending order, all four head keys,
-    no nulls. Every check that depends only on keys and value types is settled by the shape;
-    the plan lists the value checks that remain.
-    """
-    if len(_PLANS) >= _PLANS_MAX:
-        return
-    keys = tuple(m)
-    vals = tuple(m.values())
-    if (
-        not _INT_TYPE.issuperset(map(type, keys))
-        or list(keys) != sorted(keys)
-        or keys[:4] != (0, 1, 2, 3)
-        or keys[-1] > 21
-        or any(v is None for v in vals)
-    ):
-        return
-    pos = {k: i for i, k in enumerate(keys)}
-    nonneg = [i for i, k in enumerate(keys) if k in _NONNEG_KEYS]
-    ids16 = []
-    for k in (2, 13):
-        i = pos.get(k, -1)
-        if i >= 0:
-            (nonneg if type(vals[i]) is int else ids16).append(i)
-    _PLANS[(keys, tuple(map(type, vals)))] = (
-        tuple(WIRE_FIELD_NAMES[k] for k in keys),
-        tuple(nonneg),
-        pos.get(16, -1),
-        tuple(ids16),
-        pos[2],
-        pos.get(13, -1),
-        pos.get(5, -1),
-        21 in pos,
-    )
-
-
 def _shared_id(value: bytes | int) -> MessageId:
     mid = _ID_CACHE.get(value)
     if mid is None:
@@ -272,39 +218,6 @@ def _shared_id(value: bytes | int) -> MessageId:
             _ID_CACHE.clear()
         mid = _ID_CACHE[value] = MessageId(value)
     return mid
-
-
-def _fast_dict(m: dict[Any, Any]) -> dict[str, Any] | None:
-    """The frame ``__dict__`` for a map of a known shape, or ``None`` (unknown shape, or a
-    value check failed: the slow path then decides, and names the error)."""
-    vals = tuple(m.values())
-    plan = _PLANS.get((tuple(m), tuple(map(type, vals))))
-    # The key-type test matters: True and 1.0 hash and compare like 1, so a map keyed by
-    # True would otherwise match the plan of a map keyed by 1.
-    if plan is None or not _INT_TYPE.issuperset(map(type, m)):
-        return None
-    names, nonneg, csum, ids16, rid_pos, xid_pos, meta_pos, has_output = plan
-    for i in nonneg:
-        if vals[i] < 0:
-            return None
-    if csum >= 0 and vals[csum] >= _U64:
-        return None
-    for i in ids16:
-        if len(vals[i]) != 16:
-            return None
-    if meta_pos >= 0 and not _STR_TYPE.issuperset(map(type, vals[meta_pos])):
-        return None
-    ft = _FRAME_TYPES.get(vals[1])
-    if ft is None or (has_output and ft is not FrameType.STREAM_START):
-        return None
-    d = {n: v for n, v in zip(names, vals)}
-    d["frame_type"] = ft
-    mid = _ID_CACHE.get(vals[rid_pos])
-    d["id"] = _shared_id(vals[rid_pos]) if mid is None else mid
-    if xid_pos >= 0:
-        mid = _ID_CACHE.get(vals[xid_pos])
-        d["routing_id"] = _shared_id(vals[xid_pos]) if mid is None else mid
-    return d
 
 
 def map_to_frame(m: Any, *, validate: bool = True) -> Frame:
@@ -315,10 +228,7 @@ def map_to_frame(m: Any, *, validate: bool = True) -> Frame:
 
     :raises FrameDecodeError: a required key is missing or a value is malformed.
     """
-    d = _fast_dict(m) if type(m) is dict else None
-    if d is None:
-        d = _slow_dict(m)
-        _make_plan(m)
+    d = _frame_dict(m)
     frame: Frame = _new_frame(Frame)
     _obj_setattr(frame, "__dict__", d)
     if validate:
@@ -326,8 +236,8 @@ def map_to_frame(m: Any, *, validate: bool = True) -> Frame:
     return frame
 
 
-def _slow_dict(m: Any) -> dict[str, Any]:
-    """The frame ``__dict__`` for any decoded map, every check spelled out per key.
+def _frame_dict(m: Any) -> dict[str, Any]:
+    """The frame ``__dict__`` (field name -> value, wire order) for a decoded map.
 
     :raises FrameDecodeError: a required key is missing or a value is malformed.
     """
