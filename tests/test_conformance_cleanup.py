@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import cbor2
+import pytest
 
 from cartridge_runtime.conformance import Status, run_conformance
 from cartridge_runtime.conformance._byteform import byte_form_findings
@@ -76,3 +77,25 @@ def test_byte_form_findings_name_the_rule() -> None:
     assert [r for r, _ in byte_form_findings(swapped, encode_body(swapped))] == ["FRM-19"]
     with_null = cbor2.dumps({**m, 4: None})
     assert [r for r, _ in byte_form_findings(end, with_null)] == ["FRM-17"]
+
+
+def test_a_run_stopped_midway_kills_its_processes(tmp_path: Path) -> None:
+    """An exception out of the run (here from the result callback, as an interrupt would
+    come) stops the running checks and still leaves no process behind."""
+    marker = f"conform-stop-{uuid.uuid4().hex}"
+    script = tmp_path / "hang.py"
+    script.write_text("import time\ntime.sleep(300)\n")
+
+    def stop(_result: object) -> None:
+        raise RuntimeError("stop")
+
+    before = _children()
+    with pytest.raises(RuntimeError, match="stop"):
+        run_conformance(
+            [sys.executable, str(script), marker],
+            only=["HSK-3", "HSK-6", "FRM-20", "FRM-23", "TYP-10"],
+            timeout=1.0,
+            on_result=stop,
+        )
+    assert _children() == before
+    assert [pid for pid, _pp, _st, cmd in _processes() if marker in cmd] == []

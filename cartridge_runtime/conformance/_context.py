@@ -113,13 +113,30 @@ class RunState:
         #: Every process started in the run (killed and reaped when the run ends, whatever
         #: happens, so that nothing is left behind).
         self.sessions: list[Session] = []
+        self.stopped = False
+        #: Why a shared session got no HELLO, once one did not: later checks that want a
+        #: shared session fail at once with the same detail instead of waiting again.
+        self.no_hello: str | None = None
         self._once: dict[str, tuple[threading.Event, list[Any]]] = {}
 
     def track(self, session: Session) -> Session:
-        """Remember ``session`` so that the end of the run kills it."""
+        """Remember ``session`` so that the end of the run kills it.
+
+        :raises CheckFailed: the run was stopped (the session is killed at once).
+        """
         with self.lock:
             self.sessions.append(session)
+            stopped = self.stopped
+        if stopped:
+            session.kill()
+            raise CheckFailed("the run was stopped")
         return session
+
+    def stop(self) -> None:
+        """Stop the run: kill every process and refuse to start new ones."""
+        with self.lock:
+            self.stopped = True
+        self.kill_all()
 
     def kill_all(self) -> None:
         """Kill and reap every process of the run (idempotent)."""
@@ -475,6 +492,8 @@ class CheckContext:
             raise RuntimeError("a check may hold one shared session")
         conn = run.shared_conns.get(limits)
         if conn is None or not conn.session.alive():
+            if run.no_hello is not None:  # a target that never said HELLO: no second wait
+                raise CheckFailed(run.no_hello)
             with self._lock:
                 if self.cancelled:
                     raise CheckFailed("check timed out")
@@ -483,9 +502,11 @@ class CheckContext:
             run.shared_all.append(conn)
             try:
                 conn.setup(limits)
-            except BaseException:
+            except BaseException as exc:
                 conn.session.kill()  # never hand a half-set-up process to the next check
                 run.shared_conns.pop(limits, None)
+                if isinstance(exc, CheckFailed) and conn.hello is None:
+                    run.no_hello = exc.detail
                 raise
             finally:
                 if conn.hello is not None and run.hello is None and limits == DEFAULT_LIMITS:

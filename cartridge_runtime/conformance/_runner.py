@@ -264,13 +264,18 @@ def _run(
             ctx = CheckContext(argv, timeout=timeout, run=run, check_id=c.id)
             futures[pool.submit(_run_job, c.func, ctx, timeout)] = c
         baseline_note = ""
-        for fut in concurrent.futures.as_completed(futures):
-            job = futures[fut]
-            status, detail, defect, took = fut.result()
-            if job is None:
-                baseline_note = "" if status is Status.PASS else detail
-                continue
-            record(job, status, detail, defect, took)
+        try:
+            for fut in concurrent.futures.as_completed(futures):
+                job = futures[fut]
+                status, detail, defect, took = fut.result()
+                if job is None:
+                    baseline_note = "" if status is Status.PASS else detail
+                    continue
+                record(job, status, detail, defect, took)
+        except BaseException:  # an interrupt: end the running checks at once, start no more
+            run.stop()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     for i, conn in enumerate(run.shared_all):
         conn.session.kill()
         audit_conn(conn, run, f"[shared #{i}]")
