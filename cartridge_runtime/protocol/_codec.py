@@ -21,7 +21,7 @@ import cbor2
 from ._constants import HARD_FRAME_CAP, PREFIX_LEN, FrameType, Key
 from ._errors import FrameDecodeError, FrameEncodeError, FrameTooLargeError
 from ._frame import WIRE_FIELD_NAMES, Frame, MessageId
-from ._validate import validate_frame
+from ._validate import TYPE_CHECKS as _TYPE_CHECKS
 
 _pack_len = struct.Struct(">I").pack
 _unpack_len = struct.Struct(">I").unpack_from
@@ -38,7 +38,6 @@ _loads = cbor2.loads
 #: Secret second item of the small-body decode wrapper (see decode_range): a 16-byte string.
 _WRAP_SECRET = os.urandom(16)
 _WRAP_TAIL = b"\x50" + _WRAP_SECRET
-_BytesIO = io.BytesIO
 _new_frame = object.__new__
 _obj_setattr = object.__setattr__
 
@@ -50,10 +49,10 @@ assert all(WIRE_FIELD_NAMES[int(k)] == k.name.lower() for k in Key if k >= Key.C
 assert {a.name for a in attrs.fields(Frame)} == set(WIRE_FIELD_NAMES)
 _KEY_OF: dict[str, int] = {name: k for k, name in enumerate(WIRE_FIELD_NAMES)}
 
-#: Key -> (field name, exact Python type a valid value has). ``_IDT`` never matches a decoded
-#: value, sending both id keys to the slow path that builds a MessageId.
+#: Key -> (field name, exact Python type a valid value has). ``_IDT`` marks the two id keys,
+#: whose value (a 16-byte string or an unsigned integer) becomes a MessageId.
 _IDT: Any = type("_IdSentinel", (), {})
-_SPEC: dict[int, tuple[str, type]] = {}
+_SPEC: dict[int, tuple[str, Any]] = {}
 for _k, _name in enumerate(WIRE_FIELD_NAMES):
     _SPEC[_k] = (_name, int)
 for _k in (Key.CONTENT_TYPE, Key.CAP, Key.STREAM_ID, Key.MEDIA_URN, Key.OUTPUT):
@@ -64,13 +63,16 @@ _SPEC[int(Key.META)] = ("meta", dict)
 _SPEC[int(Key.PAYLOAD)] = ("payload", bytes)
 _SPEC[2] = ("id", _IDT)
 _SPEC[int(Key.ROUTING_ID)] = ("routing_id", _IDT)
+del _k, _name
 _STR_TYPE = frozenset({str})
 _U64 = 1 << 64
+_INT_TYPE = frozenset({int})
 
 #: Decoded ids, shared: a request's frames all carry the same rid/xid, so most lookups hit.
 #: Bounded (cleared when full) so a hostile peer cannot grow it.
 _ID_CACHE: dict[bytes | int, MessageId] = {}
 _ID_CACHE_MAX = 4096
+
 
 def _bstr_head(n: int) -> bytes:
     if n < 24:
@@ -87,7 +89,7 @@ def _bstr_head(n: int) -> bytes:
 def frame_to_map(frame: Frame) -> dict[int, Any]:
     """The CBOR map of a frame (integer keys, wire order), without the prefix."""
     # The instance dict already holds exactly the present fields in wire order: rename its
-    # keys in C (no per-field Python code), then give the two ids their CBOR form.
+    # keys, then give the frame type and the two ids their CBOR form.
     d = frame.__dict__
     m = {_KEY_OF[name]: v for name, v in d.items()}  # measured faster than dict(zip(map()))
     m[1] = _FT_INT[m[1]]  # a plain int: cbor2 encodes an IntEnum slower (same bytes)
@@ -136,12 +138,20 @@ def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP) -> bytes:
 
     :raises FrameEncodeError: the body would exceed ``max_frame`` (or the hard cap).
     """
-    payload = frame.payload
+    d = frame.__dict__
+    payload = d.get("payload")
     if payload is None or len(payload) < _BIG_PAYLOAD:
-        # Small-frame fast path: one cbor2 call, one concatenation.
+        # Small-frame fast path: frame_to_map inlined (saves a call), one cbor2 call, one
+        # concatenation.
+        m = {_KEY_OF[name]: v for name, v in d.items()}
         try:
-            body = _dumps(frame_to_map(frame))
-        except (TypeError, ValueError, cbor2.CBOREncodeError) as exc:
+            m[1] = _FT_INT[m[1]]
+            m[2] = m[2].value
+            r = m.get(13)
+            if r is not None:
+                m[13] = r.value
+            body = _dumps(m)
+        except (TypeError, ValueError, KeyError, AttributeError, cbor2.CBOREncodeError) as exc:
             raise _encode_error(frame, exc) from exc
         n = len(body)
         if n <= max_frame and n <= HARD_FRAME_CAP:
@@ -158,7 +168,10 @@ def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP) -> bytes:
 
 
 def _id(value: Any, what: str) -> MessageId:
-    """The MessageId a decoded id value stands for (shared through ``_ID_CACHE``)."""
+    """The MessageId a decoded id value stands for.
+
+    :raises FrameDecodeError: not a 16-byte string or an unsigned integer.
+    """
     t = type(value)
     if t is bytes:
         if len(value) != 16:
@@ -170,12 +183,7 @@ def _id(value: Any, what: str) -> MessageId:
         raise FrameDecodeError(
             f"{what} must be a 16-byte UUID or an unsigned integer, got {t.__name__}"
         )
-    mid = _ID_CACHE.get(value)
-    if mid is None:
-        if len(_ID_CACHE) >= _ID_CACHE_MAX:
-            _ID_CACHE.clear()
-        mid = _ID_CACHE[value] = MessageId(value)
-    return mid
+    return MessageId(value)
 
 
 def _bad_value(key: int, v: Any) -> Any:
@@ -211,12 +219,15 @@ def _bad_value(key: int, v: Any) -> Any:
     raise FrameDecodeError(f"key {key} ({name}) must be an unsigned integer, got {v!r}")
 
 
-def _shared_id(value: bytes | int) -> MessageId:
-    mid = _ID_CACHE.get(value)
-    if mid is None:
-        if len(_ID_CACHE) >= _ID_CACHE_MAX:
-            _ID_CACHE.clear()
-        mid = _ID_CACHE[value] = MessageId(value)
+def _new_id(key: int, value: Any) -> MessageId:
+    """Check a decoded id value not in ``_ID_CACHE`` and add its MessageId there.
+
+    :raises FrameDecodeError: not a 16-byte string or an unsigned integer.
+    """
+    mid = _id(value, "id" if key == 2 else "routing id")
+    if len(_ID_CACHE) >= _ID_CACHE_MAX:
+        _ID_CACHE.clear()
+    _ID_CACHE[value] = mid
     return mid
 
 
@@ -228,48 +239,38 @@ def map_to_frame(m: Any, *, validate: bool = True) -> Frame:
 
     :raises FrameDecodeError: a required key is missing or a value is malformed.
     """
-    d = _frame_dict(m)
-    frame: Frame = _new_frame(Frame)
-    _obj_setattr(frame, "__dict__", d)
-    if validate:
-        validate_frame(frame)
-    return frame
-
-
-def _frame_dict(m: Any) -> dict[str, Any]:
-    """The frame ``__dict__`` (field name -> value, wire order) for a decoded map.
-
-    :raises FrameDecodeError: a required key is missing or a value is malformed.
-    """
     if type(m) is not dict:
         raise FrameDecodeError(f"frame body must be a CBOR map, got {type(m).__name__}")
+    if not _INT_TYPE.issuperset(map(type, m)):
+        # Non-integer keys are ignored (FRM-4). The exact type test matters: 1.0 and True
+        # compare equal to 1 but are not key 1. (One C-level pass; rare case filtered here.)
+        m = {k: v for k, v in m.items() if type(k) is int}
     # One pass over the keys present, building the frame's __dict__ (field name -> value).
     d: dict[str, Any] = {}
     last = -1
     ordered = True
     for key, v in m.items():
         spec = _SPEC.get(key)
-        if spec is None or type(key) is not int:
-            # Unknown integer keys and non-integer keys are ignored (FRM-4). The exact type
-            # test matters: 1.0 and True compare equal to 1 but are not key 1.
-            continue
-        if v is None and key > 3:
-            continue  # CBOR null reads as absent
+        if spec is None:
+            continue  # unknown integer keys are ignored (FRM-4)
         name, typ = spec
-        if typ is _IDT:  # keys 2 and 13: a shared MessageId for a valid id value
+        if type(v) is typ:  # the common case: the plain type, then its value checks
+            if typ is int:
+                # Keys 0 (version) and 1 (frame type, looked up below) take any integer.
+                if (v < 0 and key > 1) or (key == 16 and v >= _U64):
+                    _bad_value(key, v)
+            elif typ is dict and not _STR_TYPE.issuperset(map(type, v)):
+                _bad_value(5, v)
+        elif typ is _IDT:  # keys 2 and 13: a shared MessageId (the cache holds valid ids only)
             tv = type(v)
-            if (tv is bytes and len(v) == 16) or (tv is int and v >= 0):
-                v = _shared_id(v)
-            else:
-                v = _bad_value(key, v)
-        elif type(v) is not typ:
-            v = _bad_value(key, v)
-        elif typ is int:
-            # Keys 0 (version) and 1 (frame type, looked up below) take any integer.
-            if (v < 0 and key > 1) or (key == 16 and v >= _U64):
-                _bad_value(key, v)
-        elif typ is dict and not _STR_TYPE.issuperset(map(type, v)):
-            _bad_value(5, v)
+            mid = _ID_CACHE.get(v) if tv is bytes or tv is int else None
+            v = _new_id(key, v) if mid is None else mid
+        elif v is None:
+            if key > 3:
+                continue  # CBOR null reads as absent
+            _bad_value(key, v)
+        else:
+            _bad_value(key, v)
         if key < last:
             ordered = False
         last = key
@@ -294,7 +295,13 @@ def _frame_dict(m: Any) -> dict[str, Any]:
         # which encoding relies on.
         d.setdefault("seq", 0)
         d = {n: d[n] for n in WIRE_FIELD_NAMES if n in d}
-    return d
+    frame: Frame = _new_frame(Frame)
+    _obj_setattr(frame, "__dict__", d)
+    if validate:
+        check = _TYPE_CHECKS.get(frame_type)  # validate_frame, inlined
+        if check is not None:
+            check(frame)
+    return frame
 
 
 def decode_range(
@@ -362,14 +369,25 @@ def decode_frame(data: bytes | bytearray | memoryview, max_frame: int = HARD_FRA
     :raises FrameTooLargeError: the prefix exceeds ``max_frame`` or the hard cap.
     :raises FrameDecodeError: the length does not match or the body is malformed.
     """
-    if len(data) < PREFIX_LEN:
+    size = len(data)
+    if size < PREFIX_LEN:
         raise FrameDecodeError(f"frame shorter than its {PREFIX_LEN}-byte length prefix")
     (n,) = _unpack_len(data, 0)
-    limit = min(max_frame, HARD_FRAME_CAP)
-    if n > limit:
+    if n > max_frame or n > HARD_FRAME_CAP:
+        limit = min(max_frame, HARD_FRAME_CAP)
         raise FrameTooLargeError(f"frame length {n} exceeds max_frame {limit}")
-    if len(data) != PREFIX_LEN + n:
+    if size != PREFIX_LEN + n:
         raise FrameDecodeError(f"frame length prefix says {n} bytes but {len(data) - PREFIX_LEN} follow")
+    if n < _BIG_PAYLOAD:
+        # decode_range's small-body fast path, inlined here (one call less per frame).
+        try:
+            pair = _loads(b"".join((b"\x82", data[PREFIX_LEN:], _WRAP_TAIL)))
+        except Exception:
+            pair = None
+        if type(pair) is list and len(pair) == 2:
+            tail = pair[1]
+            if type(tail) is bytes and tail == _WRAP_SECRET:
+                return map_to_frame(pair[0])
     if type(data) is bytes:
         return decode_range(data, PREFIX_LEN)
     return decode_range(memoryview(data)[PREFIX_LEN:], 0)

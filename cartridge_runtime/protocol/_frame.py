@@ -90,13 +90,13 @@ class Frame:
         self,
         *,
         frame_type: FrameType,
-        id: MessageId,  # noqa: A002 - the key table's name
+        id: MessageId,
         seq: int = 0,
         version: int = PROTOCOL_VERSION,
         content_type: str | None = None,
         meta: Mapping[str, Any] | None = None,
         payload: bytes | None = None,
-        len: int | None = None,  # noqa: A002
+        len: int | None = None,
         offset: int | None = None,
         eof: bool | None = None,
         cap: str | None = None,

@@ -56,7 +56,26 @@ def _meta(frame: Frame, *, required: bool) -> Mapping[str, Any]:
     return frame.meta
 
 
+def _plain_attributed(meta: Any) -> bool:
+    """True when ``meta`` certainly passes the ERR / non-progress LOG rules for
+    attribution_class, message and arg_urn (the common case, checked without calls)."""
+    ac = meta.get("attribution_class")
+    msg = meta.get("message")
+    arg = meta.get("arg_urn")
+    return (
+        type(ac) is str
+        and ac in ATTRIBUTION_CLASSES
+        and (msg is None or type(msg) is str)
+        and (arg is None or (type(arg) is str and arg != ""))
+    )
+
+
 def _check_err(frame: Frame) -> None:
+    meta = frame.meta
+    if meta is not None:
+        code = meta.get("code")
+        if type(code) is str and code and _plain_attributed(meta):
+            return
     meta = _meta(frame, required=True)
     _text(meta, "code", frame, required=True, non_empty=True)
     _attribution(meta, frame, required=True)
@@ -65,6 +84,11 @@ def _check_err(frame: Frame) -> None:
 
 
 def _check_log(frame: Frame) -> None:
+    meta = frame.meta
+    if meta is not None:
+        level = meta.get("level")
+        if type(level) is str and level and level != "progress" and _plain_attributed(meta):
+            return
     meta = _meta(frame, required=True)
     _text(meta, "level", frame, required=True, non_empty=True)
     _text(meta, "message", frame, required=False, non_empty=False)
@@ -78,15 +102,18 @@ def _check_log(frame: Frame) -> None:
 
 
 def _check_end(frame: Frame) -> None:
-    if frame.meta is None:
+    meta = frame.meta
+    if meta is None:
         return
-    ec = frame.meta.get("exit_code")
+    ec = meta.get("exit_code")
     if ec is not None and type(ec) is not int:
         raise FrameDecodeError("END meta 'exit_code' must be an integer")
-    p = frame.meta.get("progress")
-    if p is not None and type(p) not in (float, int):
+    p = meta.get("progress")
+    if p is not None and type(p) is not float and type(p) is not int:
         raise FrameDecodeError("END meta 'progress' must be a number")
-    _text(frame.meta, "message", frame, required=False, non_empty=False)
+    msg = meta.get("message")
+    if msg is not None and type(msg) is not str:
+        _text(meta, "message", frame, required=False, non_empty=False)
 
 
 def _check_policy(frame: Frame) -> None:
@@ -108,6 +135,8 @@ def _check_stream_start(frame: Frame) -> None:
 
 
 def _check_chunk(frame: Frame) -> None:
+    if frame.stream_id is not None and frame.chunk_index is not None and frame.checksum is not None:
+        return  # the common case, without three calls
     _need(frame, "stream_id", 11)
     _need(frame, "chunk_index", 14)
     _need(frame, "checksum", 16)
@@ -128,7 +157,8 @@ def _check_cancel(frame: Frame) -> None:
         _text(frame.meta, "message", frame, required=False, non_empty=False)
 
 
-_CHECKS = {
+#: Frame type -> its check (the codec calls these directly on its hot path).
+TYPE_CHECKS = {
     FrameType.HELLO: _check_hello,
     FrameType.ERR: _check_err,
     FrameType.LOG: _check_log,
@@ -147,6 +177,6 @@ def validate_frame(frame: Frame) -> None:
 
     :raises FrameDecodeError: a required key or meta field is missing or invalid.
     """
-    check = _CHECKS.get(frame.frame_type)
+    check = TYPE_CHECKS.get(frame.frame_type)
     if check is not None:
         check(frame)
