@@ -62,15 +62,6 @@ def test_snippet_runs(code: str, tmp_path: Path) -> None:
     assert proc.returncode == 0, f"snippet failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "runtime/_sync.run_perform runs a sync perform inside an anyio task group (keepalive), "
-        "which wraps the handler's exception in an ExceptionGroup; _handlers only catches "
-        "CartridgeError, so the OpError arrives as HANDLER_ERROR/internal. Remove this marker "
-        "once fixed."
-    ),
-)
 def test_sync_handler_operror_keeps_its_code() -> None:
     """The guide's error contract holds for synchronous handlers too (code, class, arg_urn)."""
     from cartridge_runtime.manifest import CapDef, Manifest

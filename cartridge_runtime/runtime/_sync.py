@@ -113,10 +113,18 @@ async def run_perform(
             await anyio.sleep(KEEPALIVE_INTERVAL)
             await reporter.progress(getattr(reporter, "last", 0.0), "working")
 
+    # The handler's own exception is kept out of the task group and re-raised after it, so
+    # that an OpError (or RequestCancelled) reaches the dispatcher as itself, not wrapped in
+    # an ExceptionGroup.
+    failure: BaseException | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(keepalive)
         try:
             sync_perform: Callable[[DryContext, WetContext], None] = op.perform  # type: ignore[assignment]
             await anyio.to_thread.run_sync(sync_perform, dry, proxied)
+        except Exception as exc:
+            failure = exc
         finally:
             tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
