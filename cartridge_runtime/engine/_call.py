@@ -1,30 +1,39 @@
-"""One engine call: sending its arguments, receiving its response, credit, cancel.
+"""One engine call: opening it, receiving its response, credit, cancel.
 
 Theory of operation
 -------------------
-A :class:`CallState` is registered in its connection under the call's request id. The
-connection's reader hands it every response frame; it runs them through a sans-IO
+A :class:`CallState` is registered in its connection under the call's request id. When it
+opens, its REQ is queued to the connection's writer synchronously, and for small in-memory
+inputs the whole request body with it (see :mod:`._inputs`), so every later frame of the call
+(a CANCEL included) is ordered after them on the wire. Larger or lazy inputs are streamed by an
+:class:`~._inputs.InputSender` task under credit.
+
+The connection's reader hands the call every response frame; it runs them through a sans-IO
 :class:`BodyReceiver` (which validates the response and decodes chunks) and queues the
 resulting events. The caller takes events from :class:`Response`; each data event it takes is
 reported as consumed, so CREDIT goes back to the cartridge only as fast as the caller reads:
 memory stays bounded whatever the size. Before the caller blocks on an empty queue, pending
-credit is flushed (otherwise a cartridge holding a half window would wait forever).
+credit is flushed (otherwise a cartridge holding a half window would wait forever). The caller
+blocks on an :class:`anyio.Event` made only when it has to wait.
 
-The arguments are sent by a task in the connection's task group, one stream after the other
-(``arg-0``, ``arg-1``...), each CHUNK only when the stream has credit; CREDIT frames from the
-cartridge (``credit_dir: request``) reach :meth:`CallState.on_frame` and wake the sender.
-Sending and receiving therefore run at the same time.
+Cancel
+------
+``cancel()`` before any frame of the call left the process takes the frames back and fails the
+call at once with ``CANCELLED``: the cartridge never hears of it. Otherwise a CANCEL goes out
+and the call waits for the cartridge's terminal frame, at most ``EngineConfig.cancel_grace``
+seconds: then a plain cancel fails the call locally with ``CANCELLED`` (its pool slot is
+released; frames that still arrive for its request id are counted as stragglers and dropped),
+and ``force_kill`` kills the process. A cancel therefore never hangs.
 """
 
 from __future__ import annotations
 
-import os
 from collections import deque
-from collections.abc import AsyncIterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import cbor2
 
 from .. import protocol as P
@@ -42,36 +51,16 @@ from ._events import (
     Progress,
     Result,
 )
+from ._inputs import Inputs, InputSender, InputValue, inline_frames, normalize_inputs
 
 if TYPE_CHECKING:
     from ._conn import Connection
 
-#: What one input value may be.
-InputValue = (
-    bytes | bytearray | memoryview | str | os.PathLike[str] | AsyncIterable[bytes] | Sequence[Any]
-)
-#: Inputs: ``[(media_urn, value), ...]`` or ``{media_urn: value}``.
-Inputs = Sequence[tuple[str, InputValue]] | Mapping[str, InputValue]
+__all__ = ("CallState", "InputValue", "Inputs", "Response", "normalize_inputs")
 
-
-#: Bytes of CHUNK payload queued between two yields of the sending task.
-_YIELD_EVERY = 1 << 20
-
-
-def normalize_inputs(inputs: Inputs | None) -> list[tuple[str, Any]]:
-    """The inputs as a list of (media_urn, value) pairs.
-
-    :raises TypeError: the shape is not one of the accepted ones.
-    """
-    if inputs is None:
-        return []
-    pairs = list(inputs.items()) if isinstance(inputs, Mapping) else list(inputs)
-    out = []
-    for pair in pairs:
-        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
-            raise TypeError(f"each input must be a (media_urn, value) pair, got {pair!r}")
-        out.append(pair)
-    return out
+_CHUNK = FrameType.CHUNK
+_CREDIT = FrameType.CREDIT
+_INPUT_ERRORS = (OSError, P.ProtocolError, TypeError, ValueError, cbor2.CBOREncodeError)
 
 
 class CallState:
@@ -99,40 +88,62 @@ class CallState:
             self.rid, xid=self.xid, initial_credit=conn.limits.initial_credit, expect_req=False
         )
         self.events: deque[tuple[CallEvent, str | None]] = deque()
-        self._wake = anyio.Event()
+        self._waiter: anyio.Event | None = None  # the caller, while it waits for events
+        self._ended: anyio.Event | None = None  # a cancel timer, while it waits for the end
         self.done = False
         self.error: CallError | None = None
         self.end_meta: Mapping[str, Any] | None = None
         self.abandoned = False
         self.cancel_requested = False
         self._outputs: dict[str, tuple[str | None, str, bool]] = {}
-        self._out_streams: dict[str, P.OutgoingStream] = {}
-        self._current_out: P.OutgoingStream | None = None
-        self._credit = anyio.Event()
-        self._sender_scope = anyio.CancelScope()
-        self._unyielded = 0
+        self._sender: InputSender | None = None
+        #: Queue positions of the frames queued at open, while they may still be withdrawn.
+        self._queued: tuple[tuple[int, int], tuple[int, int]] | None = None
 
     # -- start -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Register with the connection, send the REQ (now, so that a cancel can never
-        overtake it) and start the task that sends the arguments."""
-        self.conn.calls[self.rid] = self
-        self._send(frames.req(self.rid, self.cap, xid=self.xid))
-        self.conn.spawn(self._send_inputs)
+        """Register with the connection and queue the REQ (and, for small in-memory inputs,
+        the whole body) synchronously, so nothing of the call can overtake it; bigger
+        inputs are streamed by a task started here."""
+        conn = self.conn
+        try:
+            body = inline_frames(self.inputs, self.rid, self.xid, conn.limits)
+        except Exception:  # an input that cannot be encoded: the sender reports which one
+            body = None
+        conn.calls[self.rid] = self
+        first = conn.mark()
+        conn.hold()
+        try:
+            req = frames.req(self.rid, self.cap, xid=self.xid)
+            if body is None:
+                conn.send(req)
+            else:
+                # The whole flow, REQ to END, is queued here: number it ourselves.
+                send = conn.send_numbered
+                send(req)
+                for seq, frame in enumerate(body, 1):
+                    send(frame.replace(seq=seq) if frame.seq != seq else frame)
+            self._queued = (first, conn.mark())
+        except P.ProtocolError as exc:  # e.g. an item's meta over max_frame
+            self._abort_input(0, self.inputs[0][0] if self.inputs else "", exc)
+            return
+        finally:
+            conn.release()
+        if body is None:
+            self._sender = InputSender(self.inputs, self.rid, self.xid, conn.limits, self._send)
+            conn.spawn(self._send_inputs)
 
     async def _send_inputs(self) -> None:
-        with self._sender_scope:
-            index = 0
-            media = ""
+        sender = self._sender
+        assert sender is not None
+        with sender.scope:
             try:
-                for index, (media, value) in enumerate(self.inputs):
-                    await self._send_one(f"arg-{index}", media, value)
-                self._send(frames.end(self.rid, xid=self.xid, response=False))
-            except (OSError, P.ProtocolError, TypeError, ValueError, cbor2.CBOREncodeError) as exc:
-                self._abort_input(index, media, exc)
+                await sender.run()
+            except _INPUT_ERRORS as exc:
+                self._abort_input(*sender.position, exc)
             except Exception as exc:  # an input iterator raised: the call fails, not the engine
-                self._abort_input(index, media, exc)
+                self._abort_input(*sender.position, exc)
 
     def _abort_input(self, index: int, media: str, exc: BaseException) -> None:
         if self.done:
@@ -157,89 +168,28 @@ class CallState:
         self.abandoned = True
 
     def _send(self, frame: Frame) -> None:
+        if self.cancel_requested or self.done:
+            return  # a stopped sender's last frames (it stops at its next checkpoint)
+        self._queued = None
         self.conn.send(frame)
-
-    async def _emit(self, stream: P.OutgoingStream, out: list[Frame]) -> None:
-        for frame in out:
-            if frame.frame_type is FrameType.CHUNK:
-                while not stream.take_credit():
-                    self._credit = anyio.Event()
-                    await self._credit.wait()
-                self._send(frame)
-                # Let the writer and reader run now and then, but queue a small request's
-                # frames together so that they leave in one write.
-                self._unyielded += len(frame.payload or b"")
-                if self._unyielded >= _YIELD_EVERY:
-                    self._unyielded = 0
-                    await anyio.lowlevel.checkpoint()
-            else:
-                self._send(frame)
-
-    async def _send_one(self, stream_id: str, media: str, value: Any) -> None:
-        limits = self.conn.limits
-        size = limits.effective_chunk
-        is_seq = isinstance(value, list | tuple)
-        stream = P.OutgoingStream(
-            self.rid,
-            stream_id,
-            media,
-            xid=self.xid,
-            max_chunk=size,
-            initial_credit=limits.initial_credit,
-            is_sequence=is_seq,
-            coalesce=False,
-        )
-        self._out_streams[stream_id] = stream
-        self._current_out = stream
-        await self._emit(stream, stream.start())
-        if isinstance(value, bytes | bytearray | memoryview):
-            view = memoryview(value).cast("B")
-            for pos in range(0, len(view), size):
-                await self._emit(stream, stream.write_bytes(view[pos : pos + size]))
-        elif isinstance(value, str):
-            step = max(1, size // 4)
-            for pos in range(0, len(value), step):
-                await self._emit(stream, stream.emit_value(value[pos : pos + step]))
-        elif isinstance(value, os.PathLike):
-            async with await anyio.open_file(Path(value), "rb") as f:
-                while block := await f.read(size):
-                    await self._emit(stream, stream.write_bytes(block))
-        elif is_seq:
-            for item in value:
-                if isinstance(item, Item):
-                    await self._emit(stream, stream.emit_item(item.value, item.meta))
-                else:
-                    await self._emit(stream, stream.emit_item(item))
-        elif isinstance(value, AsyncIterable):
-            async for piece in value:
-                if isinstance(piece, str):
-                    piece = piece.encode("utf-8")
-                view = memoryview(piece).cast("B")
-                for pos in range(0, len(view), size):
-                    await self._emit(stream, stream.write_bytes(view[pos : pos + size]))
-        else:
-            raise TypeError(f"unsupported input value type {type(value).__name__}")
-        await self._emit(stream, stream.close())
 
     # -- frames from the cartridge ---------------------------------------------------------
 
     def on_frame(self, frame: Frame) -> None:
         ft = frame.frame_type
-        if ft is FrameType.CREDIT:
-            stream = (
-                self._out_streams.get(frame.stream_id) if frame.stream_id else self._current_out
-            )
-            if stream is not None and frame.credit:
-                stream.grant(frame.credit)
-                self._credit.set()
+        if ft is _CREDIT:
+            if self._sender is not None:
+                self._sender.grant(frame.stream_id, frame.credit or 0)
             return
         if self.done:
             self.conn.counters.stragglers += 1
             return
+        self._queued = None
         if frame.routing_id != self.xid:
             self.conn.counters.protocol_errors += 1  # xid not copied back; routed by rid anyway
+        receiver = self.receiver
         try:
-            events = self.receiver.receive(frame)
+            events = receiver.receive(frame)
         except P.ProtocolError as exc:
             self.conn.counters.protocol_errors += 1
             self.conn.send(
@@ -259,86 +209,95 @@ class CallState:
                 )
             )
             return
-        credits = self.receiver.data_to_send()
-        for credit in credits:
-            self.conn.send(credit)
-        # A CHUNK costs one credit, paid back when the caller takes its first event; one the
-        # receiver already granted back (a continuation fragment) costs nothing.
-        cost = frame.stream_id if ft is FrameType.CHUNK and not credits else None
+        credits = receiver.data_to_send()
+        if credits:
+            for credit in credits:
+                self.conn.send(credit)
+            cost = None
+        else:
+            # A CHUNK costs one credit, paid back when the caller takes its first event; one
+            # the receiver already granted back (a continuation fragment) costs nothing.
+            cost = frame.stream_id if ft is _CHUNK else None
         for ev in events:
-            if isinstance(ev, P.StreamData | P.StreamItem):
-                self._event(ev, cost)
-                cost = None
-            else:
-                self._event(ev, None)
-        if events:
-            self._wake.set()
+            handler = _HANDLERS.get(type(ev))
+            if handler is not None:
+                cost = handler(self, ev, cost)
+        if events and self._waiter is not None:
+            self._waiter.set()
+            self._waiter = None
 
-    def _event(self, ev: Any, cost: str | None) -> None:
-        if isinstance(ev, P.StreamData):
-            out = self._outputs.get(ev.stream_id)
-            self._queue(
-                OutputData(output=out[0] if out else None, stream_id=ev.stream_id, value=ev.value),
-                cost,
+    def _on_data(self, ev: P.StreamData, cost: str | None) -> None:
+        out = self._outputs.get(ev.stream_id)
+        self._queue(
+            OutputData(output=out[0] if out else None, stream_id=ev.stream_id, value=ev.value),
+            cost,
+        )
+
+    def _on_item(self, ev: P.StreamItem, cost: str | None) -> None:
+        out = self._outputs.get(ev.stream_id)
+        self._queue(
+            OutputItem(
+                output=out[0] if out else None, stream_id=ev.stream_id, value=ev.value, meta=ev.meta
+            ),
+            cost,
+        )
+
+    def _on_opened(self, ev: P.StreamOpened, cost: str | None) -> str | None:
+        self._outputs[ev.stream_id] = (ev.output, ev.media_urn, ev.is_sequence)
+        self._queue(
+            OutputStarted(
+                output=ev.output,
+                stream_id=ev.stream_id,
+                media_urn=ev.media_urn,
+                is_sequence=ev.is_sequence,
+                unbounded=ev.unbounded,
+                meta=ev.meta,
+            ),
+            None,
+        )
+        return cost
+
+    def _on_closed(self, ev: P.StreamClosed, cost: str | None) -> str | None:
+        out = self._outputs.get(ev.stream_id)
+        self._queue(
+            OutputEnded(
+                output=out[0] if out else None, stream_id=ev.stream_id, chunk_count=ev.chunk_count
+            ),
+            None,
+        )
+        return cost
+
+    def _on_progress(self, ev: P.ProgressReceived, cost: str | None) -> str | None:
+        self._queue(Progress(progress=ev.progress, message=ev.message), None)
+        return cost
+
+    def _on_log(self, ev: P.LogReceived, cost: str | None) -> str | None:
+        self._queue(
+            Log(
+                level=ev.level,
+                message=ev.message,
+                attribution_class=ev.attribution_class,
+                arg_urn=ev.arg_urn,
+            ),
+            None,
+        )
+        return cost
+
+    def _on_end(self, ev: P.BodyEnded, cost: str | None) -> str | None:
+        self.end_meta = ev.meta
+        self._finish(None)
+        return cost
+
+    def _on_error(self, ev: P.ErrorReceived, cost: str | None) -> str | None:
+        self._finish(
+            CallError(
+                ev.code or "HANDLER_ERROR",
+                ev.attribution_class or "internal",
+                ev.message,
+                ev.arg_urn,
             )
-        elif isinstance(ev, P.StreamItem):
-            out = self._outputs.get(ev.stream_id)
-            self._queue(
-                OutputItem(
-                    output=out[0] if out else None,
-                    stream_id=ev.stream_id,
-                    value=ev.value,
-                    meta=ev.meta,
-                ),
-                cost,
-            )
-        elif isinstance(ev, P.StreamOpened):
-            self._outputs[ev.stream_id] = (ev.output, ev.media_urn, ev.is_sequence)
-            self._queue(
-                OutputStarted(
-                    output=ev.output,
-                    stream_id=ev.stream_id,
-                    media_urn=ev.media_urn,
-                    is_sequence=ev.is_sequence,
-                    unbounded=ev.unbounded,
-                    meta=ev.meta,
-                ),
-                None,
-            )
-        elif isinstance(ev, P.StreamClosed):
-            out = self._outputs.get(ev.stream_id)
-            self._queue(
-                OutputEnded(
-                    output=out[0] if out else None,
-                    stream_id=ev.stream_id,
-                    chunk_count=ev.chunk_count,
-                ),
-                None,
-            )
-        elif isinstance(ev, P.ProgressReceived):
-            self._queue(Progress(progress=ev.progress, message=ev.message), None)
-        elif isinstance(ev, P.LogReceived):
-            self._queue(
-                Log(
-                    level=ev.level,
-                    message=ev.message,
-                    attribution_class=ev.attribution_class,
-                    arg_urn=ev.arg_urn,
-                ),
-                None,
-            )
-        elif isinstance(ev, P.BodyEnded):
-            self.end_meta = ev.meta
-            self._finish(None)
-        elif isinstance(ev, P.ErrorReceived):
-            self._finish(
-                CallError(
-                    ev.code or "HANDLER_ERROR",
-                    ev.attribution_class or "internal",
-                    ev.message,
-                    ev.arg_urn,
-                )
-            )
+        )
+        return cost
 
     def _queue(self, ev: CallEvent, credit_stream: str | None) -> None:
         if self.abandoned:
@@ -363,15 +322,31 @@ class CallState:
             return
         self.done = True
         self.error = error
-        self._sender_scope.cancel()
-        self._credit.set()
+        self._queued = None
+        if self._sender is not None:
+            self._sender.stop()
         self.conn.forget(self.rid)
         if self._chain is not None:
             self.conn.gate.release(self._chain)
             self._chain = None
-        self._wake.set()
+        if self._waiter is not None:
+            self._waiter.set()
+            self._waiter = None
+        if self._ended is not None:
+            self._ended.set()
 
     # -- caller side -----------------------------------------------------------------------
+
+    def _take(self) -> CallEvent:
+        ev, credit_stream = self.events.popleft()
+        if credit_stream is not None and not self.done:
+            receiver = self.receiver
+            receiver.consumed(credit_stream)
+            credits = receiver.data_to_send()
+            if credits:
+                for credit in credits:
+                    self.conn.send(credit)
+        return ev
 
     async def next_event(self) -> CallEvent | None:
         """The next event, ``None`` after END. :raises CallError: on ERR or death."""
@@ -380,17 +355,15 @@ class CallState:
                 if self.error is not None:
                     raise self.error
                 return None
-            self.receiver.flush_credit()
-            for credit in self.receiver.data_to_send():
-                self.conn.send(credit)
-            self._wake = anyio.Event()
-            await self._wake.wait()
-        ev, credit_stream = self.events.popleft()
-        if credit_stream is not None and not self.done:
-            self.receiver.consumed(credit_stream)
-            for credit in self.receiver.data_to_send():
-                self.conn.send(credit)
-        return ev
+            receiver = self.receiver
+            receiver.flush_credit()
+            credits = receiver.data_to_send()
+            if credits:
+                for credit in credits:
+                    self.conn.send(credit)
+            waiter = self._waiter = self.conn.new_event()
+            await waiter.wait()
+        return self._take()
 
     def cancel(
         self,
@@ -403,7 +376,15 @@ class CallState:
         if self.done or self.cancel_requested:
             return
         self.cancel_requested = True
-        self._sender_scope.cancel()
+        if self._sender is not None:
+            self._sender.stop()
+        queued = self._queued
+        if queued is not None and self.conn.withdraw(*queued):
+            # Nothing of the call reached the pipe: the cartridge never hears of it.
+            if self._sender is not None:
+                self.conn.forget_flow(self.rid, self.xid)  # its REQ was numbered
+            self._finish(CallError(code, attribution_class, f"{message} (before it was sent)"))
+            return
         self.conn.send(
             frames.cancel(
                 self.rid,
@@ -414,16 +395,27 @@ class CallState:
                 xid=self.xid,
             )
         )
-        if force_kill:
-            self.conn.spawn(self._kill_later)
+        self.conn.spawn(self._cancel_timer, force_kill)
 
-    async def _kill_later(self) -> None:
-        with anyio.move_on_after(self._cancel_grace):
-            while not self.done:
-                self._wake = anyio.Event()
-                await self._wake.wait()
+    async def _cancel_timer(self, force_kill: bool) -> None:
+        """Wait up to the cancel grace for the call's end; then kill, or fail it locally."""
         if not self.done:
+            self._ended = anyio.Event()
+            with anyio.move_on_after(self._cancel_grace):
+                await self._ended.wait()
+        if self.done:
+            return
+        if force_kill:
             self.conn.kill(f"killed by the engine: cancel(force_kill=True) of a call to {self.cap}")
+            return
+        self._finish(
+            CallError(
+                ErrorCode.CANCELLED,
+                "user",
+                f"Cancelled by user (cartridge {self.conn.name} did not confirm the cancel "
+                f"within {self._cancel_grace:g} s)",
+            )
+        )
 
     def abandon(self) -> None:
         """The caller left without reading to the end: cancel and discard the rest."""
@@ -432,6 +424,20 @@ class CallState:
         self.abandoned = True
         self.events.clear()
         self.cancel(message="the caller abandoned the call")
+
+
+#: Event type -> handler(state, event, cost) returning the chunk's credit cost still unspent
+#: (the data handlers return ``None``: their event carries it).
+_HANDLERS: dict[type, Any] = {
+    P.StreamData: CallState._on_data,
+    P.StreamItem: CallState._on_item,
+    P.StreamOpened: CallState._on_opened,
+    P.StreamClosed: CallState._on_closed,
+    P.ProgressReceived: CallState._on_progress,
+    P.LogReceived: CallState._on_log,
+    P.BodyEnded: CallState._on_end,
+    P.ErrorReceived: CallState._on_error,
+}
 
 
 class Response:
@@ -487,7 +493,12 @@ class Response:
         info: dict[str | None, tuple[str, bool]] = {}
         logs: list[Log] = []
         progress: list[Progress] = []
-        async for ev in self:
+        state = self._state
+        while True:
+            # Take what is already queued without a coroutine per event.
+            ev: CallEvent | None = state._take() if state.events else await state.next_event()
+            if ev is None:
+                break
             if isinstance(ev, OutputData):
                 v = ev.value
                 values.setdefault(ev.output, []).append(v)
@@ -524,8 +535,10 @@ class Response:
     async def cancel(self, force_kill: bool = False) -> None:
         """Ask the cartridge to cancel the call (CANCELLED, class user).
 
-        The response then ends with :class:`CallError` ``CANCELLED``. With ``force_kill``, the
-        process is killed if the cartridge has not ended the call within the configured grace.
+        The response then ends with :class:`CallError` ``CANCELLED``. If the cartridge has not
+        ended the call within ``EngineConfig.cancel_grace``, the call fails locally with
+        ``CANCELLED`` (its pool slot is freed) or, with ``force_kill``, the process is killed.
+        A cancel before any frame of the call left the engine fails it at once, unsent.
         """
         self._state.cancel(force_kill=force_kill)
         await anyio.lowlevel.checkpoint()

@@ -20,8 +20,12 @@ class EngineConfig:
     :ivar policy: the network policy sent to every cartridge after its identity check.
     :ivar limits: the limits offered in HELLO (each cartridge negotiates the minimum).
     :ivar shutdown_grace: seconds a cartridge gets to exit after its stdin closes, before a kill.
-    :ivar cancel_grace: seconds ``cancel(force_kill=True)`` waits for the cartridge's ERR before
-        it kills the process.
+    :ivar cancel_grace: seconds a cancelled call waits for the cartridge's terminal frame
+        (its ERR ``CANCELLED``, or an END that won the race). Then ``cancel(force_kill=True)``
+        kills the process, and a plain cancel (also the one made by leaving an ``async with
+        engine.call(...)`` block early) fails the call locally with ``CANCELLED`` and frees its
+        pool slot; frames that still arrive for it are counted as stragglers and dropped. So a
+        cancel never hangs, even against a cartridge that ignores CANCEL.
     :ivar spawn_retry_after: seconds after a failed start-up before a call may try again;
         ``None`` means never (until :meth:`Engine.restart`).
     :ivar stderr_tail_chars: how much of each cartridge's stderr is kept in memory.

@@ -4,12 +4,17 @@ Theory of operation
 -------------------
 A :class:`Connection` owns one subprocess and four tasks in its own task group:
 
-* the **reader** reads stdout in large blocks, feeds the sans-IO :class:`FrameDecoder` and
+* the **reader** reads stdout in large blocks (on asyncio from a reader callback registered
+  once, see :func:`~._fdio.read_blocks`), feeds the sans-IO :class:`FrameDecoder` and
   dispatches every frame at once (no polling): during start-up to the start-up channel, after
   it by request id to the flow that owns it (an engine call, or a peer call forwarded here)
   or, for frames of a peer call this cartridge made, to that peer link;
 * the **writer** waits for queued frames and hands everything queued to one ``writev``
   (length prefixes and bodies as separate buffers: big payloads are never joined or copied);
+  it only runs when the pipe is full or nobody flushed: code that queues several frames at
+  once (a call opening, the reader dispatching a block) holds the queue with :meth:`hold`
+  and then writes it synchronously with :meth:`flush` (a non-blocking ``writev``), which
+  saves the writer's wake-up on the hot path of small calls;
 * the **stderr** reader appends to a log file and keeps a bounded tail in memory;
 * the **heartbeat** task probes the cartridge and marks it unhealthy when a reply is late.
 
@@ -36,11 +41,13 @@ import anyio.abc
 
 from .. import protocol as P
 from ..protocol import Frame, FrameType, MessageId, frames
+from . import _health
 from ._config import EngineConfig
 from ._errors import CallError, CartridgeDied, EngineClosed, SpawnFailed
-from ._fdio import FdReader, FdWriter, make_pipe
+from ._fdio import FdReader, FdWriter, make_pipe, read_blocks
 from ._pools import PoolGate
 from ._proc import Counters, Flow, PeerOrigin, describe_returncode
+from ._startup import run_startup
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
@@ -52,6 +59,11 @@ _pack_len = struct.Struct(">I").pack
 _EXIT_WAIT = 0.5
 #: Request ids remembered after their flow ended, to tell stragglers from unroutable frames.
 _CLOSED_RIDS = 4096
+#: Frame types routed by request id (to a call, a peer link, or counted as late).
+_ROUTED = frozenset(
+    [ft for ft in FrameType if ft.is_flow and ft is not FrameType.REQ]
+    + [FrameType.CREDIT, FrameType.CANCEL, FrameType.CLOSE_STREAM]
+)
 
 
 class Connection:
@@ -100,10 +112,15 @@ class Connection:
 
         self._seq = P.SeqAssigner()
         self._decoder = P.FrameDecoder(config.limits.max_frame)
-        self._out: list[bytes] = []
+        self._out: list[bytes | memoryview] = []
+        #: How many times the queue was handed to the pipe: a position (batches, index) in
+        #: ``_out`` stays valid only while this number is unchanged (see :meth:`withdraw`).
+        self.batches = 0
+        self._hold = 0
+        self._writing = False
+        self._kicked = False
         self._wake = anyio.Event()
-        self._drained = anyio.Event()
-        self._drained.set()
+        self._drained: anyio.Event | None = None
         self._startup_tx, self._startup_rx = anyio.create_memory_object_stream[Frame](1024)
         self._death_reason = ""
         self._tail = ""
@@ -115,6 +132,9 @@ class Connection:
         self._stdout: FdReader | None = None
         self._kill_reason: str | None = None
         self._scope = anyio.CancelScope()
+        #: The running backend's event class, made directly (``anyio.Event()`` looks the
+        #: backend up on every call).
+        self.new_event: Callable[[], anyio.Event] = type(anyio.Event())
 
     # -- public helpers --------------------------------------------------------------------
 
@@ -159,6 +179,17 @@ class Connection:
         if numbered is None:
             self.counters.stragglers += 1
             return
+        self.send_numbered(numbered)
+
+    def send_numbered(self, numbered: Frame) -> None:
+        """Queue a frame whose seq the caller set: only for a flow the caller opens and
+        ends in one go (a small call's whole request), which the seq assigner never sees.
+
+        :raises FrameEncodeError: the frame does not fit the negotiated max_frame.
+        """
+        if self.state in ("dead", "failed"):
+            self.counters.drops += 1
+            return
         body = P.encode_body(numbered)
         if len(body) > self.limits.max_frame:
             raise P.FrameEncodeError(
@@ -166,14 +197,74 @@ class Connection:
                 f"max_frame {self.limits.max_frame}"
             )
         # Prefix and body go to writev as two buffers: the body is never copied again.
-        self._out.append(_pack_len(len(body)))
-        self._out.append(body)
-        self._wake.set()
-        if self._drained.is_set():
-            self._drained = anyio.Event()
+        out = self._out
+        out.append(_pack_len(len(body)))
+        out.append(body)
+        if not self._hold and not self._kicked:
+            self._kicked = True
+            self._wake.set()
+
+    def hold(self) -> None:
+        """Queue frames without waking the writer until the matching :meth:`release`."""
+        self._hold += 1
+
+    def release(self) -> None:
+        """End a :meth:`hold`; the frames queued meanwhile are written now (:meth:`flush`)."""
+        self._hold -= 1
+        if not self._hold:
+            self.flush()
+
+    def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None:
+        """Drop the numbering of a flow whose frames were withdrawn."""
+        self._seq.forget(rid, xid)
+
+    def mark(self) -> tuple[int, int]:
+        """The position the next queued frame will take (for :meth:`withdraw`)."""
+        return self.batches, len(self._out)
+
+    def withdraw(self, start: tuple[int, int], stop: tuple[int, int]) -> bool:
+        """Take back the frames queued between two :meth:`mark` positions if none of them
+        has been handed to the pipe yet; True when they were withdrawn."""
+        if start[0] != self.batches or stop[0] != self.batches or stop[1] > len(self._out):
+            return False
+        out = self._out
+        for i in range(start[1], stop[1]):
+            out[i] = b""  # blanked, not deleted: positions others hold stay valid
+        return True
+
+    def flush(self) -> None:
+        """Write what is queued now with a non-blocking ``writev`` when the writer is idle;
+        whatever the pipe does not take is left to the writer."""
+        if not self._out:
+            return
+        if self._writing or self._stdin is None or self.state in ("dead", "failed"):
+            self._kick()
+            return
+        batch, self._out = self._out, []
+        self.batches += 1
+        try:
+            rest = self._stdin.write_now(batch)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            # The cartridge stopped reading; the reader sees its end and reports death.
+            rest = []
+        if rest:
+            self._out[:0] = rest
+            self._kick()
+        elif not self._out and self._drained is not None:
+            self._drained.set()
+
+    def _kick(self) -> None:
+        if not self._kicked:
+            self._kicked = True
+            self._wake.set()
 
     async def drain(self) -> None:
         """Wait until everything queued so far was handed to the pipe."""
+        if not self._out and not self._writing:
+            return
+        if self._drained is None or self._drained.is_set():
+            self._drained = anyio.Event()
+        self._kick()
         await self._drained.wait()
 
     async def _writer(self) -> None:
@@ -182,51 +273,76 @@ class Connection:
         try:
             while True:
                 while not self._out:
-                    self._drained.set()
+                    if self._drained is not None:
+                        self._drained.set()
                     self._wake = anyio.Event()
+                    self._kicked = False
                     await self._wake.wait()
-                    # One turn of the loop lets the task that woke us queue the rest of its
-                    # frames (a small call's REQ, stream and END), so they leave in one write.
-                    await anyio.lowlevel.checkpoint()
                 batch, self._out = self._out, []
+                self.batches += 1
+                self._writing = True
                 await stdin.send_all(batch)
+                self._writing = False
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             # The cartridge stopped reading; the reader sees its end and reports death.
             self._out.clear()
-            self._drained.set()
+            self._writing = False
+            self._kicked = True  # nobody will wait for a wake-up any more
+            if self._drained is not None:
+                self._drained.set()
 
     # -- reading ---------------------------------------------------------------------------
 
     async def _reader(self) -> None:
         assert self._stdout is not None
-        stdout = self._stdout
-        decoder = self._decoder
-        size = self.config.read_size
         reason = "closed its stdout"
         try:
-            while True:
-                try:
-                    data = await stdout.receive(size)
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    data = b""
-                decoder.feed(data)
-                while (frame := decoder.next_frame()) is not None:
-                    self._dispatch(frame)
-                if not data:
-                    break
+            await read_blocks(self._stdout, self.config.read_size, self._on_block)
         except P.ProtocolError as exc:
             self.counters.protocol_errors += 1
             reason = f"wrote bytes that are not a valid frame on stdout: {exc}"
         await self._die(reason)
 
+    def _on_block(self, data: bytes) -> None:
+        """Decode a block of stdout (``b""``: end of file) and dispatch every frame in it.
+
+        :raises ProtocolError: the bytes are not valid frames.
+        """
+        decoder = self._decoder
+        decoder.feed(data)
+        # Frames the dispatch queues (CREDIT, forwarded peer frames, heartbeat replies)
+        # leave together in one write after the block.
+        self._hold += 1
+        try:
+            dispatch = self._dispatch
+            while (frame := decoder.next_frame()) is not None:
+                dispatch(frame)
+        finally:
+            self._hold -= 1
+        if self._out and not self._hold:
+            self.flush()
+
     def _dispatch(self, frame: Frame) -> None:
+        ft = frame.frame_type
+        if ft in _ROUTED and self.state != "starting":
+            # The hot path: a response frame of one of our calls.
+            rid = frame.id
+            flow = self.calls.get(rid)
+            origin = self.peer_in.get(rid) if self.peer_in else None
+            if flow is not None and origin is None:
+                if ft is FrameType.CANCEL or ft is FrameType.CLOSE_STREAM:
+                    self.counters.drops += 1
+                    return
+                flow.on_frame(frame)
+                return
+            self._route_other(frame, ft, flow, origin)
+            return
         if self.state == "starting":
             try:
                 self._startup_tx.send_nowait(frame)
             except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self.counters.drops += 1
             return
-        ft = frame.frame_type
         if ft is FrameType.HEARTBEAT:
             pending = self._hb_pending.get(frame.id)
             if pending is not None:
@@ -242,49 +358,49 @@ class Connection:
                 return
             self._on_peer_request(self, frame)
             return
-        if ft.is_flow or ft in (FrameType.CREDIT, FrameType.CANCEL, FrameType.CLOSE_STREAM):
-            flow = self.calls.get(frame.id)
-            origin = self.peer_in.get(frame.id)
-            if flow is not None and origin is not None:
-                # The same rid both ways (a cartridge calling itself with a reused id):
-                # CREDIT says its direction; other frames carry our xid when they answer us.
-                if ft is FrameType.CREDIT:
-                    to_flow = (frame.meta or {}).get("credit_dir") == P.CreditDirection.REQUEST
-                else:
-                    to_flow = frame.routing_id == flow.xid and ft not in (
-                        FrameType.CANCEL,
-                        FrameType.CLOSE_STREAM,
-                    )
-                if to_flow:
-                    origin = None
-                else:
-                    flow = None
-            if flow is not None:
-                if ft in (FrameType.CANCEL, FrameType.CLOSE_STREAM):
-                    self.counters.drops += 1
-                    return
-                flow.on_frame(frame)
-            elif origin is not None:
-                origin.on_requester_frame(frame)
-            elif frame.id in self._closed_rids:
-                # A grant racing the terminal is harmless and expected; anything else is late.
-                if ft is FrameType.CREDIT:
-                    self.counters.late_credits += 1
-                else:
-                    self.counters.stragglers += 1
-            else:
-                self.counters.no_route += 1
-                log.debug("%s: no route for %r", self.name, frame)
-            return
-        if ft is FrameType.ERR and frame.id in self._hb_pending:
-            pending = self._hb_pending[frame.id]
-            pending[1].append(frame)
-            pending[0].set()
-            return
         # HELLO after the handshake, POLICY, RELAY_* from a cartridge: not allowed; counted.
         self.counters.drops += 1
         self.counters.protocol_errors += ft is not FrameType.HELLO
         log.warning("%s: unexpected %s frame from the cartridge dropped", self.name, ft.name)
+
+    def _route_other(
+        self, frame: Frame, ft: FrameType, flow: Flow | None, origin: PeerOrigin | None
+    ) -> None:
+        """Route a flow/CREDIT/CANCEL frame that is not simply a response to one of our calls."""
+        if flow is not None and origin is not None:
+            # The same rid both ways (a cartridge calling itself with a reused id):
+            # CREDIT says its direction; other frames carry our xid when they answer us.
+            if ft is FrameType.CREDIT:
+                to_flow = (frame.meta or {}).get("credit_dir") == P.CreditDirection.REQUEST
+            else:
+                to_flow = frame.routing_id == flow.xid and ft not in (
+                    FrameType.CANCEL,
+                    FrameType.CLOSE_STREAM,
+                )
+            if to_flow:
+                origin = None
+            else:
+                flow = None
+        if flow is not None:
+            if ft in (FrameType.CANCEL, FrameType.CLOSE_STREAM):
+                self.counters.drops += 1
+                return
+            flow.on_frame(frame)
+        elif origin is not None:
+            origin.on_requester_frame(frame)
+        elif frame.id in self._closed_rids:
+            # A grant racing the terminal is harmless and expected; anything else is late.
+            if ft is FrameType.CREDIT:
+                self.counters.late_credits += 1
+            else:
+                self.counters.stragglers += 1
+        elif ft is FrameType.ERR and frame.id in self._hb_pending:
+            pending = self._hb_pending[frame.id]  # a cartridge refusing a health probe
+            pending[1].append(frame)
+            pending[0].set()
+        else:
+            self.counters.no_route += 1
+            log.debug("%s: no route for %r", self.name, frame)
 
     # -- stderr ----------------------------------------------------------------------------
 
@@ -335,9 +451,9 @@ class Connection:
                     tg.start_soon(self._stderr_reader)
                     tg.start_soon(self._reader)
                     tg.start_soon(self._writer)
-                    await self._startup()
+                    await run_startup(self)
                     if self.state == "ready" and self.config.heartbeat_interval:
-                        tg.start_soon(self._heartbeat_loop)
+                        tg.start_soon(_health.heartbeat_loop, self)
         finally:
             with anyio.CancelScope(shield=True):
                 await self._reap(kill=True)
@@ -390,78 +506,6 @@ class Connection:
         self.state = "failed"
         self.started.set()
         self._scope.cancel()
-
-    async def _next_startup_frame(self, step: str) -> Frame:
-        try:
-            return await self._startup_rx.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            raise _StartupAbort(step, self._death_reason) from None
-
-    async def _startup(self) -> None:
-        from ..manifest import Manifest, ManifestError, ManifestRuleError
-
-        step = "hello"
-        timeout = self.config.step_timeout
-        try:
-            with anyio.fail_after(timeout):
-                self.send(frames.hello(self.config.limits))
-                hello = P.accept_cartridge_hello(
-                    await self._next_startup_frame(step), self.config.limits
-                )
-            self.limits = hello.limits
-            self._decoder.max_frame = hello.limits.max_frame
-            step = "identity"
-            check = P.IdentityCheck()
-            with anyio.fail_after(timeout):
-                for f in check.frames():
-                    self.send(f)
-                while not check.receive(await self._next_startup_frame(step)):
-                    pass
-            step = "manifest"
-            try:
-                manifest = Manifest.from_json(hello.manifest)
-                manifest.validate()
-            except ManifestRuleError as exc:
-                self._fail_start(step, f"manifest breaks {exc}", exc.rule)
-                return
-            except ManifestError as exc:
-                self._fail_start(step, f"manifest is invalid: {exc}")
-                return
-            step = "policy"
-            with anyio.fail_after(timeout):
-                self.send(frames.policy(self.config.policy))
-                await self.drain()
-        except TimeoutError:
-            await self._settle_stderr()
-            self._fail_start(step, f"start-up step {step!r} got no answer within {timeout:g} s")
-            return
-        except _StartupAbort as exc:
-            await self._settle_stderr()
-            rc = describe_returncode(self.process.returncode if self.process else None)
-            self._fail_start(
-                exc.step, f"start-up step {exc.step!r} failed: the cartridge {exc.reason} ({rc})"
-            )
-            return
-        except P.ProtocolError as exc:
-            await self._settle_stderr()
-            self._fail_start(step, f"start-up step {step!r} failed: {exc}")
-            return
-        self.manifest = manifest
-        self.caps = [cap.urn for cap in manifest.iter_caps()]
-        self.gate = PoolGate(hello.pools)
-        self.state = "ready"
-        self._startup_rx.close()
-        # Frames that raced in behind the identity echo (CREDIT, LOG) are routed normally.
-        self.started.set()
-
-    async def _settle_stderr(self) -> None:
-        """Give a failing cartridge a moment to finish writing its stderr."""
-        proc = self.process
-        if proc is not None and proc.returncode is None:
-            with anyio.move_on_after(0.2):
-                await proc.wait()
-        with anyio.move_on_after(0.2 if proc is not None and proc.returncode is not None else 0.05):
-            await self._stderr_done.wait()
 
     async def _die(self, reason: str) -> None:
         if self.state in ("dead", "failed"):
@@ -529,56 +573,6 @@ class Connection:
         self._scope.cancel()
         await self.dead.wait()
 
-    # -- health ----------------------------------------------------------------------------
-
     async def probe(self, reply_within: float | None = None) -> bool:
         """Send one HEARTBEAT and wait for its reply; update health. Returns healthy."""
-        hid = MessageId.new()
-        event = anyio.Event()
-        replies: list[Frame] = []
-        self._hb_pending[hid] = (event, replies)
-        try:
-            self.send(frames.heartbeat(hid))
-            with anyio.move_on_after(
-                self.config.heartbeat_timeout if reply_within is None else reply_within
-            ):
-                await event.wait()
-        finally:
-            self._hb_pending.pop(hid, None)
-        if not replies:
-            if self.healthy:
-                log.warning("%s: no heartbeat reply; marked unhealthy", self.name)
-            self.healthy = False
-            self.counters.heartbeat_misses += 1
-            return False
-        self.healthy = True
-        self.last_heartbeat = anyio.current_time()
-        meta = dict(replies[0].meta or {})
-        pools = meta.pop("pools", None)
-        if isinstance(pools, bytes | str):
-            try:
-                import json
-
-                parsed = json.loads(pools)
-                if isinstance(parsed, dict):
-                    self.gate.update(parsed)
-            except ValueError:
-                self.counters.protocol_errors += 1
-        self.remote_stats = meta
-        return True
-
-    async def _heartbeat_loop(self) -> None:
-        interval = self.config.heartbeat_interval
-        assert interval
-        while self.state == "ready":
-            await anyio.sleep(interval)
-            if self.state != "ready":
-                break
-            await self.probe()
-
-
-class _StartupAbort(Exception):
-    def __init__(self, step: str, reason: str) -> None:
-        super().__init__(reason)
-        self.step = step
-        self.reason = reason or "ended"
+        return await _health.probe(self, reply_within)

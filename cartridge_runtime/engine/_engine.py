@@ -32,7 +32,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from ..protocol import ErrorCode, Frame
+from ..protocol import ErrorCode, Frame, tune_allocator
 from ..urn import select_handler
 from ._call import CallState, Inputs, Response, normalize_inputs
 from ._config import EngineConfig
@@ -41,6 +41,9 @@ from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
 from ._events import Result
 from ._peer import PeerLink, run_peer_link
 from ._proc import Counters, command_for, describe_returncode
+
+#: Most distinct cap texts whose routing result is remembered.
+_ROUTE_CACHE = 1024
 
 
 @attrs.frozen(kw_only=True)
@@ -140,10 +143,14 @@ class Engine:
         self._closed = False
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._log_dir: Path | None = None
+        #: Routing results by the exact cap text asked for; cleared when caps change.
+        self._routes: dict[str, tuple[_Slot, str]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def __aenter__(self) -> Engine:
+        # Keep 256 KiB payload buffers in the heap instead of an mmap/munmap per chunk.
+        tune_allocator()
         if self.config.log_dir is not None:
             self._log_dir = Path(self.config.log_dir)
             self._log_dir.mkdir(parents=True, exist_ok=True)
@@ -210,6 +217,7 @@ class Engine:
             unique, n = f"{name}#{n}", n + 1
         slot = _Slot(unique, command, env, known_caps, eager)
         self._slots[unique] = slot
+        self._caps_changed()
         if eager and self._tg is not None:
             self._tg.start_soon(self._start_quietly, slot)
         return unique
@@ -306,6 +314,7 @@ class Engine:
             assert self._tg is not None
             self._tg.start_soon(conn.run)
             await conn.started.wait()
+            self._caps_changed()
             if conn.state != "ready":
                 failure = conn.startup_error or SpawnFailed(
                     f"cartridge {slot.name} stopped during start-up",
@@ -332,9 +341,21 @@ class Engine:
         return texts, owners
 
     def _lookup(self, cap: str) -> tuple[_Slot, str] | None:
+        hit = self._routes.get(cap)
+        if hit is not None:
+            return hit
         texts, owners = self._table()
         index = select_handler(texts, cap)
-        return owners[index] if index is not None else None
+        if index is None:
+            return None
+        if len(self._routes) >= _ROUTE_CACHE:
+            self._routes.clear()
+        hit = self._routes[cap] = owners[index]
+        return hit
+
+    def _caps_changed(self) -> None:
+        """The routing table changed (a cartridge added, or its manifest became known)."""
+        self._routes.clear()
 
     async def _route(self, cap: str) -> tuple[_Slot, str]:
         """The cartridge (and its handler cap) that serves ``cap``; may start cartridges whose
@@ -401,8 +422,11 @@ class Engine:
     async def _open(self, cap: str, inputs: list[tuple[str, Any]]) -> CallState:
         if self._closed:
             raise EngineClosed()
-        slot, handler = await self._route(cap)
-        conn = await self._ensure_started(slot)
+        hit = self._routes.get(cap)
+        slot, handler = hit if hit is not None else await self._route(cap)
+        conn = slot.conn
+        if conn is None or conn.state != "ready":
+            conn = await self._ensure_started(slot)
         chain = await conn.gate.acquire(handler)
         if conn.state != "ready":
             conn.gate.release(chain)

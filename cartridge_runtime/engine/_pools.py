@@ -58,6 +58,7 @@ class PoolGate:
         self._pools: dict[str, _Pool] = {}
         self._line: list[_Waiter] = []
         self._chains: dict[str, tuple[_Pool, ...]] = {}
+        self._by_text: dict[str, tuple[_Pool, ...]] = {}  # same, by the text asked for
         self._abort: BaseException | None = None
         self.update(pools or {})
 
@@ -82,11 +83,18 @@ class PoolGate:
                 pool.limit = limit
                 pool.members = members
         self._chains.clear()
+        self._by_text.clear()
         self._admit()
 
     def chain(self, cap: str) -> tuple[_Pool, ...]:
         """The pools a call to handler ``cap`` occupies."""
-        canon = _canon(cap)
+        chain = self._by_text.get(cap)
+        if chain is not None:
+            return chain
+        chain = self._by_text[cap] = self._chain(_canon(cap))
+        return chain
+
+    def _chain(self, canon: str) -> tuple[_Pool, ...]:
         chain = self._chains.get(canon)
         if chain is None:
             parts = []
@@ -119,9 +127,9 @@ class PoolGate:
         if self._abort is not None:
             raise self._abort
         chain = self.chain(cap)
-        if not any(all(p.has_room() for p in w.chain) for w in self._line) and all(
-            p.has_room() for p in chain
-        ):
+        if (
+            not self._line or not any(all(p.has_room() for p in w.chain) for w in self._line)
+        ) and all(p.limit == 0 or p.active < p.limit for p in chain):
             for p in chain:
                 p.active += 1
             return chain
