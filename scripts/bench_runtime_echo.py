@@ -16,8 +16,9 @@ Usage::
 
     .venv/bin/python scripts/bench_runtime_echo.py [--mib 256] [--profile FILE]
 
-``--profile FILE`` runs the cartridge under cProfile (``CARTRIDGE_PROFILE=FILE``, honoured by
-nothing but this benchmark's wrapper below) and writes the stats to ``FILE``.
+``--profile FILE`` starts the cartridge through a small wrapper that runs it under cProfile and
+writes the stats to ``FILE`` when it exits (read them with ``pstats``); the figures printed are
+then those of the profiled run.
 """
 
 from __future__ import annotations

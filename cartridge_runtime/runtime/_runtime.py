@@ -163,15 +163,7 @@ class CartridgeRuntime:
             from ._cli_mode import run_cli
 
             sys.exit(run_cli(self, args))
-        _prof = os.environ.get("CARTRIDGE_PROFILE_TMP")  # TEMPORARY profiling hook
-        if _prof:
-            import cProfile
-
-            _p = cProfile.Profile()
-            status = _p.runcall(anyio.run, self.serve_stdio)
-            _p.dump_stats(f"{_prof}.{os.getpid()}")
-        else:
-            status = anyio.run(self.serve_stdio)
+        status = anyio.run(self.serve_stdio)
         sys.stdout.flush()
         sys.stderr.flush()
         if status == EXIT_FORCE_KILLED:

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
 
 from cartridge_runtime.manifest import UnknownPoolError
 from cartridge_runtime.protocol import (
@@ -37,7 +36,6 @@ from cartridge_runtime.protocol import (
     Limits,
     MessageId,
     ProtocolError,
-    SeqAssigner,
     StreamAbandonedError,
     StreamClosed,
     StreamData,
@@ -53,17 +51,12 @@ from ._handlers import HandlerRunner, cancel_terminal
 from ._input import InputStream
 from ._runtime import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL
 from ._wire import Active, PeerState
+from ._writer import FrameWriter
 
 if TYPE_CHECKING:
     from ._runtime import CartridgeRuntime
 
-#: Frames queued for the writer before producers wait (the data itself is bounded by credit).
-WRITER_QUEUE = 256
-#: Most bytes the writer joins into one send.
-WRITE_BATCH = 4 << 20
-#: Payload bytes queued without blocking before a producer yields to the writer anyway.
-YIELD_BYTES = 1 << 20
-#: Smallest read from the input.
+#: Read size at a frame boundary.
 READ_SIZE = 1 << 20
 #: Smallest byte value whose CHUNK wire form is kept for pass-through (see ``WireOutput``).
 PASS_THROUGH_MIN = 4096
@@ -96,22 +89,15 @@ class Session(HandlerRunner):
         self.runtime = runtime
         self.receive_stream = receive
         self.send_stream = send
-        #: ``send_many(list[bytes])`` of streams that can write several buffers in one call.
-        self._send_many = getattr(send, "send_many", None)
-        self._unyielded = 0  #: payload bytes queued since a producer last yielded
         self.decoder = FrameDecoder()
         self.limits: Limits = runtime.limits
         self.policy: str | None = None
-        self.seq = SeqAssigner()
-        self._send_q, self._recv_q = anyio.create_memory_object_stream[Frame](WRITER_QUEUE)
+        self.writer = FrameWriter(send, lambda: self.limits.max_frame)
         self.active: dict[MessageId, Active] = {}
         self.peer_calls: dict[MessageId, PeerState] = {}
         self.pools: Any = None
-        self.drops = 0
         self.overruns = 0
-        self.broken = False
         self._tg: anyio.abc.TaskGroup | None = None
-        self._writer_done = anyio.Event()
         self._idle = anyio.Event()
         #: Per-cap work done once per session: pool name per handler URN, output specs per
         #: (request URN, handler URN).
@@ -121,77 +107,13 @@ class Session(HandlerRunner):
     # -- output ------------------------------------------------------------------------------
 
     async def send(self, frame: Frame) -> None:
-        """Queue one frame for the writer (waits only when the queue is full).
+        """Queue one frame for the writer (see :mod:`._writer`: no yield while there is room)."""
+        await self.writer.send(frame)
 
-        The fast path does not yield to the event loop, so a handler that queues several
-        frames in a row (STREAM_START, CHUNK, STREAM_END, END) hands them to the writer in
-        one wake-up and they leave in one write.
-        """
-        try:
-            self._send_q.send_nowait(frame)
-            payload = frame.payload
-            if payload is not None:
-                # A producer that never blocks would hold the writer back until its credit
-                # runs out; yield every YIELD_BYTES of payload so data keeps flowing.
-                self._unyielded += len(payload)
-                if self._unyielded >= YIELD_BYTES:
-                    self._unyielded = 0
-                    await anyio.lowlevel.checkpoint()
-        except anyio.WouldBlock:
-            try:
-                await self._send_q.send(frame)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                self.drops += 1
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self.drops += 1
-
-    async def _writer(self) -> None:
-        recv = self._recv_q
-        try:
-            while True:
-                try:
-                    first = recv.receive_nowait()
-                except anyio.WouldBlock:
-                    try:
-                        first = await recv.receive()
-                    except anyio.EndOfStream:
-                        return
-                except anyio.EndOfStream:
-                    return
-                parts: list[bytes] = []
-                size = 0
-                frame: Frame | None = first
-                while frame is not None:
-                    numbered = self.seq.assign(frame)
-                    if numbered is not None:
-                        try:
-                            data = encode_frame(numbered, self.limits.max_frame)
-                        except ProtocolError as exc:
-                            _note(
-                                f"dropping a {frame.frame_type.name} frame that cannot be encoded: {exc}"
-                            )
-                            self.drops += 1
-                        else:
-                            parts.append(data)
-                            size += len(data)
-                    frame = None
-                    if size < WRITE_BATCH:
-                        try:
-                            frame = recv.receive_nowait()
-                        except (anyio.WouldBlock, anyio.EndOfStream):
-                            frame = None
-                if parts and not self.broken:
-                    try:
-                        if len(parts) == 1:
-                            await self.send_stream.send(parts[0])
-                        elif self._send_many is not None:
-                            await self._send_many(parts)  # one gathering write, no join copy
-                        else:
-                            await self.send_stream.send(b"".join(parts))
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                        self.broken = True
-        finally:
-            self._writer_done.set()
+    @property
+    def drops(self) -> int:
+        """Frames dropped: not queueable, not encodable, or not writable."""
+        return self.writer.drops
 
     # -- input -------------------------------------------------------------------------------
 
@@ -251,7 +173,7 @@ class Session(HandlerRunner):
         status = EXIT_OK
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            tg.start_soon(self._writer)
+            tg.start_soon(self.writer.run)
             try:
                 status = await self._read_loop()
             except _Stop as stop:
@@ -263,9 +185,9 @@ class Session(HandlerRunner):
                 with anyio.move_on_after(1):
                     await self.send(frames.err(ZERO_ID, ErrorCode.PROTOCOL_ERROR, str(exc), "internal"))
             await self._shutdown(graceful=status == EXIT_OK)
-            self._send_q.close()
+            self.writer.close()
             with anyio.move_on_after(10):
-                await self._writer_done.wait()
+                await self.writer.done.wait()
             tg.cancel_scope.cancel()
         return status
 
@@ -406,10 +328,17 @@ class Session(HandlerRunner):
                 s = a.inputs.get(ev.stream_id)
                 if s is not None:
                     value = ev.value
-                    if type(value) is bytes and len(value) >= PASS_THROUGH_MIN and len(events) == 1:
+                    payload, crc = frame.payload, frame.checksum
+                    if (
+                        type(value) is bytes
+                        and len(value) >= PASS_THROUGH_MIN
+                        and len(events) == 1
+                        and payload is not None
+                        and crc is not None
+                    ):
                         # The value is this CHUNK's whole byte string (checksum verified):
                         # keep the wire form so an echoing handler can send it on unchanged.
-                        s._push_data(value, (frame.payload, frame.checksum))
+                        s._push_data(value, (payload, crc))
                     else:
                         s._push_data(value)
                 else:  # a closed live feed: drop the data but keep the sender's window open
@@ -502,7 +431,7 @@ class Session(HandlerRunner):
             self._admit_waiting()
         reply = {
             "drops_total": self.drops,
-            "stragglers_total": self.seq.stragglers,
+            "stragglers_total": self.writer.seq.stragglers,
             "overruns_total": self.overruns,
             "pools": self.pools.to_json_bytes(),
         }

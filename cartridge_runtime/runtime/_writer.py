@@ -1,0 +1,137 @@
+"""The output side of a CBOR-mode session: one queue of frames and the one task that writes them.
+
+Theory of operation
+-------------------
+Every task of the session hands its frames to :meth:`FrameWriter.send`. While the queue has
+room that call does not yield to the event loop, so a handler that emits STREAM_START, CHUNK,
+STREAM_END and END in a row queues all four before the writer task runs; the writer then
+takes *everything* queued, numbers each frame (seq per flow, stragglers dropped), encodes it
+and sends the batch with one write (a gathering ``writev`` when the stream offers
+``send_many``). So a small response costs one write system call, and one wake-up of the
+reader on the other end.
+
+A producer that could run for long without blocking (a handler generating data faster than
+it needs credit) yields every :data:`YIELD_BYTES` of payload so that the writer keeps data
+flowing. When the queue is full (:data:`WRITER_QUEUE` frames), producers wait.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+from cartridge_runtime.protocol import Frame, ProtocolError, SeqAssigner, encode_frame
+
+#: Frames queued for the writer before producers wait (the data itself is bounded by credit).
+WRITER_QUEUE = 256
+#: Payload bytes queued without blocking before a producer yields to the writer anyway.
+YIELD_BYTES = 1 << 20
+
+
+def _note(message: str) -> None:
+    print(f"cartridge: {message}", file=sys.stderr, flush=True)
+
+
+class FrameWriter:
+    """The session's frame queue and writer task (see the module docstring).
+
+    :param send: the byte stream the frames go to (stdout of the process).
+    :param max_frame: returns the negotiated max_frame at encoding time.
+    """
+
+    def __init__(self, send: anyio.abc.ByteSendStream, max_frame: Callable[[], int]) -> None:
+        self.stream = send
+        self._send_many: Any = getattr(send, "send_many", None)
+        self._max_frame = max_frame
+        self.seq = SeqAssigner()
+        self._q: collections.deque[Frame] = collections.deque()
+        self._wake: anyio.Event | None = None  # the writer waits on it when the queue is empty
+        self._space: anyio.Event | None = None  # producers wait on it when the queue is full
+        self._closed = False
+        self._unyielded = 0
+        self.drops = 0  #: frames that could not be queued or encoded
+        self.broken = False  #: the output stream failed; later frames are dropped
+        self.done = anyio.Event()  #: set when the writer task has finished
+
+    async def send(self, frame: Frame) -> None:
+        """Queue one frame (waits only when the queue is full; dropped once closed)."""
+        q = self._q
+        while len(q) >= WRITER_QUEUE and not self._closed:
+            if self._space is None:
+                self._space = anyio.Event()
+            await self._space.wait()
+        if self._closed:
+            self.drops += 1
+            return
+        q.append(frame)
+        if self._wake is not None:
+            self._wake.set()
+            self._wake = None
+        payload = frame.payload
+        if payload is not None:
+            self._unyielded += len(payload)
+            if self._unyielded >= YIELD_BYTES:
+                self._unyielded = 0
+                await anyio.lowlevel.checkpoint()
+
+    def close(self) -> None:
+        """No more frames: the writer finishes what is queued and ends."""
+        self._closed = True
+        if self._wake is not None:
+            self._wake.set()
+            self._wake = None
+        if self._space is not None:
+            self._space.set()
+            self._space = None
+
+    def _encode(self, frames: list[Frame]) -> list[bytes]:
+        assign = self.seq.assign
+        max_frame = self._max_frame()
+        parts: list[bytes] = []
+        for frame in frames:
+            numbered = assign(frame)
+            if numbered is None:
+                continue
+            try:
+                parts.append(encode_frame(numbered, max_frame))
+            except ProtocolError as exc:
+                _note(f"dropping a {frame.frame_type.name} frame that cannot be encoded: {exc}")
+                self.drops += 1
+        return parts
+
+    async def run(self) -> None:
+        """The writer task: until :meth:`close` and the queue is empty."""
+        q = self._q
+        try:
+            while True:
+                if not q:
+                    if self._closed:
+                        return
+                    self._wake = anyio.Event()
+                    await self._wake.wait()
+                    continue
+                batch = list(q)
+                q.clear()
+                if self._space is not None:
+                    self._space.set()
+                    self._space = None
+                parts = self._encode(batch)
+                if not parts or self.broken:
+                    continue
+                try:
+                    if len(parts) == 1:
+                        await self.stream.send(parts[0])
+                    elif self._send_many is not None:
+                        await self._send_many(parts)  # one gathering write, no join copy
+                    else:
+                        await self.stream.send(b"".join(parts))
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    self.broken = True
+        finally:
+            self.done.set()
