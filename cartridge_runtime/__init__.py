@@ -76,31 +76,85 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .engine import CallError, CartridgeDied, Engine, EngineConfig, SpawnFailed
+    # "X as X" marks each name as an explicit re-export of the lazy __getattr__ above.
+    from .engine import (
+        CallError as CallError,
+    )
+    from .engine import (
+        CartridgeDied as CartridgeDied,
+    )
+    from .engine import (
+        Engine as Engine,
+    )
+    from .engine import (
+        EngineConfig as EngineConfig,
+    )
+    from .engine import (
+        SpawnFailed as SpawnFailed,
+    )
     from .manifest import (
-        ArgDef,
-        CapDef,
-        CliFlagSource,
-        Manifest,
-        ManifestError,
-        OutputDef,
-        PositionSource,
-        StdinSource,
+        ArgDef as ArgDef,
     )
-    from .protocol import ProtocolError
+    from .manifest import (
+        CapDef as CapDef,
+    )
+    from .manifest import (
+        CliFlagSource as CliFlagSource,
+    )
+    from .manifest import (
+        Manifest as Manifest,
+    )
+    from .manifest import (
+        ManifestError as ManifestError,
+    )
+    from .manifest import (
+        OutputDef as OutputDef,
+    )
+    from .manifest import (
+        PositionSource as PositionSource,
+    )
+    from .manifest import (
+        StdinSource as StdinSource,
+    )
+    from .protocol import ProtocolError as ProtocolError
     from .runtime import (
-        CartridgeError,
-        CartridgeRuntime,
-        DryContext,
-        InputPackage,
-        InputStream,
-        MissingInput,
-        Op,
-        OpError,
-        OutputStream,
-        Request,
-        UnknownOutput,
-        WetContext,
+        CartridgeError as CartridgeError,
     )
-    from .testing import CartridgeHarness, check_cartridge
-    from .urn import CapUrn, MediaUrn, UrnError
+    from .runtime import (
+        CartridgeRuntime as CartridgeRuntime,
+    )
+    from .runtime import (
+        DryContext as DryContext,
+    )
+    from .runtime import (
+        InputPackage as InputPackage,
+    )
+    from .runtime import (
+        InputStream as InputStream,
+    )
+    from .runtime import (
+        MissingInput as MissingInput,
+    )
+    from .runtime import (
+        Op as Op,
+    )
+    from .runtime import (
+        OpError as OpError,
+    )
+    from .runtime import (
+        OutputStream as OutputStream,
+    )
+    from .runtime import (
+        Request as Request,
+    )
+    from .runtime import (
+        UnknownOutput as UnknownOutput,
+    )
+    from .runtime import (
+        WetContext as WetContext,
+    )
+    from .testing import CartridgeHarness as CartridgeHarness
+    from .testing import check_cartridge as check_cartridge
+    from .urn import CapUrn as CapUrn
+    from .urn import MediaUrn as MediaUrn
+    from .urn import UrnError as UrnError

@@ -27,11 +27,18 @@ class Words(Op):
 
 
 manifest = Manifest.build(
-    name="shout", version="1.0.0", description="Upper-case and split text",
+    name="shout",
+    version="1.0.0",
+    description="Upper-case and split text",
     caps=[
         CapDef.simple(SHOUT, "Shout", aliases="shout", description="Upper-case the text"),
-        CapDef.simple(WORDS, "Words", aliases="words", description="One item per word",
-                      output_is_sequence=True),
+        CapDef.simple(
+            WORDS,
+            "Words",
+            aliases="words",
+            description="One item per word",
+            output_is_sequence=True,
+        ),
     ],
 )
 runtime = CartridgeRuntime(manifest)

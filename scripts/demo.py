@@ -40,7 +40,9 @@ SAMPLES = CARTRIDGES / "samples"
 console = Console(stderr=False)
 
 
-def _inputs(cap: CapDef, main: bytes | None = None, **by_name: str | bytes) -> list[tuple[str, Any]]:
+def _inputs(
+    cap: CapDef, main: bytes | None = None, **by_name: str | bytes
+) -> list[tuple[str, Any]]:
     """Inputs for ``cap``: ``main`` under its stdin URN, the others by argument name."""
     out: list[tuple[str, Any]] = []
     for arg in cap.args:
@@ -79,8 +81,11 @@ class Demo:
         console.print(f"[dim]{cap.urn}[/]")
         try:
             with Progress(
-                TextColumn("  {task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                console=console, transient=True,
+                TextColumn("  {task.description}"),
+                BarColumn(),
+                TextColumn("{task.percentage:>3.0f}%"),
+                console=console,
+                transient=True,
             ) as bar:
                 task = bar.add_task(alias, total=1.0)
                 events = []
@@ -88,7 +93,9 @@ class Demo:
                     async for event in response:
                         events.append(event)
                         if isinstance(event, ProgressEvent):
-                            bar.update(task, completed=event.progress, description=event.message or alias)
+                            bar.update(
+                                task, completed=event.progress, description=event.message or alias
+                            )
                     result = _result(events, response.end_meta)
         except CallError as exc:
             ms = (time.perf_counter() - started) * 1000
@@ -97,7 +104,9 @@ class Demo:
                 line += f"  [arg {exc.arg_urn}]"
             if expect_error is not None and exc.code == expect_error:
                 console.print(f"  [yellow]handled error[/] {line}")
-                self.rows.append((title, alias, "[yellow]expected error[/]", f"{exc.code} in {ms:.0f} ms"))
+                self.rows.append(
+                    (title, alias, "[yellow]expected error[/]", f"{exc.code} in {ms:.0f} ms")
+                )
             else:
                 console.print(f"  [red]unexpected error[/] {line}")
                 self.rows.append((title, alias, "[red]FAILED[/]", line))
@@ -128,8 +137,13 @@ def _result(events: list[Any], end_meta: Any) -> Result:
         elif isinstance(ev, OutputItem):
             items[ev.output].append(Item(value=ev.value, meta=ev.meta))
     outputs = {
-        key: OutputResult(output=key, media_urn=st.media_urn, is_sequence=st.is_sequence,
-                          data=bytes(data[key]), items=tuple(items[key]))
+        key: OutputResult(
+            output=key,
+            media_urn=st.media_urn,
+            is_sequence=st.is_sequence,
+            data=bytes(data[key]),
+            items=tuple(items[key]),
+        )
         for key, st in started.items()
     }
     return Result(outputs=outputs, end_meta=end_meta)
@@ -167,10 +181,20 @@ async def main() -> int:
         demo = Demo(engine)
 
         await demo.run("Text metadata", "text", "metadata", lambda c: _inputs(c, sample_txt), _json)
-        await demo.run("Markdown outline (sequence + item meta)", "text", "outline",
-                       lambda c: _inputs(c, sample_md), _items)
-        await demo.run("Markdown in pages of 200 characters (progress)", "text", "markdown-pages",
-                       lambda c: _inputs(c, sample_md, size=b"200"), _items)
+        await demo.run(
+            "Markdown outline (sequence + item meta)",
+            "text",
+            "outline",
+            lambda c: _inputs(c, sample_md),
+            _items,
+        )
+        await demo.run(
+            "Markdown in pages of 200 characters (progress)",
+            "text",
+            "markdown-pages",
+            lambda c: _inputs(c, sample_md, size=b"200"),
+            _items,
+        )
 
         def query_show(result: Result) -> str:
             n = _items(result)
@@ -179,36 +203,69 @@ async def main() -> int:
                 console.print(f"  second output [bold]{o.media_urn}[/]: {o.data.decode()}")
             return f"{n} + stats output"
 
-        await demo.run("JSON query with a statistics output", "jsonkit", "query",
-                       lambda c: _inputs(c, sample_json, path="$.store.book[?price<10].title"), query_show)
+        await demo.run(
+            "JSON query with a statistics output",
+            "jsonkit",
+            "query",
+            lambda c: _inputs(c, sample_json, path="$.store.book[?price<10].title"),
+            query_show,
+        )
         await demo.run("Zip listing", "archive", "list", lambda c: _inputs(c, sample_zip), _items)
-        await demo.run("Tar.gz listing", "archive", "list", lambda c: _inputs(c, sample_tgz), _items)
+        await demo.run(
+            "Tar.gz listing", "archive", "list", lambda c: _inputs(c, sample_tgz), _items
+        )
 
         def extract_show(result: Result) -> str:
             console.print(f"  [dim]{result.data[:200].decode(errors='replace')}[/]")
             return f"{len(result.data)} bytes"
 
-        await demo.run("Extract one entry", "archive", "extract",
-                       lambda c: _inputs(c, sample_zip, name="hello.txt"), extract_show)
+        await demo.run(
+            "Extract one entry",
+            "archive",
+            "extract",
+            lambda c: _inputs(c, sample_zip, name="hello.txt"),
+            extract_show,
+        )
 
         def peer_show(result: Result) -> str:
             console.print(f"  echoed through a peer call: {result.data.decode()!r}")
             return "peer call ok"
 
-        await demo.run("Peer call (interop peer-echo → echo)", "interop", "peer-echo",
-                       lambda c: _inputs(c, b"hello through the engine"), peer_show)
+        await demo.run(
+            "Peer call (interop peer-echo → echo)",
+            "interop",
+            "peer-echo",
+            lambda c: _inputs(c, b"hello through the engine"),
+            peer_show,
+        )
 
         def sha_show(result: Result) -> str:
             console.print(f"  sha256 = {result.data.decode()}")
             return "1 MiB hashed incrementally"
 
-        await demo.run("Streaming 1 MiB (sha256)", "interop", "sha256",
-                       lambda c: _inputs(c, b"\x00" * (1 << 20)), sha_show)
-        await demo.run("A handled error (bad JSON path)", "jsonkit", "query",
-                       lambda c: _inputs(c, sample_json, path="$.[[["), str, expect_error="INVALID_PATH")
-        await demo.run("A handled error (missing archive entry)", "archive", "extract",
-                       lambda c: _inputs(c, sample_zip, name="no-such-file"), str,
-                       expect_error="ENTRY_NOT_FOUND")
+        await demo.run(
+            "Streaming 1 MiB (sha256)",
+            "interop",
+            "sha256",
+            lambda c: _inputs(c, b"\x00" * (1 << 20)),
+            sha_show,
+        )
+        await demo.run(
+            "A handled error (bad JSON path)",
+            "jsonkit",
+            "query",
+            lambda c: _inputs(c, sample_json, path="$.[[["),
+            str,
+            expect_error="INVALID_PATH",
+        )
+        await demo.run(
+            "A handled error (missing archive entry)",
+            "archive",
+            "extract",
+            lambda c: _inputs(c, sample_zip, name="no-such-file"),
+            str,
+            expect_error="ENTRY_NOT_FOUND",
+        )
 
         table = Table(title="cartridge-runtime demo: the engine driving the bundled cartridges")
         for col in ("scenario", "cap", "result", "detail"):

@@ -37,4 +37,6 @@ def test_every_imported_package_is_declared() -> None:
         if DISTRIBUTIONS.get(name, name).lower() not in _declared()
     }
     # Imports guarded for optional tools (none today) would be listed here with a reason.
-    assert missing == set(), f"imported but not declared in [project].dependencies: {sorted(missing)}"
+    assert missing == set(), (
+        f"imported but not declared in [project].dependencies: {sorted(missing)}"
+    )

@@ -74,7 +74,9 @@ def test_each_area_is_numbered_without_gaps() -> None:
 def test_rule_is_defined_in_its_file_with_its_level(entry: dict[str, Any]) -> None:
     text = (SPEC_DIR / entry["file"]).read_text(encoding="utf-8")
     definitions = [m for m in DEFINITION.finditer(text) if m.group(1) == entry["id"]]
-    assert len(definitions) == 1, f"{entry['id']} defined {len(definitions)} times in {entry['file']}"
+    assert len(definitions) == 1, (
+        f"{entry['id']} defined {len(definitions)} times in {entry['file']}"
+    )
     assert definitions[0].group(2) == entry["level"]
 
 

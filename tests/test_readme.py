@@ -66,17 +66,17 @@ def test_readme_command_runs(command: str, tmp_path: Path) -> None:
 
 
 def test_readme_harness_and_engine_samples_run(tmp_path: Path) -> None:
-    harness = [b for b in _blocks("python") if "CartridgeHarness" in b][0]
-    engine = [b for b in _blocks("python") if "async with Engine()" in b][0]
+    harness = next(b for b in _blocks("python") if "CartridgeHarness" in b)
+    engine = next(b for b in _blocks("python") if "async with Engine()" in b)
     script = tmp_path / "samples.py"
     script.write_text(
         textwrap.dedent(
             f"""
             import sys
-            sys.path.insert(0, {str(ROOT / 'examples')!r})
+            sys.path.insert(0, {str(ROOT / "examples")!r})
             import anyio
             from shout import runtime, SHOUT
-            {textwrap.indent(harness, ' ' * 12).strip()}
+            {textwrap.indent(harness, " " * 12).strip()}
             anyio.run(test_shout)
             print("harness ok")
             """
@@ -85,7 +85,12 @@ def test_readme_harness_and_engine_samples_run(tmp_path: Path) -> None:
         + engine
     )
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120
+        [sys.executable, str(script)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "harness ok" in proc.stdout

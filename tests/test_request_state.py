@@ -33,7 +33,6 @@ from cartridge_runtime.protocol import (
     StreamClosed,
     StreamData,
     StreamItem,
-    StreamOpened,
     StreamState,
     StreamStateError,
     decode_frame,
@@ -141,7 +140,9 @@ def test_end_with_open_stream_is_an_error_but_err_is_not() -> None:
         rx.receive(frames.end(RID, response=False))
     rx = _stream_in(StreamState.OPEN)
     (ev,) = rx.receive(frames.err(RID, "E", "m", "resource", arg_urn="media:x"))
-    assert ev == ErrorReceived(code="E", attribution_class="resource", message="m", arg_urn="media:x")
+    assert ev == ErrorReceived(
+        code="E", attribution_class="resource", message="m", arg_urn="media:x"
+    )
 
 
 def test_chunk_index_and_count_are_checked() -> None:
@@ -222,7 +223,9 @@ def test_logs_and_progress_events() -> None:
     (p,) = rx.receive(frames.progress(RID, 0.25, "quarter"))
     assert p == ProgressReceived(progress=0.25, message="quarter")
     (lg,) = rx.receive(frames.log(RID, "warn", "careful", "input", arg_urn="media:a"))
-    assert lg == LogReceived(level="warn", message="careful", attribution_class="input", arg_urn="media:a")
+    assert lg == LogReceived(
+        level="warn", message="careful", attribution_class="input", arg_urn="media:a"
+    )
     (end,) = rx.receive(frames.end(RID, message="done", progress=0.5))
     assert isinstance(end, BodyEnded) and end.message == "done" and end.progress == 0.5
 
@@ -248,19 +251,30 @@ def _load(path: Path) -> list[tuple[str, Frame]]:
     ]
 
 
-@pytest.mark.parametrize("path", [p for p in _sessions() if p.name[:2] in {"02", "03", "07", "08", "12", "13", "18", "19"}], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    [p for p in _sessions() if p.name[:2] in {"02", "03", "07", "08", "12", "13", "18", "19"}],
+    ids=lambda p: p.name,
+)
 def test_vector_responses_replay_through_receiver(path: Path) -> None:
     """Every response the reference cartridge sent is accepted, in order, by a requester-side receiver."""
     receivers: dict[MessageId, BodyReceiver] = {}
     seen = 0
     for direction, frame in _load(path):
         if direction != "cartridge->host" or frame.frame_type not in (
-            FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END, FrameType.END, FrameType.ERR, FrameType.LOG
+            FrameType.STREAM_START,
+            FrameType.CHUNK,
+            FrameType.STREAM_END,
+            FrameType.END,
+            FrameType.ERR,
+            FrameType.LOG,
         ):
             continue
         if frame.frame_type is FrameType.CHUNK and frame.payload == bytes.fromhex("72617721"):
             continue  # the reference's raw write() defect (vector 15) is not replayable
-        rx = receivers.setdefault(frame.id, BodyReceiver(frame.id, initial_credit=32, expect_req=False))
+        rx = receivers.setdefault(
+            frame.id, BodyReceiver(frame.id, initial_credit=32, expect_req=False)
+        )
         for ev in rx.receive(frame):
             if isinstance(ev, StreamData | StreamItem):
                 rx.consumed(ev.stream_id)
@@ -276,10 +290,16 @@ def test_vector_requests_replay_through_handler_side_receiver() -> None:
         receivers: dict[MessageId, BodyReceiver] = {}
         for direction, frame in _load(path):
             if direction != "host->cartridge" or frame.frame_type not in (
-                FrameType.REQ, FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END, FrameType.END
+                FrameType.REQ,
+                FrameType.STREAM_START,
+                FrameType.CHUNK,
+                FrameType.STREAM_END,
+                FrameType.END,
             ):
                 continue
-            rx = receivers.setdefault(frame.id, BodyReceiver(frame.id, initial_credit=32, expect_req=True))
+            rx = receivers.setdefault(
+                frame.id, BodyReceiver(frame.id, initial_credit=32, expect_req=True)
+            )
             events = rx.receive(frame)
             if frame.frame_type is FrameType.REQ:
                 assert isinstance(events[0], RequestOpened)

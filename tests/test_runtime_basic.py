@@ -157,7 +157,7 @@ async def test_unbounded_output_has_no_chunk_count() -> None:
         r = await h.call(UNBOUNDED, [("media:", b"abc")])
     ss = r.frames[0]
     assert ss.unbounded is True and ss.is_sequence is True
-    se = [f for f in r.frames if f.frame_type is FrameType.STREAM_END][0]
+    se = next(f for f in r.frames if f.frame_type is FrameType.STREAM_END)
     assert se.chunk_count is None
     assert r.main.items == [(b"abc", None)]
 

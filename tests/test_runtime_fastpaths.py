@@ -10,6 +10,7 @@ import anyio.abc
 import pytest
 from _runtime_cartridge import ECHO, build_runtime
 
+from cartridge_runtime._fdio import FdSendStream
 from cartridge_runtime.protocol import (
     DEFAULT_LIMITS,
     Frame,
@@ -21,7 +22,6 @@ from cartridge_runtime.protocol import (
     encode_frame,
     frames,
 )
-from cartridge_runtime.runtime._fdstream import FdSendStream
 
 _BLOCK = bytes(range(256)) * 256  # 64 KiB: above the coalescing size, below max_chunk
 

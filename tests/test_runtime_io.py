@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from _runtime_cartridge import ECHO, build_runtime
+
 from cartridge_runtime.protocol import FrameDecoder, FrameType, Limits, encode_frame, frames
 from cartridge_runtime.runtime import (
     InputDecodeError,

@@ -5,7 +5,7 @@ Theory of operation
 A :class:`Connection` owns one subprocess and four tasks in its own task group:
 
 * the **reader** reads stdout in large blocks (on asyncio from a reader callback registered
-  once, see :func:`~._fdio.read_blocks`), feeds the sans-IO :class:`FrameDecoder` and
+  once, see :func:`~cartridge_runtime._fdio.read_blocks`), feeds the sans-IO :class:`FrameDecoder` and
   dispatches every frame at once (no polling): during start-up to the start-up channel, after
   it by request id to the flow that owns it (an engine call, or a peer call forwarded here)
   or, for frames of a peer call this cartridge made, to that peer link;
@@ -39,12 +39,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
+from cartridge_runtime._fdio import FdReader, FdWriter, make_pipe, read_blocks
+
 from .. import protocol as P
 from ..protocol import Frame, FrameType, MessageId, frames
 from . import _health
 from ._config import EngineConfig
 from ._errors import CallError, CartridgeDied, EngineClosed, SpawnFailed
-from ._fdio import FdReader, FdWriter, make_pipe, read_blocks
 from ._pools import PoolGate
 from ._proc import Counters, Flow, PeerOrigin, describe_returncode
 from ._startup import run_startup

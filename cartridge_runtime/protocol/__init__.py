@@ -46,10 +46,6 @@ from ._errors import (
     VersionMismatchError,
     map_exceptions,
 )
-from ._frame import ZERO_ID, Frame, MessageId
-from ._handshake import CartridgeHello, IdentityCheck, accept_cartridge_hello, accept_host_hello
-from ._limits import DEFAULT_LIMITS, LIMIT_NAMES, Limits
-from ._seq import FlowKey, SeqAssigner
 from ._events import (
     BodyEnded,
     ErrorReceived,
@@ -62,8 +58,17 @@ from ._events import (
     StreamItem,
     StreamOpened,
 )
+from ._frame import ZERO_ID, Frame, MessageId
+from ._handshake import CartridgeHello, IdentityCheck, accept_cartridge_hello, accept_host_hello
+from ._limits import DEFAULT_LIMITS, LIMIT_NAMES, Limits
 from ._outgoing import OutgoingStream, OutState
-from ._payload import SequenceAssembler, decode_scalar, scalar_payloads, sequence_fragments, split_text
+from ._payload import (
+    SequenceAssembler,
+    decode_scalar,
+    scalar_payloads,
+    sequence_fragments,
+    split_text,
+)
 from ._request_state import (
     REQUEST_TRANSITIONS,
     STREAM_TRANSITIONS,
@@ -72,6 +77,7 @@ from ._request_state import (
     RequestState,
     StreamState,
 )
+from ._seq import FlowKey, SeqAssigner
 from ._validate import ATTRIBUTION_CLASSES, POLICY_WORDS, validate_frame
 
 __all__ = (

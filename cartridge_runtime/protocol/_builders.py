@@ -90,7 +90,12 @@ def chunk(
 
 
 def stream_end(
-    rid: MessageId, stream_id: str, chunk_count: int | None, *, xid: MessageId | None = None, seq: int = 0
+    rid: MessageId,
+    stream_id: str,
+    chunk_count: int | None,
+    *,
+    xid: MessageId | None = None,
+    seq: int = 0,
 ) -> Frame:
     """STREAM_END; ``chunk_count`` is ``None`` for unbounded streams (FLW-*)."""
     return Frame(
@@ -153,14 +158,23 @@ def log(
     seq: int = 0,
 ) -> Frame:
     """A non-progress LOG: ``{level, attribution_class, message[, arg_urn]}``."""
-    meta: dict[str, Any] = {"level": level, "attribution_class": str(attribution_class), "message": message}
+    meta: dict[str, Any] = {
+        "level": level,
+        "attribution_class": str(attribution_class),
+        "message": message,
+    }
     if arg_urn:
         meta["arg_urn"] = arg_urn
     return Frame(frame_type=FrameType.LOG, id=rid, seq=seq, meta=meta, routing_id=xid)
 
 
 def progress(
-    rid: MessageId, fraction: float, message: str = "", *, xid: MessageId | None = None, seq: int = 0
+    rid: MessageId,
+    fraction: float,
+    message: str = "",
+    *,
+    xid: MessageId | None = None,
+    seq: int = 0,
 ) -> Frame:
     """A progress LOG: ``{level: "progress", message, progress}``, no attribution class."""
     meta = {"level": "progress", "message": message, "progress": float(fraction)}
@@ -190,7 +204,9 @@ def cancel(
             meta["attribution_class"] = str(attribution_class)
         if message is not None:
             meta["message"] = message
-    return Frame(frame_type=FrameType.CANCEL, id=rid, meta=meta, routing_id=xid, force_kill=force_kill)
+    return Frame(
+        frame_type=FrameType.CANCEL, id=rid, meta=meta, routing_id=xid, force_kill=force_kill
+    )
 
 
 def credit(
@@ -212,10 +228,14 @@ def credit(
     )
 
 
-def close_stream(rid: MessageId, *, stream_id: str | None = None, xid: MessageId | None = None) -> Frame:
+def close_stream(
+    rid: MessageId, *, stream_id: str | None = None, xid: MessageId | None = None
+) -> Frame:
     return Frame(frame_type=FrameType.CLOSE_STREAM, id=rid, stream_id=stream_id, routing_id=xid)
 
 
 def policy(network: NetworkPolicy | str) -> Frame:
     """POLICY with ``{network: word}``, id 0."""
-    return Frame(frame_type=FrameType.POLICY, id=ZERO_ID, meta={"network": str(NetworkPolicy(network))})
+    return Frame(
+        frame_type=FrameType.POLICY, id=ZERO_ID, meta={"network": str(NetworkPolicy(network))}
+    )

@@ -117,9 +117,7 @@ def _encode_parts(frame: Frame) -> tuple[bytes, ...]:
         before = {k: v for k, v in m.items() if k < Key.PAYLOAD}
         after = {k: v for k, v in m.items() if k > Key.PAYLOAD}
         n = len(m) + 1
-        head = b"".join(
-            (bytes((0xA0 | n,)), _dumps(before)[1:], b"\x06", _bstr_head(len(payload)))
-        )
+        head = b"".join((bytes((0xA0 | n,)), _dumps(before)[1:], b"\x06", _bstr_head(len(payload))))
         if after:
             return (head, payload, _dumps(after)[1:])
         return (head, payload)
@@ -162,7 +160,8 @@ def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP) -> bytes:
         n = sum(map(len, parts))
     if n > max_frame or n > HARD_FRAME_CAP:
         raise FrameEncodeError(
-            f"{frame.frame_type.name} frame body of {n} bytes exceeds max_frame {min(max_frame, HARD_FRAME_CAP)}"
+            f"{frame.frame_type.name} frame body of {n} bytes exceeds max_frame "
+            f"{min(max_frame, HARD_FRAME_CAP)}"
         )
     return b"".join((_pack_len(n), *parts))
 
@@ -377,7 +376,9 @@ def decode_frame(data: bytes | bytearray | memoryview, max_frame: int = HARD_FRA
         limit = min(max_frame, HARD_FRAME_CAP)
         raise FrameTooLargeError(f"frame length {n} exceeds max_frame {limit}")
     if size != PREFIX_LEN + n:
-        raise FrameDecodeError(f"frame length prefix says {n} bytes but {len(data) - PREFIX_LEN} follow")
+        raise FrameDecodeError(
+            f"frame length prefix says {n} bytes but {len(data) - PREFIX_LEN} follow"
+        )
     if n < _BIG_PAYLOAD:
         # decode_range's small-body fast path, inlined here (one call less per frame).
         try:

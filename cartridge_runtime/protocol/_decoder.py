@@ -130,7 +130,9 @@ class FrameDecoder:
         have = len(buf) - off
         if have < PREFIX_LEN:
             if self._closed and have:
-                self._fail(FrameDecodeError(f"stream ended inside a length prefix ({have} of 4 bytes)"))
+                self._fail(
+                    FrameDecodeError(f"stream ended inside a length prefix ({have} of 4 bytes)")
+                )
             return None
         (n,) = _unpack_len(buf, off)
         if n > self._max_frame:

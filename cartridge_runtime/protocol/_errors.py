@@ -131,5 +131,7 @@ def map_exceptions(
     except Exception as exc:
         for from_exc, to_exc in mapping.items():
             if isinstance(exc, from_exc):
-                raise to_exc(f"{prefix}{exc}" if prefix else str(exc) or type(exc).__name__) from exc
+                raise to_exc(
+                    f"{prefix}{exc}" if prefix else str(exc) or type(exc).__name__
+                ) from exc
         raise

@@ -131,15 +131,21 @@ class IdentityCheck:
             try:
                 value = cbor2.loads(frame.payload or b"")
             except Exception as exc:
-                raise IdentityCheckError(f"identity echo chunk is not one CBOR item: {exc}") from exc
+                raise IdentityCheckError(
+                    f"identity echo chunk is not one CBOR item: {exc}"
+                ) from exc
             if type(value) is not bytes:
-                raise IdentityCheckError(f"identity echo chunk decodes to {type(value).__name__}, not bytes")
+                raise IdentityCheckError(
+                    f"identity echo chunk decodes to {type(value).__name__}, not bytes"
+                )
             self._received += value
         elif ft is FrameType.STREAM_END:
             self._ended = True
         elif ft is FrameType.END:
             if not (self._started and self._ended):
-                raise IdentityCheckError("identity echo ended before its stream was started and ended")
+                raise IdentityCheckError(
+                    "identity echo ended before its stream was started and ended"
+                )
             if bytes(self._received) != self.nonce:
                 raise IdentityCheckError("identity echo does not match the nonce")
             return True

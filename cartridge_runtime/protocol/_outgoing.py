@@ -161,7 +161,9 @@ class OutgoingStream:
     # -- data --------------------------------------------------------------------------------
 
     def _chunk(self, payload: bytes, meta: Mapping[str, Any] | None = None) -> Frame:
-        f = build.chunk(self.rid, self.stream_id, self.chunks_sent, payload, xid=self.xid, meta=meta)
+        f = build.chunk(
+            self.rid, self.stream_id, self.chunks_sent, payload, xid=self.xid, meta=meta
+        )
         self.chunks_sent += 1
         return f
 
@@ -202,7 +204,9 @@ class OutgoingStream:
         out.append(self._chunk(payload))
         return out
 
-    def emit_item(self, value: Any, meta: Mapping[str, Any] | None = None, *, encoded: bool = False) -> list[Frame]:
+    def emit_item(
+        self, value: Any, meta: Mapping[str, Any] | None = None, *, encoded: bool = False
+    ) -> list[Frame]:
         """One sequence item, CBOR-encoded once and cut into fragments; meta on the first.
 
         :raises LocalProtocolError: the stream is in scalar mode.

@@ -15,7 +15,16 @@ import cbor2
 
 from ._errors import FrameDecodeError
 
-_CBOR_ERRORS = (cbor2.CBORDecodeError, ValueError, TypeError, UnicodeDecodeError, OverflowError, RecursionError, IndexError, KeyError)
+_CBOR_ERRORS = (
+    cbor2.CBORDecodeError,
+    ValueError,
+    TypeError,
+    UnicodeDecodeError,
+    OverflowError,
+    RecursionError,
+    IndexError,
+    KeyError,
+)
 
 
 def bstr_head(n: int) -> bytes:

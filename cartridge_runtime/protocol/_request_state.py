@@ -175,7 +175,9 @@ class BodyReceiver:
         self.state = RequestState.EXPECT_REQ if expect_req else RequestState.OPEN
         self.initial_credit = initial_credit
         self.batch = max(1, initial_credit // 2)
-        self.credit_dir = credit_dir or (CreditDirection.REQUEST if expect_req else CreditDirection.RESPONSE)
+        self.credit_dir = credit_dir or (
+            CreditDirection.REQUEST if expect_req else CreditDirection.RESPONSE
+        )
         self.verify_checksums = verify_checksums
         self._streams: dict[str, _Stream] = {}
         self._outgoing: list[Frame] = []
@@ -208,9 +210,13 @@ class BodyReceiver:
         """
         inp = _INPUTS.get(frame.frame_type)
         if inp is None:
-            raise self._fail(StreamStateError(f"{frame.frame_type.name} is not part of a request body"))
+            raise self._fail(
+                StreamStateError(f"{frame.frame_type.name} is not part of a request body")
+            )
         if frame.id != self.rid:
-            raise self._fail(StreamStateError(f"frame for request {frame.id} reached request {self.rid}"))
+            raise self._fail(
+                StreamStateError(f"frame for request {frame.id} reached request {self.rid}")
+            )
         nxt = REQUEST_TRANSITIONS.get((self.state, inp))
         if nxt is None:
             raise self._fail(StreamStateError(self._request_mistake(inp)))
@@ -237,7 +243,9 @@ class BodyReceiver:
     def _step(self, stream: _Stream, inp: Input) -> None:
         nxt = STREAM_TRANSITIONS.get((stream.state, inp))
         if nxt is None:
-            why = _STREAM_MISTAKES.get((stream.state, inp), f"{inp.value} in stream state {stream.state.value}")
+            why = _STREAM_MISTAKES.get(
+                (stream.state, inp), f"{inp.value} in stream state {stream.state.value}"
+            )
             raise StreamStateError(f"{why}: stream {stream.stream_id!r}")
         stream.state = nxt
 
@@ -247,7 +255,11 @@ class BodyReceiver:
         if inp is Input.LOG:
             meta = frame.meta or {}
             if meta.get("level") == "progress":
-                return [ProgressReceived(progress=float(meta.get("progress", 0.0)), message=meta.get("message") or "")]
+                return [
+                    ProgressReceived(
+                        progress=float(meta.get("progress", 0.0)), message=meta.get("message") or ""
+                    )
+                ]
             return [
                 LogReceived(
                     level=meta.get("level", ""),
@@ -260,7 +272,9 @@ class BodyReceiver:
             sid = frame.stream_id or ""
             stream = self._streams.get(sid)
             if stream is None:
-                stream = _Stream(sid, self.initial_credit, bool(frame.is_sequence), bool(frame.unbounded))
+                stream = _Stream(
+                    sid, self.initial_credit, bool(frame.is_sequence), bool(frame.unbounded)
+                )
                 self._streams[sid] = stream
             self._step(stream, inp)
             return [
@@ -282,12 +296,16 @@ class BodyReceiver:
                     f"{stream.chunks} chunks arrived"
                 )
             if frame.chunk_count is None and not stream.unbounded and self._strict_count:
-                raise StreamStateError(f"STREAM_END of bounded stream {stream.stream_id!r} lacks chunk_count")
+                raise StreamStateError(
+                    f"STREAM_END of bounded stream {stream.stream_id!r} lacks chunk_count"
+                )
             return [StreamClosed(stream_id=stream.stream_id, chunk_count=frame.chunk_count)]
         if inp is Input.END:
             still_open = self.open_streams
             if still_open:
-                raise StreamStateError(f"END while stream(s) still open: {', '.join(map(repr, still_open))}")
+                raise StreamStateError(
+                    f"END while stream(s) still open: {', '.join(map(repr, still_open))}"
+                )
             return [BodyEnded(meta=frame.meta)]
         if inp is Input.ERR:
             meta = frame.meta or {}
@@ -300,7 +318,9 @@ class BodyReceiver:
                 )
             ]
         # REQ
-        return [RequestOpened(rid=frame.id, xid=frame.routing_id, cap=frame.cap, payload=frame.payload)]
+        return [
+            RequestOpened(rid=frame.id, xid=frame.routing_id, cap=frame.cap, payload=frame.payload)
+        ]
 
     #: STREAM_END of a bounded stream must carry chunk_count. The reference always writes it.
     _strict_count = False
@@ -310,7 +330,9 @@ class BodyReceiver:
         stream = self._streams.get(sid)
         if stream is None:
             stream = _Stream(sid, self.initial_credit, False, False)
-            self._step(stream, Input.CHUNK if frame.frame_type is FrameType.CHUNK else Input.STREAM_END)
+            self._step(
+                stream, Input.CHUNK if frame.frame_type is FrameType.CHUNK else Input.STREAM_END
+            )
         return stream
 
     def _chunk(self, frame: Frame) -> list[Event]:
@@ -344,7 +366,9 @@ class BodyReceiver:
         if not continuing:
             stream.item_meta = frame.meta
         items = stream.assembler.feed(payload)
-        self._step(stream, Input.ITEM_INCOMPLETE if stream.assembler.in_item else Input.ITEM_COMPLETE)
+        self._step(
+            stream, Input.ITEM_INCOMPLETE if stream.assembler.in_item else Input.ITEM_COMPLETE
+        )
         if continuing or not items:
             # Continuation fragments (and an item's unfinished first fragment) do not wait
             # for the consumer: grant the credit back at once, as the reference does.
@@ -353,13 +377,18 @@ class BodyReceiver:
                 return []
         meta: Any = stream.item_meta
         stream.item_meta = None
-        return [StreamItem(stream_id=sid, value=v, meta=meta if i == 0 else None) for i, v in enumerate(items)]
+        return [
+            StreamItem(stream_id=sid, value=v, meta=meta if i == 0 else None)
+            for i, v in enumerate(items)
+        ]
 
     # -- credit ----------------------------------------------------------------------------
 
     def _grant(self, stream: _Stream, n: int) -> None:
         stream.window += n
-        self._outgoing.append(build.credit(self.rid, n, self.credit_dir, stream_id=stream.stream_id, xid=self.xid))
+        self._outgoing.append(
+            build.credit(self.rid, n, self.credit_dir, stream_id=stream.stream_id, xid=self.xid)
+        )
 
     def consumed(self, stream_id: str, n: int = 1) -> None:
         """The consumer has taken ``n`` chunk events of ``stream_id``; batch a grant if due."""
@@ -377,6 +406,10 @@ class BodyReceiver:
         if self.finished:
             return
         for stream in self._streams.values():
-            if (stream_id is None or stream.stream_id == stream_id) and stream.pending and stream.state is not StreamState.CLOSED:
+            if (
+                (stream_id is None or stream.stream_id == stream_id)
+                and stream.pending
+                and stream.state is not StreamState.CLOSED
+            ):
                 n, stream.pending = stream.pending, 0
                 self._grant(stream, n)

@@ -23,7 +23,9 @@ def _need(frame: Frame, attr: str, key: int) -> None:
         raise FrameDecodeError(f"{frame.frame_type.name} frame requires key {key} ({attr})")
 
 
-def _text(meta: Mapping[str, Any], name: str, frame: Frame, *, required: bool, non_empty: bool) -> None:
+def _text(
+    meta: Mapping[str, Any], name: str, frame: Frame, *, required: bool, non_empty: bool
+) -> None:
     v = meta.get(name)
     if v is None:
         if required:

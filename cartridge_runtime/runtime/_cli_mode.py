@@ -55,11 +55,9 @@ from ._cli_args import (
     plan_invocations,
     program_help,
 )
-from ._context import REQUEST_KEY, DryContext, NetworkAccess, WetContext
 from ._errors import CartridgeError
 from ._input import InputPackage, InputStream
-from ._output import OutputSpec, OutputStream
-from ._request import Request
+from ._output import OutputSpec
 
 __all__ = ("run_cli", "EXIT_CLI_OK", "EXIT_CLI_FAILED", "EXIT_CLI_USAGE", "EXIT_CLI_INTERRUPTED")
 
@@ -210,13 +208,16 @@ async def _invoke_cli(
                 stream._push_data(cli_input.data)
             stream._push_end()
         streams.append(stream)
+    from ._local import invoke_package
+
     package = InputPackage(streams, complete=True)
     failure: Exception | None = None
     async with anyio.create_task_group() as tg:
         for stream, reader, slots in feeders:
             tg.start_soon(_feed, stream, reader, slots)
         try:
-            await _invoke_package(runtime, cap_urn, package, sink)
+            # A closed stdout (``| head``) passes through as BrokenPipeError, not a handler error.
+            await invoke_package(runtime, cap_urn, package, sink, reraise=(BrokenPipeError,))
         except Exception as exc:  # re-raised below, outside the task group (no ExceptionGroup)
             failure = exc
         finally:
@@ -255,48 +256,6 @@ async def _feed(stream: InputStream, reader: StdinReader, slots: anyio.Semaphore
         )
         return
     stream._push_end()
-
-
-async def _invoke_package(runtime: Any, cap_urn: str, package: InputPackage, sink: Any) -> None:
-    """Like ``runtime._invoke_local`` but with a ready :class:`InputPackage` (so inputs can
-    stream). Kept here, next to its only user, on top of the local-mode sink plumbing.
-
-    :raises CartridgeError: no handler, or the handler failed (``OpError`` as raised).
-    """
-    from ._local import _call, _SinkBackend, _SinkReporter
-    from ._specs import output_specs
-    from ._sync import run_perform
-
-    found = runtime.find_handler(cap_urn)
-    if found is None:
-        raise CartridgeError(
-            f"No handler registered for cap: {cap_urn}",
-            code="NO_HANDLER",
-            attribution_class="environment",
-        )
-    handler_urn, factory = found
-    reporter = _SinkReporter(sink)
-    specs = output_specs(runtime, cap_urn, handler_urn)
-    outputs = [OutputStream(spec, _SinkBackend(sink, spec), reporter) for spec in specs]
-    request = Request(
-        cap_urn=cap_urn,
-        input_package=package,
-        outputs=outputs,
-        reporter=reporter,
-        network=NetworkAccess(lambda: "full"),
-    )
-    dry = DryContext(cap_urn=cap_urn, handler_urn=handler_urn, limits=runtime.limits, policy="full")
-    wet = WetContext()
-    wet.set(REQUEST_KEY, request)
-    try:
-        await run_perform(factory(), dry, wet, lambda: False)
-    except (CartridgeError, BrokenPipeError, anyio.get_cancelled_exc_class()):
-        raise
-    except Exception as exc:
-        raise CartridgeError(str(exc) or type(exc).__name__) from exc
-    for output in outputs:
-        await output._finish_output()
-    await _call(sink, "finish", *reporter.final)
 
 
 # -- rendering --------------------------------------------------------------------------------

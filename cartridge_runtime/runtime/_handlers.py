@@ -7,6 +7,7 @@ an input error, which wins over the handler's own ERR, which wins over END.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
 from typing import Any
@@ -123,10 +124,8 @@ class HandlerRunner:
         finally:
             a.scope = None
             self.active.pop(a.rid, None)
-            try:
+            with contextlib.suppress(Exception):
                 self.pools.release(a.pool)
-            except Exception:
-                pass
             self._admit_waiting()
             self._idle.set()
 

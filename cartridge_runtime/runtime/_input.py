@@ -200,7 +200,8 @@ class InputStream:
     def _refuse_unbounded(self, what: str) -> None:
         if self.is_unbounded:
             raise InputDecodeError(
-                f"{what} refuses unbounded stream {self.stream_id!r} ({self.media_urn}); read it incrementally"
+                f"{what} refuses unbounded stream {self.stream_id!r} ({self.media_urn}); "
+                "read it incrementally"
             )
 
     async def _collect(self, *, check_unbounded: bool = True) -> bytes:

@@ -1,6 +1,7 @@
 """Run one handler in-process, without frames (CLI mode's engine room).
 
-:func:`invoke_local` builds the same :class:`Request` a wire request gets, but its outputs hand
+:func:`invoke_local` (whole byte inputs) and :func:`invoke_package` (a ready, possibly still
+streaming input package) build the same :class:`Request` a wire request gets, but its outputs hand
 every emission to a *sink* object; see the package docstring for the sink methods.
 """
 
@@ -14,7 +15,7 @@ import anyio
 
 from ._context import REQUEST_KEY, DryContext, NetworkAccess, WetContext
 from ._errors import CartridgeError
-from ._input import package_from_bytes
+from ._input import InputPackage, package_from_bytes
 from ._output import OutputStream
 from ._request import Request
 from ._specs import output_specs
@@ -81,6 +82,25 @@ async def invoke_local(
     :raises CartridgeError: no handler (``NO_HANDLER``), or the handler failed: an
         :class:`OpError` as raised, anything else as ``HANDLER_ERROR`` with its message.
     """
+    await invoke_package(runtime, cap_urn, package_from_bytes(inputs), sink)
+
+
+async def invoke_package(
+    runtime: Any,
+    cap_urn: str,
+    package: InputPackage,
+    sink: Any,
+    *,
+    reraise: tuple[type[BaseException], ...] = (),
+) -> None:
+    """Run the handler for ``cap_urn`` on a ready ``package`` (its inputs may still be
+    streaming in); emissions go to ``sink``.
+
+    :param reraise: exception types the handler may raise that pass through unwrapped
+        (besides :class:`CartridgeError` and cancellation).
+    :raises CartridgeError: no handler (``NO_HANDLER``), or the handler failed: an
+        :class:`OpError` as raised, anything else as ``HANDLER_ERROR`` with its message.
+    """
     found = runtime.find_handler(cap_urn)
     if found is None:
         raise CartridgeError(
@@ -92,22 +112,24 @@ async def invoke_local(
     reporter = _SinkReporter(sink)
     specs = output_specs(runtime, cap_urn, handler_urn)
     outputs = [OutputStream(spec, _SinkBackend(sink, spec), reporter) for spec in specs]
-    network = NetworkAccess(lambda: "full")
     req = Request(
         cap_urn=cap_urn,
-        input_package=package_from_bytes(inputs),
+        input_package=package,
         outputs=outputs,
         reporter=reporter,
-        network=network,
+        network=NetworkAccess(lambda: "full"),
     )
     dry = DryContext(cap_urn=cap_urn, handler_urn=handler_urn, limits=runtime.limits, policy="full")
     wet = WetContext()
     wet.set(REQUEST_KEY, req)
+    passthrough: tuple[type[BaseException], ...] = (
+        CartridgeError,
+        anyio.get_cancelled_exc_class(),
+        *reraise,
+    )
     try:
         await run_perform(factory(), dry, wet, lambda: False)
-    except CartridgeError:
-        raise
-    except anyio.get_cancelled_exc_class():
+    except passthrough:
         raise
     except Exception as exc:
         raise CartridgeError(str(exc) or type(exc).__name__) from exc

@@ -75,7 +75,10 @@ class OutputStream:
         self.unbounded = False
 
     def __repr__(self) -> str:
-        return f"OutputStream(media_urn={self.spec.media_urn!r}, main={self.spec.is_main}, started={self.started})"
+        return (
+            f"OutputStream(media_urn={self.spec.media_urn!r}, main={self.spec.is_main}, "
+            f"started={self.started})"
+        )
 
     @property
     def media_urn(self) -> str:

@@ -172,9 +172,8 @@ class CartridgeRuntime:
 
     async def serve_stdio(self) -> int:
         """Serve CBOR mode on the process's stdin/stdout file descriptors."""
+        from cartridge_runtime._fdio import FdReceiveStream, FdSendStream
         from cartridge_runtime.protocol import tune_allocator
-
-        from ._fdstream import FdReceiveStream, FdSendStream
 
         tune_allocator()  # keep 256 KiB payload buffers in the heap (see protocol._alloc)
         receive = FdReceiveStream(sys.stdin.fileno())

@@ -183,7 +183,9 @@ class Session(HandlerRunner):
                 status = EXIT_PROTOCOL
                 # FRM-21: tell the host why before going away (id 0: no request owns it).
                 with anyio.move_on_after(1):
-                    await self.send(frames.err(ZERO_ID, ErrorCode.PROTOCOL_ERROR, str(exc), "internal"))
+                    await self.send(
+                        frames.err(ZERO_ID, ErrorCode.PROTOCOL_ERROR, str(exc), "internal")
+                    )
             await self._shutdown(graceful=status == EXIT_OK)
             self.writer.close()
             with anyio.move_on_after(10):

@@ -15,6 +15,7 @@ tests; peer calls the cartridge makes are answered by the ``peers`` callbacks.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -230,10 +231,8 @@ class CartridgeHarness:
 
     async def close_input(self) -> None:
         """EOF on the cartridge's input."""
-        try:
+        with contextlib.suppress(Exception):
             await self._to_c.aclose()
-        except Exception:
-            pass
 
     async def send_raw(self, data: bytes) -> None:
         await self._to_c.send(data)
@@ -243,10 +242,8 @@ class CartridgeHarness:
 
     async def _send_quiet(self, frame: Frame) -> None:
         """Send a frame the harness makes on its own (credit); nothing to do once input closed."""
-        try:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             await self.send_frame(frame)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass
 
     async def handshake(self) -> None:
         """HELLO exchange, identity check, POLICY."""
@@ -473,10 +470,9 @@ class CartridgeHarness:
             await self._send_quiet(c)
 
     async def _answer_peer(self, rid: MessageId, cap: str, inputs: list[tuple[str, bytes]]) -> None:
-        try:
+        # A closed cartridge input means there is nobody left to answer.
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             await self._answer_peer_inner(rid, cap, inputs)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass  # the cartridge's input is closed: nobody to answer
 
     async def _answer_peer_inner(
         self, rid: MessageId, cap: str, inputs: list[tuple[str, bytes]]
