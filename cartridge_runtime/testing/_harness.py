@@ -11,6 +11,34 @@ tests; peer calls the cartridge makes are answered by the ``peers`` callbacks.
     async with CartridgeHarness(runtime) as h:
         result = await h.call("cap:in=media:;op=echo;out=media:", [("media:", b"hi")])
         assert result.main_bytes == b"hi"
+
+Arguments
+    Each argument of ``call()`` / ``start_call()`` is a ``(media_urn, value)`` pair or an
+    :class:`Input` (``Input(media_urn, value, unbounded=False, is_sequence=None, meta=None)``)
+    for stream options. Every argument is its own stream, and each CHUNK waits for credit:
+
+    * ``bytes``-like → a scalar stream cut at the negotiated chunk size; ``str`` → its UTF-8.
+    * a ``list``/``tuple`` → a sequence stream, one item per element. An element may be an
+      :class:`Item` (``Item(value, meta)``; the engine's ``Item`` is accepted too) or a
+      ``(value, meta)`` pair (meta a mapping or ``None``) to give the item its meta; any other
+      element is the item's value (use a list for a CBOR array value).
+    * an async iterable of ``bytes``/``str`` → streamed piece by piece as it yields, paced by the
+      cartridge's CREDIT (large inputs never sit in memory whole); with ``is_sequence=True``
+      each piece is one item instead.
+    * ``Input(..., unbounded=True)`` → STREAM_START says ``unbounded`` and STREAM_END has no
+      chunk count.
+
+Pending calls and cancel
+    ``start_call()`` sends REQ and the arguments (and END unless ``end=False``) and returns a
+    :class:`HarnessCall`: ``await call.result(timeout)`` waits for END/ERR,
+    ``await call.cancel(code=None, attribution_class=None, message=None, force_kill=False)``
+    sends CANCEL (reason meta only when given), ``call.partial`` is what arrived so far.
+
+Peers
+    ``peers={cap: async fn(cap, inputs) -> bytes}`` answers the cartridge's peer calls. A call's
+    cap text equal to a key picks that key; otherwise the keys are matched like the runtime
+    dispatches (:func:`cartridge_runtime.urn.select_handler`), so an equivalent spelling (tag
+    order, quoting, a more specific request) reaches the callback. No match → ERR NO_HANDLER.
 """
 
 from __future__ import annotations
@@ -21,7 +49,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import attrs
 import cbor2
 
 from cartridge_runtime.protocol import (
@@ -35,7 +62,6 @@ from cartridge_runtime.protocol import (
     Limits,
     LogReceived,
     MessageId,
-    OutgoingStream,
     ProgressReceived,
     StreamClosed,
     StreamData,
@@ -44,6 +70,32 @@ from cartridge_runtime.protocol import (
     accept_cartridge_hello,
     encode_frame,
     frames,
+)
+from cartridge_runtime.urn import select_handler
+
+from ._harness_call import (
+    CallResult,
+    ErrorInfo,
+    HarnessCall,
+    Input,
+    InputSpec,
+    Item,
+    StreamResult,
+)
+
+__all__ = (
+    "CartridgeHarness",
+    "CallResult",
+    "ErrorInfo",
+    "HarnessCall",
+    "Input",
+    "InputSpec",
+    "Item",
+    "PeerHandler",
+    "StreamResult",
+    "call_sync",
+    "memory_byte_pipe",
+    "run_op",
 )
 
 PeerHandler = Callable[[str, list[tuple[str, bytes]]], Awaitable[bytes]]
@@ -79,87 +131,6 @@ def memory_byte_pipe(
     return _ByteSend(s), _ByteRecv(r)
 
 
-@attrs.define
-class StreamResult:
-    """One response stream as received."""
-
-    stream_id: str
-    media_urn: str
-    output: str | None = None
-    is_sequence: bool = False
-    unbounded: bool = False
-    meta: Any = None
-    values: list[Any] = attrs.field(factory=list)
-    items: list[tuple[Any, Any]] = attrs.field(factory=list)
-    chunk_count: int | None = None
-    closed: bool = False
-
-    @property
-    def data(self) -> bytes:
-        """The stream's bytes by the byte-collector rule."""
-        out = []
-        for v in self.values:
-            out.append(
-                v if isinstance(v, bytes) else v.encode() if isinstance(v, str) else cbor2.dumps(v)
-            )
-        return b"".join(out)
-
-
-@attrs.frozen(kw_only=True)
-class ErrorInfo:
-    code: str
-    attribution_class: str
-    message: str
-    arg_urn: str | None = None
-
-
-@attrs.define
-class CallResult:
-    """Everything a request got back."""
-
-    rid: MessageId
-    streams: list[StreamResult] = attrs.field(factory=list)
-    logs: list[LogReceived] = attrs.field(factory=list)
-    progress: list[tuple[float, str]] = attrs.field(factory=list)
-    end: Any = None
-    error: ErrorInfo | None = None
-    frames: list[Frame] = attrs.field(factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.end is not None
-
-    @property
-    def main(self) -> StreamResult | None:
-        return next((s for s in self.streams if s.output is None), None)
-
-    @property
-    def main_bytes(self) -> bytes:
-        m = self.main
-        return m.data if m is not None else b""
-
-    def output(self, media_urn: str) -> StreamResult | None:
-        """The stream whose key 21 (or, for the main output, media) is ``media_urn``."""
-        return next((s for s in self.streams if media_urn in (s.output, s.media_urn)), None)
-
-    def raise_for_error(self) -> CallResult:
-        if self.error is not None:
-            raise AssertionError(f"request failed: {self.error}")
-        return self
-
-
-class _Call:
-    def __init__(self, rid: MessageId, xid: MessageId | None, limits: Limits) -> None:
-        self.result = CallResult(rid=rid)
-        self.receiver = BodyReceiver(
-            rid, xid=xid, initial_credit=limits.initial_credit, expect_req=False
-        )
-        self.args: dict[str, OutgoingStream] = {}
-        self.credit_event = anyio.Event()
-        self.done = anyio.Event()
-        self.by_id: dict[str, StreamResult] = {}
-
-
 class CartridgeHarness:
     """Drive a runtime in-process (see the module docstring).
 
@@ -188,7 +159,7 @@ class CartridgeHarness:
         self.hello: Any = None
         self.heartbeats: list[Frame] = []
         self.unrouted: list[Frame] = []
-        self._calls: dict[MessageId, _Call] = {}
+        self._calls: dict[MessageId, HarnessCall] = {}
         self._peer_reqs: dict[MessageId, tuple[BodyReceiver, list[tuple[str, bytearray]], str]] = {}
         self._frame_event = anyio.Event()
         self._exited = anyio.Event()
@@ -256,7 +227,7 @@ class CartridgeHarness:
             await self.send_frame(f)
         with anyio.fail_after(10):
             await call.done.wait()
-        for f in call.result.frames:
+        for f in call.partial.frames:
             check.receive(f)
         if self.policy is not None:
             await self.send_frame(frames.policy(self.policy))
@@ -290,15 +261,7 @@ class CartridgeHarness:
         call = self._calls.get(f.id)
         if ft is FrameType.CREDIT:
             if call is not None:
-                target = (
-                    call.args.get(f.stream_id or "")
-                    if f.stream_id
-                    else next(iter(call.args.values()), None)
-                )
-                if target is not None:
-                    target.grant(f.credit or 0)
-                    call.credit_event.set()
-                    call.credit_event = anyio.Event()
+                call.grant(f.stream_id, f.credit or 0)
             return
         if call is None:
             if ft is FrameType.REQ or (f.id in self._peer_reqs and ft.is_flow):
@@ -306,8 +269,8 @@ class CartridgeHarness:
             else:
                 self.unrouted.append(f)
             return
-        call.result.frames.append(f)
-        res = call.result
+        call.partial.frames.append(f)
+        res = call.partial
         events = call.receiver.receive(f)
         for ev in events:
             if isinstance(ev, StreamOpened):
@@ -348,80 +311,58 @@ class CartridgeHarness:
 
     # -- requests --------------------------------------------------------------------------
 
-    def _open(self, rid: MessageId, xid: MessageId | None) -> _Call:
-        call = _Call(rid, xid, self.limits)
+    def _open(self, rid: MessageId, xid: MessageId | None) -> HarnessCall:
+        call = HarnessCall(rid, xid, self.limits, self.send_frame)
         self._calls[rid] = call
         return call
 
     async def start_call(
         self,
         cap: str,
-        inputs: Sequence[tuple[str, bytes]] = (),
+        inputs: Sequence[InputSpec] = (),
         *,
         xid: MessageId | None = None,
         rid: MessageId | None = None,
         end: bool = True,
-    ) -> _Call:
-        """Send REQ and the arguments (credit-paced); returns the pending call."""
+    ) -> HarnessCall:
+        """Send REQ and the arguments (credit-paced; see the module docstring for the shapes),
+        then the requester END unless ``end=False``; returns the pending :class:`HarnessCall`.
+
+        :raises TypeError: an argument of an unsupported shape.
+        """
         rid = rid or MessageId.new()
         call = self._open(rid, xid)
         await self.send_frame(frames.req(rid, cap, xid=xid))
-        for i, (urn, data) in enumerate(inputs):
-            og = OutgoingStream(
-                rid,
-                f"arg-{i}",
-                urn,
-                xid=xid,
-                max_chunk=self.limits.effective_chunk,
-                initial_credit=self.limits.initial_credit,
-            )
-            call.args[og.stream_id] = og
-            out = og.start()
-            mv = memoryview(data)
-            step = og.max_chunk
-            for pos in range(0, len(mv), step):
-                out += og.write_bytes(mv[pos : pos + step])
-                await self._send_paced(call, og, out)
-                out = []
-            out += og.close()
-            await self._send_paced(call, og, out)
-        if end:
+        await call.send_inputs(inputs)
+        if end and not call.finished:
             await self.send_frame(frames.end(rid, xid=xid, response=False))
         return call
 
-    async def _send_paced(self, call: _Call, og: OutgoingStream, out: list[Frame]) -> None:
-        for f in out:
-            if f.frame_type is FrameType.CHUNK:
-                while not og.take_credit():
-                    if call.done.is_set():
-                        return
-                    event = call.credit_event
-                    await event.wait()
-            await self.send_frame(f)
-
-    async def result(self, call: _Call, timeout: float = 30) -> CallResult:
-        """Wait for the call's END or ERR."""
-        with anyio.fail_after(timeout):
-            await call.done.wait()
-        return call.result
+    async def result(self, call: HarnessCall, timeout: float = 30) -> CallResult:
+        """Wait for the call's END or ERR (same as ``await call.result(timeout)``)."""
+        return await call.result(timeout)
 
     async def call(
         self,
         cap: str,
-        inputs: Sequence[tuple[str, bytes]] = (),
+        inputs: Sequence[InputSpec] = (),
         *,
         xid: MessageId | None = None,
         timeout: float = 30,
     ) -> CallResult:
-        """Call ``cap`` with whole byte arguments and wait for the result."""
+        """Call ``cap`` with ``inputs`` and wait for the result.
+
+        The arguments are sent while responses are read, so a handler that answers before it
+        has read everything (or an early ERR) does not deadlock on credit.
+        """
+        holder: list[HarnessCall] = []
         async with anyio.create_task_group() as tg:
-            holder: list[_Call] = []
 
             async def go() -> None:
                 holder.append(await self.start_call(cap, inputs, xid=xid))
 
             tg.start_soon(go)
-        return await self.result(holder[0], timeout)
+        return await holder[0].result(timeout)
 
     async def heartbeat(
         self, meta: dict[str, Any] | None = None, hid: MessageId | None = None
@@ -469,6 +410,16 @@ class CartridgeHarness:
         for c in rec.data_to_send():
             await self._send_quiet(c)
 
+    def _peer_handler(self, cap: str) -> PeerHandler | None:
+        """The ``peers`` callback for ``cap``: its exact text first, else the registered cap
+        the runtime's own dispatch rule would pick (:func:`select_handler`)."""
+        handler = self.peers.get(cap)
+        if handler is not None:
+            return handler
+        keys = list(self.peers)
+        index = select_handler(keys, cap)
+        return self.peers[keys[index]] if index is not None else None
+
     async def _answer_peer(self, rid: MessageId, cap: str, inputs: list[tuple[str, bytes]]) -> None:
         # A closed cartridge input means there is nobody left to answer.
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -477,7 +428,7 @@ class CartridgeHarness:
     async def _answer_peer_inner(
         self, rid: MessageId, cap: str, inputs: list[tuple[str, bytes]]
     ) -> None:
-        handler = self.peers.get(cap)
+        handler = self._peer_handler(cap)
         if handler is None:
             await self.send_frame(
                 frames.err(rid, "NO_HANDLER", f"no cartridge handles cap: {cap}", "environment")
@@ -502,7 +453,7 @@ class CartridgeHarness:
 async def run_op(
     op: Any,
     cap: str,
-    inputs: Sequence[tuple[str, bytes]] = (),
+    inputs: Sequence[InputSpec] = (),
     *,
     manifest: Any = None,
 ) -> CallResult:
@@ -524,7 +475,7 @@ async def run_op(
 
 
 def call_sync(
-    runtime: Any, cap: str, inputs: Sequence[tuple[str, bytes]] = (), *, backend: str = "asyncio"
+    runtime: Any, cap: str, inputs: Sequence[InputSpec] = (), *, backend: str = "asyncio"
 ) -> CallResult:
     """Synchronous one-shot call for non-async test code."""
 
