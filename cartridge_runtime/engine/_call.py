@@ -123,7 +123,7 @@ class CallState:
                 send = conn.send_numbered
                 send(req)
                 for seq, frame in enumerate(body, 1):
-                    send(frame.replace(seq=seq) if frame.seq != seq else frame)
+                    send(frame, seq)  # numbered as encoded: no copy of the frame
             self._queued = (first, conn.mark())
         except P.ProtocolError as exc:  # e.g. an item's meta over max_frame
             self._abort_input(0, self.inputs[0][0] if self.inputs else "", exc)
@@ -185,7 +185,8 @@ class CallState:
             self.conn.counters.stragglers += 1
             return
         self._queued = None
-        if frame.routing_id != self.xid:
+        r, x = frame.routing_id, self.xid
+        if r is not x and (r is None or x is None or r.value != x.value):  # r != x, cheaper
             self.conn.counters.protocol_errors += 1  # xid not copied back; routed by rid anyway
         receiver = self.receiver
         try:

@@ -32,6 +32,7 @@ import logging
 import os
 import struct
 import subprocess
+from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -108,7 +109,9 @@ class Connection:
 
         self.calls: dict[MessageId, Flow] = {}
         self.peer_in: dict[MessageId, PeerOrigin] = {}
-        self._closed_rids: dict[MessageId, None] = {}
+        # FIFO: an OrderedDict drops its oldest entry in O(1) (a dict's next(iter()) scans
+        # past all the deleted slots at its front: ~10 µs per call at this size).
+        self._closed_rids: OrderedDict[MessageId, None] = OrderedDict()
         self._next_xid = 1
 
         self._seq = P.SeqAssigner()
@@ -164,7 +167,7 @@ class Connection:
         self.peer_in.pop(rid, None)
         self._closed_rids[rid] = None
         if len(self._closed_rids) > _CLOSED_RIDS:
-            del self._closed_rids[next(iter(self._closed_rids))]
+            self._closed_rids.popitem(last=False)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -176,22 +179,23 @@ class Connection:
         if self.state in ("dead", "failed"):
             self.counters.drops += 1
             return
-        numbered = self._seq.assign(frame)
-        if numbered is None:
+        seq = self._seq.number(frame)
+        if seq is None:
             self.counters.stragglers += 1
             return
-        self.send_numbered(numbered)
+        self.send_numbered(frame, seq)
 
-    def send_numbered(self, numbered: Frame) -> None:
-        """Queue a frame whose seq the caller set: only for a flow the caller opens and
-        ends in one go (a small call's whole request), which the seq assigner never sees.
+    def send_numbered(self, numbered: Frame, seq: int | None = None) -> None:
+        """Queue a frame numbered ``seq`` (default: its own seq, which the caller set): only
+        for a flow the caller opens and ends in one go (a small call's whole request), which
+        the seq assigner never sees; :meth:`send` passes the seq it assigned.
 
         :raises FrameEncodeError: the frame does not fit the negotiated max_frame.
         """
         if self.state in ("dead", "failed"):
             self.counters.drops += 1
             return
-        body = P.encode_body(numbered)
+        body = P.encode_body(numbered, seq)
         if len(body) > self.limits.max_frame:
             raise P.FrameEncodeError(
                 f"{numbered.frame_type.name} frame body of {len(body)} bytes exceeds "

@@ -104,10 +104,13 @@ def _encode_error(frame: Frame, exc: Exception) -> FrameEncodeError:
     return FrameEncodeError(f"cannot encode {frame.frame_type.name} frame: {exc}")
 
 
-def _encode_parts(frame: Frame) -> tuple[bytes, ...]:
+def _encode_parts(frame: Frame, seq: int | None = None) -> tuple[bytes, ...]:
     """The CBOR body as pieces whose concatenation is the body; a large payload is its own
-    piece, so the caller copies it once, straight into the output."""
+    piece, so the caller copies it once, straight into the output. ``seq`` overrides the
+    frame's seq (key 3, always present, so the key order is unchanged)."""
     m = frame_to_map(frame)
+    if seq is not None:
+        m[3] = seq
     try:
         payload = m.get(6)
         if payload is None or len(payload) < _BIG_PAYLOAD:
@@ -125,14 +128,19 @@ def _encode_parts(frame: Frame) -> tuple[bytes, ...]:
         raise _encode_error(frame, exc) from exc
 
 
-def encode_body(frame: Frame) -> bytes:
-    """The CBOR body of a frame, without the length prefix."""
-    parts = _encode_parts(frame)
+def encode_body(frame: Frame, seq: int | None = None) -> bytes:
+    """The CBOR body of a frame, without the length prefix (``seq``: as for
+    :func:`encode_frame`)."""
+    parts = _encode_parts(frame, seq)
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP) -> bytes:
+def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP, seq: int | None = None) -> bytes:
     """The complete wire form of ``frame``: 4-byte big-endian length, then the CBOR body.
+
+    ``seq``, when given, is written instead of ``frame.seq``: the same bytes as encoding
+    ``frame.replace(seq=seq)``, without building that copy (a writer numbering its frames
+    with :meth:`SeqAssigner.number` passes it here).
 
     :raises FrameEncodeError: the body would exceed ``max_frame`` (or the hard cap).
     """
@@ -148,6 +156,8 @@ def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP) -> bytes:
             r = m.get(13)
             if r is not None:
                 m[13] = r.value
+            if seq is not None:
+                m[3] = seq
             body = _dumps(m)
         except (TypeError, ValueError, KeyError, AttributeError, cbor2.CBOREncodeError) as exc:
             raise _encode_error(frame, exc) from exc
@@ -156,7 +166,7 @@ def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP) -> bytes:
             return _pack_len(n) + body
         parts: tuple[bytes, ...] = (body,)
     else:
-        parts = _encode_parts(frame)
+        parts = _encode_parts(frame, seq)
         n = sum(map(len, parts))
     if n > max_frame or n > HARD_FRAME_CAP:
         raise FrameEncodeError(

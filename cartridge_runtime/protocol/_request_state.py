@@ -47,6 +47,10 @@ from ._payload import SequenceAssembler, decode_scalar
 
 
 class RequestState(enum.Enum):
+    # Members are singletons compared by identity: hash them by identity too (a C-level
+    # hash; Enum's own hashes the name in Python, on every transition-table lookup).
+    __hash__ = object.__hash__
+
     EXPECT_REQ = "expect-req"  #: nothing seen yet; only a REQ may come
     OPEN = "open"  #: streams, chunks and logs may come
     DONE = "done"  #: END seen; nothing more may come
@@ -54,6 +58,10 @@ class RequestState(enum.Enum):
 
 
 class StreamState(enum.Enum):
+    # Members are singletons compared by identity: hash them by identity too (a C-level
+    # hash; Enum's own hashes the name in Python, on every transition-table lookup).
+    __hash__ = object.__hash__
+
     NEW = "new"  #: no STREAM_START yet for this id
     OPEN = "open"  #: between items (or in scalar mode)
     IN_ITEM = "in-item"  #: a sequence item is partially received
@@ -61,6 +69,10 @@ class StreamState(enum.Enum):
 
 
 class Input(enum.Enum):
+    # Members are singletons compared by identity: hash them by identity too (a C-level
+    # hash; Enum's own hashes the name in Python, on every transition-table lookup).
+    __hash__ = object.__hash__
+
     REQ = "REQ"
     STREAM_START = "STREAM_START"
     CHUNK = "CHUNK"
@@ -213,7 +225,7 @@ class BodyReceiver:
             raise self._fail(
                 StreamStateError(f"{frame.frame_type.name} is not part of a request body")
             )
-        if frame.id != self.rid:
+        if frame.id.value != self.rid.value:  # MessageId equality, without attrs' __ne__
             raise self._fail(
                 StreamStateError(f"frame for request {frame.id} reached request {self.rid}")
             )

@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
+from ._constants import FrameType
 from ._frame import Frame, MessageId
 
 FlowKey = tuple[MessageId, MessageId | None]
+
+#: The internal flow key: the raw id values. A MessageId's identity is its value (bytes and
+#: int never compare equal), so this keys the same flows while hashing in C instead of through
+#: MessageId's Python ``__hash__``.
+_RawKey = tuple[bytes | int, bytes | int | None]
+
+#: Per frame-type code (list index: no Enum ``__hash__`` call): 0 not a flow frame, 1 a flow
+#: frame, 2 a terminal flow frame (END, ERR).
+_KIND: tuple[int, ...] = tuple(
+    0 if t is None or not t.is_flow else (2 if t.is_terminal else 1)
+    for t in (
+        next((f for f in FrameType if f.value == code), None) for code in range(max(FrameType) + 1)
+    )
+)
 
 
 class SeqAssigner:
@@ -13,6 +30,9 @@ class SeqAssigner:
     Each flow counts 0, 1, 2, ...; after its END or ERR the flow is closed and any later flow
     frame for it is a *straggler*: :meth:`assign` returns ``None`` and counts it, so the
     writer drops it. Non-flow frames always get seq 0.
+
+    :meth:`number` gives just the seq (no copy of the frame), for a writer that passes it to
+    :func:`~cartridge_runtime.protocol.encode_frame` itself.
     """
 
     __slots__ = ("_closed", "_counters", "stragglers")
@@ -21,33 +41,47 @@ class SeqAssigner:
     MAX_CLOSED = 4096
 
     def __init__(self) -> None:
-        self._counters: dict[FlowKey, int] = {}
-        self._closed: dict[FlowKey, None] = {}
+        self._counters: dict[_RawKey, int] = {}
+        # FIFO of closed flows: an OrderedDict drops its oldest entry in O(1) (a plain dict's
+        # next(iter()) scans past every deleted slot at its front).
+        self._closed: OrderedDict[_RawKey, None] = OrderedDict()
         self.stragglers = 0
+
+    def number(self, frame: Frame) -> int | None:
+        """The seq ``frame`` goes out with, or ``None`` when its flow already ended (a
+        straggler, counted). Advances the flow's counter."""
+        kind = _KIND[frame.frame_type]
+        if not kind:
+            return 0
+        r = frame.routing_id
+        key = (frame.id.value, None if r is None else r.value)
+        closed = self._closed
+        if key in closed:
+            self.stragglers += 1
+            return None
+        counters = self._counters
+        if kind == 2:
+            n = counters.pop(key, 0)
+            closed[key] = None
+            if len(closed) > self.MAX_CLOSED:
+                closed.popitem(last=False)
+        else:
+            n = counters.get(key, 0)
+            counters[key] = n + 1
+        return n
 
     def assign(self, frame: Frame) -> Frame | None:
         """``frame`` with its seq set, or ``None`` when its flow already ended."""
-        ft = frame.frame_type
-        if not ft.is_flow:
-            return frame if frame.seq == 0 else frame.replace(seq=0)
-        key = (frame.id, frame.routing_id)
-        if key in self._closed:
-            self.stragglers += 1
+        n = self.number(frame)
+        if n is None:
             return None
-        n = self._counters.get(key, 0)
-        if ft.is_terminal:
-            self._counters.pop(key, None)
-            self._closed[key] = None
-            if len(self._closed) > self.MAX_CLOSED:
-                del self._closed[next(iter(self._closed))]
-        else:
-            self._counters[key] = n + 1
         return frame if frame.seq == n else frame.replace(seq=n)
 
     def is_closed(self, rid: MessageId, xid: MessageId | None = None) -> bool:
-        return (rid, xid) in self._closed
+        return (rid.value, None if xid is None else xid.value) in self._closed
 
     def forget(self, rid: MessageId, xid: MessageId | None = None) -> None:
         """Drop all memory of a flow (e.g. a request id that will be reused)."""
-        self._counters.pop((rid, xid), None)
-        self._closed.pop((rid, xid), None)
+        key = (rid.value, None if xid is None else xid.value)
+        self._counters.pop(key, None)
+        self._closed.pop(key, None)

@@ -1,13 +1,23 @@
-"""Running handlers: admission through the pools, one task per request, the terminal frame.
+"""Running handlers: admission through the pools, worker tasks, the terminal frame.
 
 Mixed into :class:`~cartridge_runtime.runtime._session.Session`; split out to keep each module
 about one concern. The terminal of a request is decided here, once: a cancel's ERR wins over
 an input error, which wins over the handler's own ERR, which wins over END.
+
+Each started request runs in a task of its own for as long as it runs, but tasks are reused:
+a *worker* task serves one request, then takes the next ready one or waits (up to
+:data:`IDLE_WORKERS` of them wait; extra ones end). Starting a request hands it to an idle
+worker (one event set) or, when none is idle, starts a new worker, so a request never waits
+behind another one's handler. Spawning an anyio task per request cost more than the rest of
+a small request's dispatch. A worker whose handler changed context variables ends after it,
+so no request sees another's context.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import contextvars
 import sys
 import traceback
 from typing import Any
@@ -23,6 +33,9 @@ from ._request import Request
 from ._specs import output_specs
 from ._sync import run_perform
 from ._wire import Active, WirePeer, WireReporter
+
+#: Worker tasks kept waiting for the next request; more than that end when they are done.
+IDLE_WORKERS = 64
 
 
 def cancel_terminal(meta: Any) -> tuple[str, str, str]:
@@ -63,10 +76,44 @@ class HandlerRunner:
     async def send(self, frame: Any) -> None:  # pragma: no cover - Session's
         raise NotImplementedError
 
+    #: Started requests not yet taken by a worker, and the wake-up events of idle workers
+    #: (made by :meth:`_init_workers`).
+    _ready: collections.deque[Active]
+    _waiting_workers: list[anyio.Event]
+
+    def _init_workers(self) -> None:
+        self._ready = collections.deque()
+        self._waiting_workers = []
+
     def _start(self, a: Active) -> None:
         a.started = True
         assert self._tg is not None
-        self._tg.start_soon(self._serve_request, a)
+        self._ready.append(a)
+        # Every ready request gets a worker of its own: an idle one woken here, or a new one.
+        # (A worker that finishes meanwhile may take it first; the woken one then finds the
+        # queue empty and waits again, so no request ever waits behind a running handler.)
+        if self._waiting_workers:
+            self._waiting_workers.pop().set()
+        else:
+            self._tg.start_soon(self._worker)
+
+    async def _worker(self) -> None:
+        ready = self._ready
+        waiting = self._waiting_workers
+        base = contextvars.copy_context()
+        while True:
+            if ready:
+                await self._serve_request(ready.popleft())
+                if contextvars.copy_context() != base:
+                    # The handler changed context variables: end this worker so that the
+                    # next request starts in a clean context, as in a task of its own.
+                    return
+                continue
+            if len(waiting) >= IDLE_WORKERS:
+                return
+            wake = anyio.Event()
+            waiting.append(wake)
+            await wake.wait()
 
     def _admit_waiting(self) -> None:
         while (admitted := self.pools.admit_next()) is not None:

@@ -172,11 +172,13 @@ class CartridgeRuntime:
 
     async def serve_stdio(self) -> int:
         """Serve CBOR mode on the process's stdin/stdout file descriptors."""
-        from cartridge_runtime._fdio import FdReceiveStream, FdSendStream
+        from cartridge_runtime._fdio import FdSendStream
         from cartridge_runtime.protocol import tune_allocator
 
+        from ._stdin import LoopReceiveStream
+
         tune_allocator()  # keep 256 KiB payload buffers in the heap (see protocol._alloc)
-        receive = FdReceiveStream(sys.stdin.fileno())
+        receive = LoopReceiveStream(sys.stdin.fileno())
         send = FdSendStream(sys.stdout.fileno())
         try:
             return await self.serve(receive, send)

@@ -103,6 +103,7 @@ class Session(HandlerRunner):
         #: (request URN, handler URN).
         self._pool_names: dict[str, str] = {}
         self.spec_cache: dict[tuple[str, str], list[Any]] = {}
+        self._init_workers()
 
     # -- output ------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ Everything here produces frames and hands them to the session's writer queue
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -177,7 +178,8 @@ class Active:
         self.terminal_sent = False
         self.started = False
         self.final: tuple[float, str | None] = (1.0, None)
-        self.prefix = f"resp-{uuid.uuid4().hex[:8]}"
+        # 8 random hex digits, as a uuid4's first 8 would be, without building a UUID.
+        self.prefix = f"resp-{os.urandom(4).hex()}"
         #: The last whole-CHUNK byte value a handler took, with its wire form (pass-through).
         self.wire_slot: list[Any] = [None]
 

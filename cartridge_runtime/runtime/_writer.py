@@ -91,15 +91,16 @@ class FrameWriter:
             self._space = None
 
     def _encode(self, frames: list[Frame]) -> list[bytes]:
-        assign = self.seq.assign
+        number = self.seq.number
         max_frame = self._max_frame()
         parts: list[bytes] = []
         for frame in frames:
-            numbered = assign(frame)
-            if numbered is None:
+            seq = number(frame)
+            if seq is None:
                 continue
             try:
-                parts.append(encode_frame(numbered, max_frame))
+                # The seq goes straight to the encoder: no numbered copy of the frame.
+                parts.append(encode_frame(frame, max_frame, seq))
             except ProtocolError as exc:
                 _note(f"dropping a {frame.frame_type.name} frame that cannot be encoded: {exc}")
                 self.drops += 1
