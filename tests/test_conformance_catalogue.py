@@ -21,7 +21,7 @@ from cartridge_runtime.conformance._trace import C2H, H2C, read_capture, vector_
 
 ROOT = Path(__file__).resolve().parent.parent
 RAW = ROOT / "tests" / "fixtures" / "conform_raw_cartridge.py"
-CAPDAG = ROOT / "tests" / "fixtures" / "capdag_min_cartridge.py"
+CAPDAG = ROOT / "tests" / "fixtures" / "capdag_cartridge.py"
 RULES = {r["id"]: r for r in json.loads((ROOT / "protocol_spec" / "rules.json").read_text())}
 CLI = [sys.executable, "-m", "cartridge_runtime.cli"]
 

@@ -15,7 +15,7 @@ from cartridge_runtime.testing import check_cartridge
 
 ROOT = Path(__file__).resolve().parent.parent
 RAW = ROOT / "tests" / "fixtures" / "conform_raw_cartridge.py"
-CAPDAG = ROOT / "tests" / "fixtures" / "capdag_min_cartridge.py"
+CAPDAG = ROOT / "tests" / "fixtures" / "capdag_cartridge.py"
 #: Bundled cartridges certified here: those without a ``tests/test_cartridge_<name>.py`` of
 #: their own (which certifies its cartridge through ``check_cartridge`` already).
 BUNDLED = sorted(
