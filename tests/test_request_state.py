@@ -350,3 +350,28 @@ def test_outgoing_credit_accounting() -> None:
     assert s.take_credit() and s.take_credit() and not s.take_credit()
     s.grant(1)
     assert s.take_credit() and not s.take_credit()
+
+
+def test_big_sequence_item_is_decoded_once_not_per_fragment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 2 MiB text item in 64 KiB fragments: no decode is tried before the last fragment."""
+    from cartridge_runtime.protocol import _payload
+
+    calls = 0
+    real = _payload.cbor2.CBORDecoder
+
+    def counting(fp):  # type: ignore[no-untyped-def]
+        nonlocal calls
+        calls += 1
+        return real(fp)
+
+    monkeypatch.setattr(_payload.cbor2, "CBORDecoder", counting)
+    item = cbor2.dumps("z" * (2 << 20))
+    frags = [item[i : i + 65536] for i in range(0, len(item), 65536)]
+    asm = _payload.SequenceAssembler()
+    results = [asm.feed(f) for f in frags]
+    assert all(r == [] for r in results[:-1])
+    assert results[-1] == ["z" * (2 << 20)]
+    assert calls <= 3  # first fragment, last fragment (plus the end-of-buffer probe)
+    assert not asm.in_item

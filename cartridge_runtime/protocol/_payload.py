@@ -156,17 +156,31 @@ def sequence_fragments(value: Any, max_chunk: int, *, encoded: bool = False) -> 
 
 
 class SequenceAssembler:
-    """Joins sequence fragments of one stream and yields whole items (REQ-8)."""
+    """Joins sequence fragments of one stream and yields whole items (REQ-8).
 
-    __slots__ = ("_buf",)
+    A partial item is buffered; when its head says how long it is (a byte or text string, the
+    common case for large items) no decode is tried until that many bytes are there, so a big
+    item costs one decode, not one per fragment.
+    """
+
+    __slots__ = ("_buf", "_need")
 
     def __init__(self) -> None:
         self._buf = bytearray()
+        self._need: int | None = None
 
     @property
     def in_item(self) -> bool:
         """True while a partial item is buffered."""
         return bool(self._buf)
+
+    def _note_partial(self) -> None:
+        """Work out the length of the buffered partial item, when its head tells it."""
+        self._need = None
+        if self._buf and self._buf[0] & 0xE0 in (0x40, 0x60):
+            span = _string_span(bytes(self._buf[:9]))
+            if span is not None:
+                self._need = span[0] + span[1]
 
     def feed(self, fragment: bytes) -> list[Any]:
         """Add a fragment; return the items it completed (possibly none).
@@ -184,11 +198,14 @@ class SequenceAssembler:
                         items.append(cbor2.CBORDecoder(fp).decode())
                     except cbor2.CBORDecodeEOF:
                         self._buf += fragment[start:]
+                        self._note_partial()
                         break
             except _CBOR_ERRORS as exc:
                 raise FrameDecodeError(f"sequence fragment is not CBOR: {exc}") from exc
             return items
         self._buf += fragment
+        if self._need is not None and len(self._buf) < self._need:
+            return []
         data = bytes(self._buf)
         fp = io.BytesIO(data)
         items = []
@@ -203,4 +220,5 @@ class SequenceAssembler:
         except _CBOR_ERRORS as exc:
             raise FrameDecodeError(f"sequence fragment is not CBOR: {exc}") from exc
         del self._buf[:consumed]
+        self._note_partial()
         return items
