@@ -12,13 +12,7 @@ from typing import Any
 
 import attrs
 
-
-@attrs.frozen(kw_only=True)
-class Item:
-    """A sequence item with optional per-item meta: use it inside an input list to attach meta."""
-
-    value: Any
-    meta: Mapping[str, Any] | None = None
+from .._item import Item as Item  # re-exported: the engine's item type
 
 
 @attrs.frozen(kw_only=True)

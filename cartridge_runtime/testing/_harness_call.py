@@ -14,6 +14,7 @@ import anyio
 import attrs
 import cbor2
 
+from cartridge_runtime._item import Item as Item  # re-exported for the harness
 from cartridge_runtime.protocol import (
     BodyReceiver,
     Frame,
@@ -24,16 +25,6 @@ from cartridge_runtime.protocol import (
     OutgoingStream,
     frames,
 )
-
-
-@attrs.frozen
-class Item:
-    """One sequence item with optional per-item meta; same fields as
-    :class:`cartridge_runtime.engine.Item` (which is accepted too), but positional:
-    ``Item(b"x", {"page": 1})``."""
-
-    value: Any
-    meta: Mapping[str, Any] | None = None
 
 
 @attrs.frozen
@@ -82,22 +73,11 @@ def as_input(spec: Any) -> Input:
     return inp
 
 
-def _engine_item_type() -> type | None:
-    try:
-        from cartridge_runtime.engine import Item as EngineItem
-    except ImportError:  # pragma: no cover - the engine is part of the package
-        return None
-    return EngineItem
-
-
 def split_item(item: Any) -> tuple[Any, Mapping[str, Any] | None]:
-    """(value, meta) of one sequence item given as a plain value, :class:`Item`, an engine
-    ``Item`` or a ``(value, meta)`` pair (meta a mapping or ``None``)."""
+    """(value, meta) of one sequence item given as a plain value, an :class:`Item` or a
+    ``(value, meta)`` pair (meta a mapping or ``None``)."""
     if isinstance(item, Item):
         return item.value, item.meta
-    engine_item = _engine_item_type()
-    if engine_item is not None and isinstance(item, engine_item):
-        return item.value, item.meta  # type: ignore[attr-defined]
     if (
         isinstance(item, tuple)
         and len(item) == 2
