@@ -73,6 +73,70 @@ _INT_TYPE = frozenset({int})
 _ID_CACHE: dict[bytes | int, MessageId] = {}
 _ID_CACHE_MAX = 4096
 
+#: Frame types whose whole type check is "these fields are present" (see _validate): the
+#: compiled path checks presence itself and calls the Python check only to name a failure.
+_REQUIRED_KEYS: dict[FrameType, tuple[str, ...]] = {
+    FrameType.STREAM_START: ("stream_id", "media_urn"),
+    FrameType.CHUNK: ("stream_id", "chunk_index", "checksum"),
+    FrameType.STREAM_END: ("stream_id",),
+    FrameType.CREDIT: ("credit",),
+}
+
+
+#: Environment variable that turns the compiled fast paths off (to test or time the pure path).
+PURE_PYTHON_ENV = "CARTRIDGE_RUNTIME_PURE_PYTHON"
+
+# Optional compiled fast paths (``_speedups.c``, built at install where a C compiler exists).
+# They take the common valid case and answer None for anything else, so the Python code below
+# stays the single definition of the rules and of every error message. ``None`` here: the
+# extension is absent or switched off.
+_c_map_to_frame: Any = None
+_c_decode_small: Any = None
+_c_encode_small: Any = None
+
+
+def _c_kind(key: int, typ: Any) -> int:
+    """The value kind ``_speedups.c`` checks for a key (its ``K_*`` enum)."""
+    if key == Key.CHECKSUM:
+        return 6
+    return {int: 0, str: 1, bool: 2, dict: 3, bytes: 4, _IDT: 5}[typ]
+
+
+def _load_speedups() -> bool:
+    """Import and configure the compiled fast paths; False when absent or switched off."""
+    global _c_map_to_frame, _c_decode_small, _c_encode_small
+    if os.environ.get(PURE_PYTHON_ENV):
+        return False
+    try:
+        from . import _speedups
+    except ImportError:
+        return False
+    _speedups.configure(
+        spec={k: (name, _c_kind(k, typ)) for k, (name, typ) in _SPEC.items()},
+        loads=_loads,
+        dumps=_dumps,
+        wrap_secret=_WRAP_SECRET,
+        frame_types=_FRAME_TYPES,
+        frame_type_ints=_FT_INT,
+        id_cache=_ID_CACHE,
+        new_id=_new_id,
+        frame_class=Frame,
+        checks=_TYPE_CHECKS,
+        required=_REQUIRED_KEYS,
+        key_of=_KEY_OF,
+        stream_start=FrameType.STREAM_START,
+        hard_cap=HARD_FRAME_CAP,
+    )
+    _c_map_to_frame = _speedups.map_to_frame
+    _c_decode_small = _speedups.decode_small
+    _c_encode_small = _speedups.encode_small
+    return True
+
+
+def speedups_enabled() -> bool:
+    """True when the compiled codec fast paths are in use."""
+    return _c_map_to_frame is not None
+
 
 def _bstr_head(n: int) -> bytes:
     if n < 24:
@@ -145,6 +209,13 @@ def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP, seq: int | None 
     :raises FrameEncodeError: the body would exceed ``max_frame`` (or the hard cap).
     """
     d = frame.__dict__
+    if _c_encode_small is not None:
+        try:
+            wire = _c_encode_small(d, seq, max_frame)
+        except (TypeError, ValueError, KeyError, AttributeError, cbor2.CBOREncodeError) as exc:
+            raise _encode_error(frame, exc) from exc
+        if wire is not None:
+            return wire  # type: ignore[no-any-return]
     payload = d.get("payload")
     if payload is None or len(payload) < _BIG_PAYLOAD:
         # Small-frame fast path: frame_to_map inlined (saves a call), one cbor2 call, one
@@ -248,6 +319,10 @@ def map_to_frame(m: Any, *, validate: bool = True) -> Frame:
 
     :raises FrameDecodeError: a required key is missing or a value is malformed.
     """
+    if validate and _c_map_to_frame is not None:
+        fast = _c_map_to_frame(m)
+        if fast is not None:
+            return fast  # type: ignore[no-any-return]
     if type(m) is not dict:
         raise FrameDecodeError(f"frame body must be a CBOR map, got {type(m).__name__}")
     if not _INT_TYPE.issuperset(map(type, m)):
@@ -324,6 +399,10 @@ def decode_range(
     if stop is None:
         stop = len(data)
     if stop - start < _BIG_PAYLOAD:
+        if _c_decode_small is not None:
+            fast = _c_decode_small(data, start, stop)
+            if fast is not None:
+                return fast  # type: ignore[no-any-return]
         # Fast path for small bodies: ``cbor2.loads`` is ~0.5 µs cheaper than decoding from a
         # BytesIO and asking tell(), but it ignores trailing bytes. So decode the body inside a
         # 2-array whose second item is a per-process secret: trailing data would be decoded as
@@ -390,6 +469,10 @@ def decode_frame(data: bytes | bytearray | memoryview, max_frame: int = HARD_FRA
             f"frame length prefix says {n} bytes but {len(data) - PREFIX_LEN} follow"
         )
     if n < _BIG_PAYLOAD:
+        if _c_decode_small is not None:
+            fast = _c_decode_small(data, PREFIX_LEN, size)
+            if fast is not None:
+                return fast  # type: ignore[no-any-return]
         # decode_range's small-body fast path, inlined here (one call less per frame).
         try:
             pair = _loads(b"".join((b"\x82", data[PREFIX_LEN:], _WRAP_TAIL)))
@@ -402,3 +485,6 @@ def decode_frame(data: bytes | bytearray | memoryview, max_frame: int = HARD_FRA
     if type(data) is bytes:
         return decode_range(data, PREFIX_LEN)
     return decode_range(memoryview(data)[PREFIX_LEN:], 0)
+
+
+_load_speedups()

@@ -1,0 +1,474 @@
+/* Optional compiled fast paths for the frame codec (see _codec.py, which owns the rules).
+ *
+ * Every function here handles the common, valid case only and answers None for anything
+ * else, so that the pure-Python code in _codec.py decides: it either accepts the frame in
+ * a way this file does not cover (keys out of order, CBOR nulls, non-integer keys...) or
+ * raises the precise error. The one error raised from here is the one the Python path
+ * would raise at the same point, because it comes from the same Python callables
+ * (the id constructor, the per-type checks) handed over by configure().
+ *
+ * Python without a C compiler simply runs without this module: _codec.py falls back to
+ * its own code, which gives the same frames and the same bytes.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+/* Value kinds of the key table (must match _codec._C_KINDS). */
+enum { K_INT = 0, K_STR = 1, K_BOOL = 2, K_META = 3, K_BYTES = 4, K_ID = 5, K_CHECKSUM = 6 };
+
+#define MAX_KEY 32
+#define PREFIX_LEN 4
+
+static int configured = 0;
+static PyObject *key_name[MAX_KEY];    /* key number -> interned field name, or NULL */
+static int key_kind[MAX_KEY];
+static PyObject *loads;                /* cbor2.loads */
+static PyObject *dumps;                /* cbor2.dumps */
+static PyObject *wrap_secret;          /* bytes: second item of the small-body wrapper */
+static PyObject *frame_types;          /* dict int -> FrameType */
+static PyObject *frame_type_ints;      /* dict FrameType -> int */
+static PyObject *id_cache;             /* dict bytes|int -> MessageId (shared with Python) */
+static PyObject *new_id;               /* callable(key, value) -> MessageId, may raise */
+static PyObject *frame_class;          /* Frame */
+static PyObject *object_new;           /* object.__new__ */
+static PyObject *checks;               /* dict FrameType -> check(frame) */
+static PyObject *required;             /* dict FrameType -> tuple of names that pass it */
+static PyObject *key_of;               /* dict name -> int key */
+static PyObject *stream_start;         /* FrameType.STREAM_START */
+static Py_ssize_t hard_cap;
+static PyObject *s_dict, *s_value, *s_version, *s_frame_type, *s_id, *s_seq, *s_output,
+    *s_payload, *i_one, *i_two, *i_three, *i_thirteen;
+
+static PyObject *
+configure(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"spec", "loads", "dumps", "wrap_secret", "frame_types",
+                            "frame_type_ints", "id_cache", "new_id", "frame_class",
+                            "checks", "required", "key_of", "stream_start", "hard_cap", NULL};
+    PyObject *spec, *l, *du, *ws, *ft, *fti, *ic, *ni, *fc, *ck, *rq, *ko, *ss;
+    Py_ssize_t cap;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OOO!O!O!O!OOO!O!O!On", names,
+                                     &PyDict_Type, &spec, &l, &du, &PyBytes_Type, &ws,
+                                     &PyDict_Type, &ft, &PyDict_Type, &fti, &PyDict_Type, &ic,
+                                     &ni, &fc, &PyDict_Type, &ck, &PyDict_Type, &rq,
+                                     &PyDict_Type, &ko, &ss, &cap))
+        return NULL;
+    for (int k = 0; k < MAX_KEY; k++) {
+        Py_CLEAR(key_name[k]);
+        key_kind[k] = -1;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(spec, &pos, &key, &value)) {
+        long k = PyLong_AsLong(key);
+        if (k < 0 || k >= MAX_KEY || !PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2) {
+            PyErr_SetString(PyExc_ValueError, "spec: key out of range or bad entry");
+            return NULL;
+        }
+        PyObject *name = PyTuple_GET_ITEM(value, 0);
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(value, 1));
+        if (!PyUnicode_CheckExact(name) || kind < K_INT || kind > K_CHECKSUM) {
+            PyErr_SetString(PyExc_ValueError, "spec: bad name or kind");
+            return NULL;
+        }
+        Py_INCREF(name);
+        PyUnicode_InternInPlace(&name);
+        key_name[k] = name;
+        key_kind[k] = (int)kind;
+    }
+#define KEEP(var, val) do { Py_INCREF(val); Py_XSETREF(var, val); } while (0)
+    KEEP(loads, l);
+    KEEP(dumps, du);
+    KEEP(wrap_secret, ws);
+    KEEP(frame_types, ft);
+    KEEP(frame_type_ints, fti);
+    KEEP(id_cache, ic);
+    KEEP(new_id, ni);
+    KEEP(frame_class, fc);
+    KEEP(checks, ck);
+    KEEP(required, rq);
+    KEEP(key_of, ko);
+    KEEP(stream_start, ss);
+#undef KEEP
+    hard_cap = cap;
+    configured = 1;
+    Py_RETURN_NONE;
+}
+
+/* All keys of a meta map are exact str. */
+static int
+text_keys(PyObject *m)
+{
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(m, &pos, &k, &v))
+        if (!PyUnicode_CheckExact(k))
+            return 0;
+    return 1;
+}
+
+/* A Frame from a decoded map (new reference), Py_None (new reference) to let Python decide,
+ * or NULL with an exception set. */
+static PyObject *
+build_frame(PyObject *m, int validate)
+{
+    if (!PyDict_CheckExact(m))
+        Py_RETURN_NONE;
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *kobj, *v;
+    long last = -1;
+    while (PyDict_Next(m, &pos, &kobj, &v)) {
+        if (!PyLong_CheckExact(kobj))
+            goto fallback;
+        int overflow;
+        long key = PyLong_AsLongAndOverflow(kobj, &overflow);
+        if (overflow || key < 0 || key >= MAX_KEY || key_name[key] == NULL)
+            continue; /* unknown integer keys are ignored (FRM-4) */
+        PyObject *val = v;
+        PyObject *owned = NULL;
+        if (v == Py_None)
+            goto fallback; /* null: absent for key > 3, an error below; Python sorts it */
+        switch (key_kind[key]) {
+        case K_INT:
+            if (!PyLong_CheckExact(v))
+                goto fallback;
+            if (key > 1) {
+                long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+                if (overflow < 0 || (overflow == 0 && x < 0))
+                    goto fallback;
+            }
+            break;
+        case K_CHECKSUM:
+            if (!PyLong_CheckExact(v))
+                goto fallback;
+            if (PyLong_AsUnsignedLongLong(v) == (unsigned long long)-1 && PyErr_Occurred()) {
+                PyErr_Clear(); /* negative or >= 2**64: Python names the error */
+                goto fallback;
+            }
+            break;
+        case K_STR:
+            if (!PyUnicode_CheckExact(v))
+                goto fallback;
+            break;
+        case K_BOOL:
+            if (!PyBool_Check(v))
+                goto fallback;
+            break;
+        case K_META:
+            if (!PyDict_CheckExact(v) || !text_keys(v))
+                goto fallback;
+            break;
+        case K_BYTES:
+            if (!PyBytes_CheckExact(v))
+                goto fallback;
+            break;
+        case K_ID:
+            if (!PyBytes_CheckExact(v) && !PyLong_CheckExact(v))
+                goto fallback;
+            val = PyDict_GetItemWithError(id_cache, v);
+            if (val == NULL) {
+                if (PyErr_Occurred())
+                    goto error;
+                owned = PyObject_CallFunctionObjArgs(new_id, kobj, v, NULL);
+                if (owned == NULL)
+                    goto error; /* the same FrameDecodeError the Python path raises */
+                val = owned;
+            }
+            break;
+        default:
+            goto fallback;
+        }
+        if (key < last) {
+            Py_XDECREF(owned);
+            goto fallback; /* out of wire order: Python restores the order */
+        }
+        last = key;
+        int rc = PyDict_SetItem(d, key_name[key], val);
+        Py_XDECREF(owned);
+        if (rc < 0)
+            goto error;
+    }
+    PyObject *ft = PyDict_GetItemWithError(d, s_frame_type);
+    if (ft == NULL || PyDict_GetItemWithError(d, s_version) == NULL ||
+        PyDict_GetItemWithError(d, s_id) == NULL || PyDict_GetItemWithError(d, s_seq) == NULL)
+        goto fallback_or_error;
+    PyObject *ftype = PyDict_GetItemWithError(frame_types, ft);
+    if (ftype == NULL)
+        goto fallback_or_error;
+    if (ftype != stream_start && PyDict_GetItemWithError(d, s_output) != NULL)
+        goto fallback;
+    if (PyErr_Occurred())
+        goto error;
+    if (PyDict_SetItem(d, s_frame_type, ftype) < 0) /* same slot: wire order kept */
+        goto error;
+    PyObject *frame = PyObject_CallOneArg(object_new, frame_class);
+    if (frame == NULL)
+        goto error;
+    if (PyObject_GenericSetAttr(frame, s_dict, d) < 0) {
+        Py_DECREF(frame);
+        goto error;
+    }
+    if (validate) {
+        /* Types whose check is "these keys are present" pass here without a call. */
+        PyObject *names = PyDict_GetItemWithError(required, ftype);
+        if (names != NULL) {
+            Py_ssize_t n = PyTuple_GET_SIZE(names), i = 0;
+            for (; i < n; i++)
+                if (PyDict_GetItemWithError(d, PyTuple_GET_ITEM(names, i)) == NULL)
+                    break;
+            if (i == n) {
+                Py_DECREF(d);
+                return frame;
+            }
+        }
+        PyObject *check = PyErr_Occurred() ? NULL : PyDict_GetItemWithError(checks, ftype);
+        if (check != NULL) {
+            PyObject *r = PyObject_CallOneArg(check, frame);
+            if (r == NULL) {
+                Py_DECREF(frame);
+                goto error;
+            }
+            Py_DECREF(r);
+        }
+        if (PyErr_Occurred()) {
+            Py_DECREF(frame);
+            goto error;
+        }
+    }
+    Py_DECREF(d);
+    return frame;
+
+fallback_or_error:
+    if (PyErr_Occurred())
+        goto error;
+fallback:
+    Py_DECREF(d);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(d);
+    return NULL;
+}
+
+static PyObject *
+map_to_frame(PyObject *self, PyObject *m)
+{
+    if (!configured) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure() was not called");
+        return NULL;
+    }
+    return build_frame(m, 1);
+}
+
+/* decode_small(data, start, stop) -> Frame | None: the small-body path of
+ * _codec.decode_range (the body wrapped in a 2-array whose second item is a secret). */
+static PyObject *
+decode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "decode_small(data, start, stop)");
+        return NULL;
+    }
+    if (!configured) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure() was not called");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    if ((start == -1 || stop == -1) && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (start < 0 || stop > view.len || start > stop) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "decode_small: range outside the data");
+        return NULL;
+    }
+    Py_ssize_t n = stop - start;
+    Py_ssize_t secret_len = PyBytes_GET_SIZE(wrap_secret);
+    /* 0x82: array of 2; the body; 0x40|len: a byte string of len < 24; the secret. */
+    PyObject *wrapped = PyBytes_FromStringAndSize(NULL, 1 + n + 1 + secret_len);
+    if (wrapped == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    char *out = PyBytes_AS_STRING(wrapped);
+    out[0] = (char)0x82;
+    memcpy(out + 1, (const char *)view.buf + start, (size_t)n);
+    PyBuffer_Release(&view);
+    out[1 + n] = (char)(0x40 | secret_len);
+    memcpy(out + 2 + n, PyBytes_AS_STRING(wrap_secret), (size_t)secret_len);
+    PyObject *pair = PyObject_CallOneArg(loads, wrapped);
+    Py_DECREF(wrapped);
+    if (pair == NULL) {
+        PyErr_Clear(); /* malformed: the exact path in Python names the error */
+        Py_RETURN_NONE;
+    }
+    PyObject *result;
+    if (PyList_CheckExact(pair) && PyList_GET_SIZE(pair) == 2) {
+        PyObject *tail = PyList_GET_ITEM(pair, 1);
+        if (PyBytes_CheckExact(tail) && PyBytes_GET_SIZE(tail) == secret_len &&
+            memcmp(PyBytes_AS_STRING(tail), PyBytes_AS_STRING(wrap_secret),
+                   (size_t)secret_len) == 0)
+            result = build_frame(PyList_GET_ITEM(pair, 0), 1);
+        else
+            result = Py_NewRef(Py_None);
+    }
+    else
+        result = Py_NewRef(Py_None);
+    Py_DECREF(pair);
+    return result;
+}
+
+/* The CBOR map of a frame's __dict__ (new reference) with seq overridden when not None. */
+static PyObject *
+frame_map(PyObject *d, PyObject *seq)
+{
+    PyObject *m = PyDict_New();
+    if (m == NULL)
+        return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *name, *v;
+    while (PyDict_Next(d, &pos, &name, &v)) {
+        PyObject *k = PyDict_GetItemWithError(key_of, name);
+        if (k == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetObject(PyExc_KeyError, name);
+            goto error;
+        }
+        PyObject *conv = NULL;
+        if (k == i_one) {
+            conv = PyDict_GetItemWithError(frame_type_ints, v);
+            if (conv == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetObject(PyExc_KeyError, v);
+                goto error;
+            }
+            Py_INCREF(conv);
+        }
+        else if (k == i_two || k == i_thirteen) {
+            conv = PyObject_GetAttr(v, s_value);
+            if (conv == NULL)
+                goto error;
+        }
+        else if (k == i_three && seq != Py_None) {
+            conv = Py_NewRef(seq);
+        }
+        int rc = PyDict_SetItem(m, k, conv != NULL ? conv : v);
+        Py_XDECREF(conv);
+        if (rc < 0)
+            goto error;
+    }
+    return m;
+error:
+    Py_DECREF(m);
+    return NULL;
+}
+
+/* encode_small(frame_dict, seq, max_frame) -> bytes | None: prefix and body of a frame
+ * without a large payload; None when the payload is large or the body exceeds a limit
+ * (Python's path then takes over, and names the error). */
+static PyObject *
+encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "encode_small(frame_dict, seq, max_frame)");
+        return NULL;
+    }
+    if (!configured) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure() was not called");
+        return NULL;
+    }
+    PyObject *d = args[0];
+    Py_ssize_t max_frame = PyLong_AsSsize_t(args[2]);
+    if (max_frame == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *payload = PyDict_GetItemWithError(d, s_payload);
+    if (payload != NULL && payload != Py_None) {
+        Py_ssize_t plen = PyObject_Length(payload);
+        if (plen < 0) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (plen >= 4096)
+            Py_RETURN_NONE;
+    }
+    else if (PyErr_Occurred())
+        return NULL;
+    PyObject *m = frame_map(d, args[1]);
+    if (m == NULL)
+        return NULL;
+    PyObject *body = PyObject_CallOneArg(dumps, m);
+    Py_DECREF(m);
+    if (body == NULL)
+        return NULL;
+    if (!PyBytes_CheckExact(body)) {
+        Py_DECREF(body);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyBytes_GET_SIZE(body);
+    if (n > max_frame || n > hard_cap || n > 0xFFFFFFFFL) {
+        Py_DECREF(body);
+        Py_RETURN_NONE;
+    }
+    PyObject *wire = PyBytes_FromStringAndSize(NULL, PREFIX_LEN + n);
+    if (wire == NULL) {
+        Py_DECREF(body);
+        return NULL;
+    }
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(wire);
+    out[0] = (unsigned char)((n >> 24) & 0xFF);
+    out[1] = (unsigned char)((n >> 16) & 0xFF);
+    out[2] = (unsigned char)((n >> 8) & 0xFF);
+    out[3] = (unsigned char)(n & 0xFF);
+    memcpy(out + PREFIX_LEN, PyBytes_AS_STRING(body), (size_t)n);
+    Py_DECREF(body);
+    return wire;
+}
+
+static PyMethodDef methods[] = {
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
+     "Hand over the codec's tables and callables (once, from _codec)."},
+    {"map_to_frame", map_to_frame, METH_O,
+     "A validated Frame from a decoded map, or None to let the Python path decide."},
+    {"decode_small", (PyCFunction)(void (*)(void))decode_small, METH_FASTCALL,
+     "decode_small(data, start, stop) -> Frame | None (small bodies only)."},
+    {"encode_small", (PyCFunction)(void (*)(void))encode_small, METH_FASTCALL,
+     "encode_small(frame_dict, seq, max_frame) -> bytes | None (small frames only)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_speedups",
+    "Compiled fast paths of the frame codec (optional; see _codec.py).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+#define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+    INTERN(s_dict, "__dict__");
+    INTERN(s_value, "value");
+    INTERN(s_version, "version");
+    INTERN(s_frame_type, "frame_type");
+    INTERN(s_id, "id");
+    INTERN(s_seq, "seq");
+    INTERN(s_output, "output");
+    INTERN(s_payload, "payload");
+#undef INTERN
+    /* Small ints are cached singletons, so key identity tests against these are exact. */
+    i_one = PyLong_FromLong(1);
+    i_two = PyLong_FromLong(2);
+    i_three = PyLong_FromLong(3);
+    i_thirteen = PyLong_FromLong(13);
+    object_new = PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__new__");
+    if (!i_one || !i_two || !i_three || !i_thirteen || !object_new)
+        return NULL;
+    return PyModule_Create(&module);
+}

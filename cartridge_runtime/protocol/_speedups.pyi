@@ -1,0 +1,26 @@
+"""Types of the optional compiled codec fast paths (``_speedups.c``)."""
+
+from typing import Any
+
+def configure(
+    *,
+    spec: dict[int, tuple[str, int]],
+    loads: Any,
+    dumps: Any,
+    wrap_secret: bytes,
+    frame_types: dict[Any, Any],
+    frame_type_ints: dict[Any, Any],
+    id_cache: dict[Any, Any],
+    new_id: Any,
+    frame_class: type,
+    checks: dict[Any, Any],
+    required: dict[Any, tuple[str, ...]],
+    key_of: dict[str, int],
+    stream_start: Any,
+    hard_cap: int,
+) -> None: ...
+def map_to_frame(m: Any, /) -> Any: ...
+def decode_small(data: bytes | bytearray | memoryview, start: int, stop: int, /) -> Any: ...
+def encode_small(
+    frame_dict: dict[str, Any], seq: int | None, max_frame: int, /
+) -> bytes | None: ...

@@ -1,0 +1,198 @@
+"""The compiled codec fast paths (``_speedups.c``) against the pure-Python codec.
+
+The C code may only ever answer "this frame" where the Python code gives the same frame, and
+"ask Python" otherwise; errors it raises come from the same Python callables. These tests run
+every recorded vector, mutated vectors and random CBOR maps through both paths and demand the
+same frame, the same bytes, or the same error (type and message). The rest of the suite runs
+with the compiled paths on (when built); one test reruns the codec suites with them off.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import cbor2
+import pytest
+from _frame_vectors import all_frames
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cartridge_runtime.protocol import (
+    Frame,
+    FrameType,
+    MessageId,
+    ProtocolError,
+    _codec,
+    decode_frame,
+    encode_frame,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILT = importlib.util.find_spec("cartridge_runtime.protocol._speedups") is not None
+needs_c = pytest.mark.skipif(not BUILT, reason="the C fast paths are not built here")
+FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+RAWS = [vf.raw for vf in all_frames() if vf.raw is not None]
+
+
+@contextmanager
+def pure() -> Iterator[None]:
+    """The pure-Python codec for the duration (the compiled hooks switched off)."""
+    saved = (_codec._c_map_to_frame, _codec._c_decode_small, _codec._c_encode_small)
+    _codec._c_map_to_frame = _codec._c_decode_small = _codec._c_encode_small = None
+    try:
+        yield
+    finally:
+        _codec._c_map_to_frame, _codec._c_decode_small, _codec._c_encode_small = saved
+
+
+def outcome(fn: Callable[[], Any]) -> Any:
+    """What ``fn()`` gives: its value, or ("raised", exception type, message)."""
+    try:
+        return fn()
+    except Exception as exc:  # compared, never swallowed: the caller asserts on it
+        return ("raised", type(exc), str(exc))
+
+
+def both(fn: Callable[[], Any]) -> tuple[Any, Any]:
+    compiled = outcome(fn)
+    with pure():
+        python = outcome(fn)
+    return compiled, python
+
+
+@needs_c
+def test_the_compiled_paths_are_in_use() -> None:
+    # Built here and not switched off: the suite exercises them (the next test turns them off).
+    assert os.environ.get(_codec.PURE_PYTHON_ENV) or _codec.speedups_enabled()
+
+
+def test_the_environment_switch_turns_them_off() -> None:
+    code = "from cartridge_runtime.protocol import _codec; print(_codec.speedups_enabled())"
+    env = dict(os.environ, **{_codec.PURE_PYTHON_ENV: "1"})
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"
+
+
+@needs_c
+@pytest.mark.parametrize("raw", RAWS, ids=range(len(RAWS)))
+def test_vectors_decode_and_encode_the_same(raw: bytes) -> None:
+    compiled, python = both(lambda: decode_frame(raw))
+    assert compiled == python
+    assert isinstance(compiled, Frame)
+    assert list(compiled.__dict__) == list(python.__dict__)  # same fields, same wire order
+    for seq in (None, 7):
+        c_bytes, p_bytes = both(lambda seq=seq: encode_frame(compiled, seq=seq))
+        assert c_bytes == p_bytes
+    assert encode_frame(compiled) == raw
+
+
+@needs_c
+@FAST
+@given(raw=st.sampled_from([r for r in RAWS if len(r) < 4096]), data=st.data())
+def test_mutated_vectors_give_the_same_frame_or_error(raw: bytes, data: st.DataObject) -> None:
+    buf = bytearray(raw)
+    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
+        i = data.draw(st.integers(min_value=4, max_value=len(buf) - 1))
+        buf[i] = data.draw(st.integers(min_value=0, max_value=255))
+    mutated = bytes(buf[:4]) + bytes(buf[4:])
+    compiled, python = both(lambda: decode_frame(mutated))
+    assert compiled == python
+    if isinstance(python, tuple):
+        assert issubclass(python[1], ProtocolError)
+
+
+_values = st.one_of(
+    st.integers(min_value=-(1 << 65), max_value=1 << 65),
+    st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19]),
+    st.text(max_size=8),
+    st.binary(max_size=20),
+    st.binary(min_size=16, max_size=16),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False),
+    st.dictionaries(st.one_of(st.text(max_size=6), st.integers()), st.integers(), max_size=3),
+    st.lists(st.integers(), max_size=2),
+)
+_keys = st.one_of(st.integers(min_value=-2, max_value=40), st.text(max_size=3), st.booleans())
+
+
+@st.composite
+def frame_like_maps(draw: st.DrawFn) -> dict[Any, Any]:
+    """Maps near a valid frame: the head keys usually right, the rest anything."""
+    m: dict[Any, Any] = {}
+    if draw(st.booleans()):
+        m[0] = draw(st.sampled_from([2, 1, -1, "2", None]))
+    if draw(st.integers(0, 9)):
+        m[1] = draw(st.sampled_from([int(t) for t in FrameType] + [99, -3, "x", None]))
+    if draw(st.integers(0, 9)):
+        m[2] = draw(st.one_of(st.binary(min_size=16, max_size=16), st.integers(0, 9), _values))
+    if draw(st.integers(0, 4)):
+        m[3] = draw(st.one_of(st.integers(0, 5), _values))
+    extra = draw(st.dictionaries(_keys, _values, max_size=6))
+    for k, v in extra.items():
+        m.setdefault(k, v)
+    if draw(st.booleans()):
+        m = dict(sorted(m.items(), key=lambda kv: (type(kv[0]) is not int, str(kv[0]))))
+    return m
+
+
+@needs_c
+@FAST
+@given(m=frame_like_maps())
+def test_random_maps_build_the_same_frame_or_error(m: dict[Any, Any]) -> None:
+    compiled, python = both(lambda: _codec.map_to_frame(dict(m)))
+    assert compiled == python
+    if isinstance(python, Frame):
+        assert list(compiled.__dict__) == list(python.__dict__)
+    # And through the whole small-body path, from bytes.
+    try:
+        body = cbor2.dumps(m)
+    except (TypeError, ValueError, cbor2.CBOREncodeError):
+        return
+    wire = len(body).to_bytes(4, "big") + body
+    compiled, python = both(lambda: decode_frame(wire))
+    assert compiled == python
+
+
+@needs_c
+def test_ids_are_shared_through_the_cache_on_both_paths() -> None:
+    rid = MessageId(bytes(range(16)))
+    wire = encode_frame(Frame(frame_type=FrameType.END, id=rid))
+    first = decode_frame(wire)
+    with pure():
+        second = decode_frame(wire)
+    assert first.id == second.id == rid
+    assert first.id is second.id  # one MessageId object per id value
+
+
+@needs_c
+def test_an_oversize_frame_is_still_refused_by_name() -> None:
+    frame = Frame(frame_type=FrameType.LOG, id=MessageId(1), meta={"level": "info", "m": "x" * 200})
+    compiled, python = both(lambda: encode_frame(frame, max_frame=64))
+    assert compiled == python
+    assert compiled[0] == "raised" and "exceeds max_frame" in compiled[2]
+
+
+@needs_c
+@pytest.mark.slow
+def test_codec_suites_pass_on_the_pure_python_path() -> None:
+    env = dict(os.environ, **{_codec.PURE_PYTHON_ENV: "1"})
+    suites = ["tests/test_codec.py", "tests/test_frame_vectors.py", "tests/test_codec_fuzz.py"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suites],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
