@@ -121,6 +121,38 @@ class _FdWriteLoops:
                     views[i] = views[i][n:]
                     n = 0
 
+    def write_now(self, parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
+        """Write as much of ``parts`` as the pipe takes without blocking; returns the rest
+        (the first buffer possibly cut), ``[]`` when everything was written.
+
+        :raises anyio.BrokenResourceError: the reading end is gone.
+        """
+        if self.closed:
+            raise anyio.ClosedResourceError
+        pos = 0
+        end = len(parts)
+        while pos < end:
+            chunk = parts[pos : pos + IOV_MAX]
+            try:
+                n = os.writev(self.fd, chunk)
+            except BlockingIOError:
+                return parts[pos:]
+            except self._broken as exc:
+                raise anyio.BrokenResourceError(str(exc)) from exc
+            if n == sum(map(len, chunk)):  # the usual case: the pipe took all of it
+                pos += len(chunk)
+                continue
+            for buf in chunk:
+                size = len(buf)
+                if n >= size:
+                    n -= size
+                    pos += 1
+                else:
+                    rest = parts[pos:]
+                    rest[0] = memoryview(buf)[n:]
+                    return rest
+        return []
+
 
 # --- the engine's side: pipes it made and owns ----------------------------------------------
 
@@ -163,38 +195,6 @@ class FdWriter(_FdWriteLoops):
     send_all = _FdWriteLoops._writev_all
     #: ``await send(item)``: all of one buffer.
     send = _FdWriteLoops._write_all
-
-    def write_now(self, parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
-        """Write as much of ``parts`` as the pipe takes without blocking; returns the rest
-        (the first buffer possibly cut), ``[]`` when everything was written.
-
-        :raises anyio.BrokenResourceError: the reading end is gone.
-        """
-        if self.closed:
-            raise anyio.ClosedResourceError
-        pos = 0
-        end = len(parts)
-        while pos < end:
-            chunk = parts[pos : pos + IOV_MAX]
-            try:
-                n = os.writev(self.fd, chunk)
-            except BlockingIOError:
-                return parts[pos:]
-            except OSError as exc:
-                raise anyio.BrokenResourceError(str(exc)) from exc
-            if n == sum(map(len, chunk)):  # the usual case: the pipe took all of it
-                pos += len(chunk)
-                continue
-            for buf in chunk:
-                size = len(buf)
-                if n >= size:
-                    n -= size
-                    pos += 1
-                else:
-                    rest = parts[pos:]
-                    rest[0] = memoryview(buf)[n:]
-                    return rest
-        return []
 
     def close(self) -> None:
         if not self.closed:

@@ -57,6 +57,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("cartridge_runtime.engine")
 
 _pack_len = struct.Struct(">I").pack
+#: Frames whose payload is under this size are encoded as one buffer, prefix included; larger
+#: ones as prefix + body, so the payload is copied once (the codec's copy-once threshold).
+_SMALL_PAYLOAD = 4096
 #: How long a cartridge whose stdout closed may take to exit before it is killed.
 _EXIT_WAIT = 0.5
 #: Request ids remembered after their flow ended, to tell stragglers from unroutable frames.
@@ -194,6 +197,14 @@ class Connection:
         """
         if self.state in ("dead", "failed"):
             self.counters.drops += 1
+            return
+        payload = numbered.payload
+        if payload is None or len(payload) < _SMALL_PAYLOAD:
+            # A small frame is one buffer, prefix included (the codec's fastest path).
+            self._out.append(P.encode_frame(numbered, self.limits.max_frame, seq))
+            if not self._hold and not self._kicked:
+                self._kicked = True
+                self._wake.set()
             return
         body = P.encode_body(numbered, seq)
         if len(body) > self.limits.max_frame:

@@ -323,11 +323,8 @@ class InputPackage:
             await self._event.wait()
         return self._streams[index]
 
-    async def __aiter__(self) -> AsyncIterator[InputStream]:
-        i = 0
-        while (s := await self._stream_at(i)) is not None:
-            yield s
-            i += 1
+    def __aiter__(self) -> AsyncIterator[InputStream]:
+        return _PackageIterator(self)
 
     async def streams(self) -> list[InputStream]:
         """Every stream, once the request body is complete."""
@@ -394,6 +391,39 @@ class InputPackage:
         :raises InputDecodeError: not valid UTF-8.
         """
         return _utf8(await self.require_stream(media_urn), media_urn)
+
+
+class _PackageIterator:
+    """``async for stream in package``: each stream as it arrives, from the first.
+
+    A plain iterator object rather than an async generator: nothing to finalize when a caller
+    stops after the first stream (the common "main input" case), so no ``aclose`` round trip
+    through the event loop's async-generator hooks. ``aclose`` exists for code that wraps any
+    async iterator in :func:`contextlib.aclosing`.
+    """
+
+    __slots__ = ("_index", "_package")
+
+    def __init__(self, package: InputPackage) -> None:
+        self._package: InputPackage | None = package
+        self._index = 0
+
+    def __aiter__(self) -> _PackageIterator:
+        return self
+
+    async def __anext__(self) -> InputStream:
+        package = self._package
+        if package is None:
+            raise StopAsyncIteration
+        s = await package._stream_at(self._index)
+        if s is None:
+            raise StopAsyncIteration
+        self._index += 1
+        return s
+
+    async def aclose(self) -> None:
+        """Stop iterating: later ``__anext__`` calls end at once, as a closed generator's do."""
+        self._package = None
 
 
 def package_from_bytes(inputs: list[tuple[str, bytes]]) -> InputPackage:
