@@ -9,6 +9,7 @@ request's :class:`Reporter` and never wait for credit.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -55,6 +56,49 @@ class OutputBackend(Protocol):
     async def close(self) -> None: ...
 
 
+class _Gate:
+    """The mutual exclusion of one output's emissions (tasks of one handler may share it).
+
+    Cheaper than :class:`anyio.Lock` where it matters, the uncontended case: entering is a
+    flag test, with no event-loop call. A contended entry waits on an event, and the gate
+    passes straight to the next waiter (FIFO) on exit. A waiter cancelled after being handed
+    the gate hands it on, so cancellation never leaves it held.
+    """
+
+    __slots__ = ("_held", "_waiters")
+
+    def __init__(self) -> None:
+        self._held = False
+        self._waiters: collections.deque[anyio.Event] | None = None
+
+    async def __aenter__(self) -> None:
+        if not self._held:
+            self._held = True
+            return
+        if self._waiters is None:
+            self._waiters = collections.deque()
+        turn = anyio.Event()
+        self._waiters.append(turn)
+        try:
+            await turn.wait()
+        except BaseException:
+            if turn.is_set():
+                self._release()  # handed over as we were cancelled: pass it on
+            else:
+                self._waiters.remove(turn)
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        waiters = self._waiters
+        if waiters:
+            waiters.popleft().set()  # stays held: it is the next waiter's now
+        else:
+            self._held = False
+
+
 class OutputStream:
     """One output of the response.
 
@@ -68,7 +112,7 @@ class OutputStream:
         self.spec = spec
         self._backend = backend
         self._reporter = reporter
-        self._lock = anyio.Lock(fast_acquire=True)  # no yield when free: fewer loop turns
+        self._lock = _Gate()
         self.started = False
         self.closed = False
         self.is_sequence = spec.is_sequence

@@ -91,6 +91,12 @@ class ThreadProxy:
 KEEPALIVE_INTERVAL = 10.0
 
 
+#: ``perform`` function -> whether it is a coroutine function (inspect's answer, which costs
+#: more than a small request's dispatch, asked once per handler class). Bounded.
+_IS_ASYNC: dict[Any, bool] = {}
+_IS_ASYNC_MAX = 1024
+
+
 async def run_perform(
     op: Op, dry: DryContext, wet: WetContext, cancelled: Callable[[], bool]
 ) -> None:
@@ -100,8 +106,16 @@ async def run_perform(
     out every :data:`KEEPALIVE_INTERVAL` seconds, so the host sees the request is alive even
     when the handler itself stays quiet.
     """
-    if inspect.iscoroutinefunction(op.perform):
-        await op.perform(dry, wet)
+    perform = op.perform
+    func = getattr(perform, "__func__", perform)
+    is_async = _IS_ASYNC.get(func)
+    if is_async is None:
+        is_async = inspect.iscoroutinefunction(perform)
+        if len(_IS_ASYNC) >= _IS_ASYNC_MAX:
+            _IS_ASYNC.clear()
+        _IS_ASYNC[func] = is_async
+    if is_async:
+        await perform(dry, wet)
         return
     req = wet.request
     proxied = wet.derive()
