@@ -196,3 +196,86 @@ def test_codec_suites_pass_on_the_pure_python_path() -> None:
         text=True,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(1 << 70), max_value=1 << 70),
+    st.floats(),  # NaN and the infinities included: cbor2 writes them in half precision
+    st.text(max_size=10),
+    st.binary(max_size=10),
+)
+cbor_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    ),
+    max_leaves=12,
+)
+RID = bytes(range(16))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, with NaN equal to itself (frames holding NaN compare unequal to themselves)."""
+    return a == b or repr(a) == repr(b)
+
+
+@needs_c
+@FAST
+@given(meta=st.dictionaries(st.text(max_size=6), cbor_values, max_size=4), seq=st.integers(0, 9))
+def test_meta_of_any_shape_encodes_to_the_same_bytes(meta: dict[str, Any], seq: int) -> None:
+    frame = Frame(frame_type=FrameType.END, id=MessageId(RID), meta=meta)
+    compiled, python = both(lambda: encode_frame(frame, seq=seq))
+    assert compiled == python
+
+
+@needs_c
+@FAST
+@given(meta=cbor_values, canonical=st.booleans())
+def test_meta_of_any_shape_decodes_to_the_same_frame(meta: Any, canonical: bool) -> None:
+    # canonical=True writes floats in their shortest form (half and single precision too).
+    body = cbor2.dumps({0: 2, 1: int(FrameType.END), 2: RID, 3: 0, 5: meta}, canonical=canonical)
+    wire = len(body).to_bytes(4, "big") + body
+    compiled, python = both(lambda: decode_frame(wire))
+    assert _same(compiled, python)
+
+
+# CBOR the direct reader leaves to cbor2: each must still decode the same on both paths.
+_META_BODIES = {
+    "indefinite array": b"\xa1\x61a\x9f\x01\x02\xff",
+    "indefinite text": b"\xa1\x61a\x7f\x61b\x61c\xff",
+    "tag 1 (epoch time)": b"\xa1\x61a\xc1\x1a\x00\x01\x00\x00",
+    "undefined": b"\xa1\x61a\xf7",
+    "simple value 16": b"\xa1\x61a\xf0",
+    "half float": b"\xa1\x61a\xf9\x3c\x00",
+    "single float": b"\xa1\x61a\xfa\x3f\xc0\x00\x00",
+    "integer key": b"\xa1\x01\x02",
+    "array key": b"\xa1\x81\x01\x02",
+    "invalid UTF-8": b"\xa1\x61a\x62\xff\xfe",
+    "non-shortest int": b"\xa1\x61a\x18\x05",
+    "-2**64": b"\xa1\x61a\x3b\xff\xff\xff\xff\xff\xff\xff\xff",
+    "truncated": b"\xa1\x61a\x62\x61",
+    "duplicate key": b"\xa2\x61a\x01\x61a\x02",
+}
+
+
+@needs_c
+@pytest.mark.parametrize("meta", list(_META_BODIES.values()), ids=list(_META_BODIES))
+def test_cbor_outside_the_direct_reader_decodes_the_same(meta: bytes) -> None:
+    head = cbor2.dumps({0: 2, 1: int(FrameType.END), 2: RID, 3: 0})
+    body = bytes([head[0] + 1]) + head[1:] + b"\x05" + meta  # one more entry: key 5
+    wire = len(body).to_bytes(4, "big") + body
+    compiled, python = both(lambda: decode_frame(wire))
+    assert _same(compiled, python)
+
+
+@needs_c
+@pytest.mark.parametrize("extra", [b"", b"\x00", b"\xa0"], ids=["exact", "trailing", "two maps"])
+def test_trailing_bytes_are_refused_the_same_way(extra: bytes) -> None:
+    body = cbor2.dumps({0: 2, 1: int(FrameType.END), 2: RID, 3: 0}) + extra
+    wire = len(body).to_bytes(4, "big") + body
+    compiled, python = both(lambda: decode_frame(wire))
+    assert compiled == python
+    assert isinstance(compiled, Frame) == (not extra)

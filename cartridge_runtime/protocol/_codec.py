@@ -113,9 +113,7 @@ def _load_speedups() -> bool:
         return False
     _speedups.configure(
         spec={k: (name, _c_kind(k, typ)) for k, (name, typ) in _SPEC.items()},
-        loads=_loads,
         dumps=_dumps,
-        wrap_secret=_WRAP_SECRET,
         frame_types=_FRAME_TYPES,
         frame_type_ints=_FT_INT,
         id_cache=_ID_CACHE,

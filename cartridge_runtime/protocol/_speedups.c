@@ -12,6 +12,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* Value kinds of the key table (must match _codec._C_KINDS). */
@@ -23,33 +25,31 @@ enum { K_INT = 0, K_STR = 1, K_BOOL = 2, K_META = 3, K_BYTES = 4, K_ID = 5, K_CH
 static int configured = 0;
 static PyObject *key_name[MAX_KEY];    /* key number -> interned field name, or NULL */
 static int key_kind[MAX_KEY];
-static PyObject *loads;                /* cbor2.loads */
 static PyObject *dumps;                /* cbor2.dumps */
-static PyObject *wrap_secret;          /* bytes: second item of the small-body wrapper */
 static PyObject *frame_types;          /* dict int -> FrameType */
 static PyObject *frame_type_ints;      /* dict FrameType -> int */
 static PyObject *id_cache;             /* dict bytes|int -> MessageId (shared with Python) */
 static PyObject *new_id;               /* callable(key, value) -> MessageId, may raise */
 static PyObject *frame_class;          /* Frame */
-static PyObject *object_new;           /* object.__new__ */
 static PyObject *checks;               /* dict FrameType -> check(frame) */
 static PyObject *required;             /* dict FrameType -> tuple of names that pass it */
 static PyObject *key_of;               /* dict name -> int key */
 static PyObject *stream_start;         /* FrameType.STREAM_START */
 static Py_ssize_t hard_cap;
-static PyObject *s_dict, *s_value, *s_version, *s_frame_type, *s_id, *s_seq, *s_output,
+static PyObject *empty_tuple;
+static PyObject *s_value, *s_version, *s_frame_type, *s_id, *s_seq, *s_output,
     *s_payload, *i_one, *i_two, *i_three, *i_thirteen;
 
 static PyObject *
 configure(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"spec", "loads", "dumps", "wrap_secret", "frame_types",
+    static char *names[] = {"spec", "dumps", "frame_types",
                             "frame_type_ints", "id_cache", "new_id", "frame_class",
                             "checks", "required", "key_of", "stream_start", "hard_cap", NULL};
-    PyObject *spec, *l, *du, *ws, *ft, *fti, *ic, *ni, *fc, *ck, *rq, *ko, *ss;
+    PyObject *spec, *du, *ft, *fti, *ic, *ni, *fc, *ck, *rq, *ko, *ss;
     Py_ssize_t cap;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OOO!O!O!O!OOO!O!O!On", names,
-                                     &PyDict_Type, &spec, &l, &du, &PyBytes_Type, &ws,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!O!O!OOO!O!O!On", names,
+                                     &PyDict_Type, &spec, &du,
                                      &PyDict_Type, &ft, &PyDict_Type, &fti, &PyDict_Type, &ic,
                                      &ni, &fc, &PyDict_Type, &ck, &PyDict_Type, &rq,
                                      &PyDict_Type, &ko, &ss, &cap))
@@ -78,13 +78,15 @@ configure(PyObject *self, PyObject *args, PyObject *kw)
         key_kind[k] = (int)kind;
     }
 #define KEEP(var, val) do { Py_INCREF(val); Py_XSETREF(var, val); } while (0)
-    KEEP(loads, l);
     KEEP(dumps, du);
-    KEEP(wrap_secret, ws);
     KEEP(frame_types, ft);
     KEEP(frame_type_ints, fti);
     KEEP(id_cache, ic);
     KEEP(new_id, ni);
+    if (!PyType_Check(fc)) {
+        PyErr_SetString(PyExc_TypeError, "frame_class must be a class");
+        return NULL;
+    }
     KEEP(frame_class, fc);
     KEEP(checks, ck);
     KEEP(required, rq);
@@ -106,6 +108,336 @@ text_keys(PyObject *m)
         if (!PyUnicode_CheckExact(k))
             return 0;
     return 1;
+}
+
+
+/* ---- a direct CBOR reader for frame bodies ------------------------------------------------
+ * Reads the subset of CBOR that frames use (definite-length maps, arrays, byte and text
+ * strings, integers within 64 bits, true/false/null, floats) into the same Python objects
+ * cbor2 builds, straight from the buffer. Anything else (tags, indefinite lengths, undefined,
+ * invalid UTF-8, non-scalar map keys, deep nesting, truncation, trailing bytes) makes it give
+ * up, and the caller lets cbor2 and the Python path read the body and name any error. */
+
+#define GIVE_UP ((PyObject *)1) /* not an object: "let Python decide" */
+#define MAX_DEPTH 8
+
+typedef struct {
+    const unsigned char *p;
+    const unsigned char *end;
+} Reader;
+
+/* Major type and argument of the next item; 0 when unsupported or truncated. */
+static int
+read_head(Reader *r, int *major, uint64_t *arg, int *info)
+{
+    if (r->p >= r->end)
+        return 0;
+    unsigned char b = *r->p++;
+    *major = b >> 5;
+    *info = b & 31;
+    int extra;
+    if (*info < 24) {
+        *arg = (uint64_t)*info;
+        return 1;
+    }
+    switch (*info) {
+    case 24: extra = 1; break;
+    case 25: extra = 2; break;
+    case 26: extra = 4; break;
+    case 27: extra = 8; break;
+    default: return 0; /* indefinite length or reserved */
+    }
+    if (r->end - r->p < extra)
+        return 0;
+    uint64_t v = 0;
+    for (int i = 0; i < extra; i++)
+        v = (v << 8) | r->p[i];
+    r->p += extra;
+    *arg = v;
+    return 1;
+}
+
+/* The next item as a new reference, GIVE_UP, or NULL with an exception set. */
+static PyObject *
+read_item(Reader *r, int depth)
+{
+    int major, info;
+    uint64_t arg;
+    if (!read_head(r, &major, &arg, &info))
+        return GIVE_UP;
+    switch (major) {
+    case 0:
+        return PyLong_FromUnsignedLongLong(arg);
+    case 1:
+        if (arg > (uint64_t)LLONG_MAX)
+            return GIVE_UP;
+        return PyLong_FromLongLong(-1 - (long long)arg);
+    case 2:
+    case 3: {
+        if (arg > (uint64_t)(r->end - r->p))
+            return GIVE_UP;
+        const char *start = (const char *)r->p;
+        r->p += arg;
+        if (major == 2)
+            return PyBytes_FromStringAndSize(start, (Py_ssize_t)arg);
+        PyObject *text = PyUnicode_DecodeUTF8(start, (Py_ssize_t)arg, "strict");
+        if (text == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            return GIVE_UP;
+        }
+        return text;
+    }
+    case 4: {
+        if (depth >= MAX_DEPTH || arg > (uint64_t)(r->end - r->p))
+            return GIVE_UP; /* every item takes at least one byte */
+        PyObject *list = PyList_New((Py_ssize_t)arg);
+        if (list == NULL)
+            return NULL;
+        for (Py_ssize_t i = 0; i < (Py_ssize_t)arg; i++) {
+            PyObject *item = read_item(r, depth + 1);
+            if (item == NULL || item == GIVE_UP) {
+                Py_DECREF(list);
+                return item;
+            }
+            PyList_SET_ITEM(list, i, item);
+        }
+        return list;
+    }
+    case 5: {
+        if (depth >= MAX_DEPTH || arg > (uint64_t)(r->end - r->p) / 2)
+            return GIVE_UP;
+        PyObject *map = PyDict_New();
+        if (map == NULL)
+            return NULL;
+        for (uint64_t i = 0; i < arg; i++) {
+            PyObject *key = read_item(r, depth + 1);
+            if (key == NULL || key == GIVE_UP) {
+                Py_DECREF(map);
+                return key;
+            }
+            if (!PyLong_CheckExact(key) && !PyUnicode_CheckExact(key)) {
+                Py_DECREF(key); /* cbor2 turns other keys into immutable forms */
+                Py_DECREF(map);
+                return GIVE_UP;
+            }
+            PyObject *value = read_item(r, depth + 1);
+            if (value == NULL || value == GIVE_UP) {
+                Py_DECREF(key);
+                Py_DECREF(map);
+                return value;
+            }
+            int rc = PyDict_SetItem(map, key, value);
+            Py_DECREF(key);
+            Py_DECREF(value);
+            if (rc < 0) {
+                Py_DECREF(map);
+                return NULL;
+            }
+        }
+        return map;
+    }
+    case 7:
+        switch (info) {
+        case 20: Py_RETURN_FALSE;
+        case 21: Py_RETURN_TRUE;
+        case 22: Py_RETURN_NONE;
+        case 25: {
+            unsigned char b[2] = {(unsigned char)(arg >> 8), (unsigned char)arg};
+            double d = PyFloat_Unpack2((const char *)b, 0);
+            if (d == -1.0 && PyErr_Occurred())
+                return NULL;
+            return PyFloat_FromDouble(d);
+        }
+        case 26: {
+            unsigned char b[4];
+            for (int i = 0; i < 4; i++)
+                b[i] = (unsigned char)(arg >> (24 - 8 * i));
+            double d = PyFloat_Unpack4((const char *)b, 0);
+            if (d == -1.0 && PyErr_Occurred())
+                return NULL;
+            return PyFloat_FromDouble(d);
+        }
+        case 27: {
+            unsigned char b[8];
+            for (int i = 0; i < 8; i++)
+                b[i] = (unsigned char)(arg >> (56 - 8 * i));
+            double d = PyFloat_Unpack8((const char *)b, 0);
+            if (d == -1.0 && PyErr_Occurred())
+                return NULL;
+            return PyFloat_FromDouble(d);
+        }
+        default:
+            return GIVE_UP; /* undefined, other simple values */
+        }
+    default:
+        return GIVE_UP; /* tags */
+    }
+}
+
+/* ---- a direct CBOR writer for small frames --------------------------------------------------
+ * Writes exactly what cbor2.dumps writes for the types frames hold (shortest integer heads,
+ * definite lengths, finite floats as 8 bytes, maps in insertion order). Any other type or
+ * value (subclasses, non-finite floats, integers beyond 64 bits, deep nesting) makes it give
+ * up, and the caller uses cbor2. */
+
+typedef struct {
+    unsigned char *buf;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+    unsigned char small[512];
+} Writer;
+
+static int
+w_reserve(Writer *w, Py_ssize_t more)
+{
+    if (w->len + more <= w->cap)
+        return 1;
+    Py_ssize_t cap = w->cap * 2;
+    while (cap < w->len + more)
+        cap *= 2;
+    unsigned char *nb;
+    if (w->buf == w->small) {
+        nb = PyMem_Malloc((size_t)cap);
+        if (nb != NULL)
+            memcpy(nb, w->buf, (size_t)w->len);
+    }
+    else
+        nb = PyMem_Realloc(w->buf, (size_t)cap);
+    if (nb == NULL) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    w->buf = nb;
+    w->cap = cap;
+    return 1;
+}
+
+static int
+w_head(Writer *w, int major, uint64_t arg)
+{
+    if (!w_reserve(w, 9))
+        return 0;
+    unsigned char *o = w->buf + w->len;
+    unsigned char m = (unsigned char)(major << 5);
+    if (arg < 24) {
+        o[0] = m | (unsigned char)arg;
+        w->len += 1;
+    }
+    else if (arg < 0x100) {
+        o[0] = m | 24;
+        o[1] = (unsigned char)arg;
+        w->len += 2;
+    }
+    else if (arg < 0x10000) {
+        o[0] = m | 25;
+        o[1] = (unsigned char)(arg >> 8);
+        o[2] = (unsigned char)arg;
+        w->len += 3;
+    }
+    else if (arg < 0x100000000ULL) {
+        o[0] = m | 26;
+        for (int i = 0; i < 4; i++)
+            o[1 + i] = (unsigned char)(arg >> (24 - 8 * i));
+        w->len += 5;
+    }
+    else {
+        o[0] = m | 27;
+        for (int i = 0; i < 8; i++)
+            o[1 + i] = (unsigned char)(arg >> (56 - 8 * i));
+        w->len += 9;
+    }
+    return 1;
+}
+
+static int
+w_raw(Writer *w, const void *data, Py_ssize_t n)
+{
+    if (!w_reserve(w, n))
+        return 0;
+    memcpy(w->buf + w->len, data, (size_t)n);
+    w->len += n;
+    return 1;
+}
+
+/* 1 written, 0 error (exception set), -1 give up. */
+static int
+write_item(Writer *w, PyObject *v, int depth)
+{
+    if (v == Py_True || v == Py_False || v == Py_None) {
+        unsigned char b = v == Py_True ? 0xf5 : v == Py_False ? 0xf4 : 0xf6;
+        return w_raw(w, &b, 1);
+    }
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow == 0) {
+            if (x >= 0)
+                return w_head(w, 0, (uint64_t)x);
+            return w_head(w, 1, (uint64_t)(-1 - x));
+        }
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(v);
+            if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return -1;
+            }
+            return w_head(w, 0, u);
+        }
+        return -1; /* below -2**63: cbor2 decides */
+    }
+    if (PyUnicode_CheckExact(v)) {
+        Py_ssize_t n;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(v, &n);
+        if (utf8 == NULL) {
+            PyErr_Clear(); /* e.g. lone surrogates: cbor2 raises its own error */
+            return -1;
+        }
+        return w_head(w, 3, (uint64_t)n) ? w_raw(w, utf8, n) : 0;
+    }
+    if (PyBytes_CheckExact(v)) {
+        Py_ssize_t n = PyBytes_GET_SIZE(v);
+        return w_head(w, 2, (uint64_t)n) ? w_raw(w, PyBytes_AS_STRING(v), n) : 0;
+    }
+    if (PyFloat_CheckExact(v)) {
+        double d = PyFloat_AS_DOUBLE(v);
+        if (!isfinite(d))
+            return -1; /* cbor2 writes NaN and infinities in half precision */
+        unsigned char b[9];
+        b[0] = 0xfb;
+        if (PyFloat_Pack8(d, (char *)b + 1, 0) < 0)
+            return 0;
+        return w_raw(w, b, 9);
+    }
+    if (depth >= MAX_DEPTH)
+        return -1;
+    if (PyDict_CheckExact(v)) {
+        if (!w_head(w, 5, (uint64_t)PyDict_GET_SIZE(v)))
+            return 0;
+        Py_ssize_t pos = 0;
+        PyObject *k, *x;
+        while (PyDict_Next(v, &pos, &k, &x)) {
+            int rc = write_item(w, k, depth + 1);
+            if (rc != 1)
+                return rc;
+            rc = write_item(w, x, depth + 1);
+            if (rc != 1)
+                return rc;
+        }
+        return 1;
+    }
+    if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+        PyObject **items = PySequence_Fast_ITEMS(v);
+        if (!w_head(w, 4, (uint64_t)n))
+            return 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int rc = write_item(w, items[i], depth + 1);
+            if (rc != 1)
+                return rc;
+        }
+        return 1;
+    }
+    return -1;
 }
 
 /* A Frame from a decoded map (new reference), Py_None (new reference) to let Python decide,
@@ -205,10 +537,12 @@ build_frame(PyObject *m, int validate)
         goto error;
     if (PyDict_SetItem(d, s_frame_type, ftype) < 0) /* same slot: wire order kept */
         goto error;
-    PyObject *frame = PyObject_CallOneArg(object_new, frame_class);
+    /* object.__new__(Frame), then its __dict__ set to d: no __init__, as in _codec. */
+    PyTypeObject *ftype_obj = (PyTypeObject *)frame_class;
+    PyObject *frame = PyBaseObject_Type.tp_new(ftype_obj, empty_tuple, NULL);
     if (frame == NULL)
         goto error;
-    if (PyObject_GenericSetAttr(frame, s_dict, d) < 0) {
+    if (PyObject_GenericSetDict(frame, d, NULL) < 0) {
         Py_DECREF(frame);
         goto error;
     }
@@ -264,7 +598,7 @@ map_to_frame(PyObject *self, PyObject *m)
 }
 
 /* decode_small(data, start, stop) -> Frame | None: the small-body path of
- * _codec.decode_range (the body wrapped in a 2-array whose second item is a secret). */
+ * _codec.decode_range, read with the direct reader above (no cbor2 call, no copy). */
 static PyObject *
 decode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -288,39 +622,20 @@ decode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "decode_small: range outside the data");
         return NULL;
     }
-    Py_ssize_t n = stop - start;
-    Py_ssize_t secret_len = PyBytes_GET_SIZE(wrap_secret);
-    /* 0x82: array of 2; the body; 0x40|len: a byte string of len < 24; the secret. */
-    PyObject *wrapped = PyBytes_FromStringAndSize(NULL, 1 + n + 1 + secret_len);
-    if (wrapped == NULL) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    char *out = PyBytes_AS_STRING(wrapped);
-    out[0] = (char)0x82;
-    memcpy(out + 1, (const char *)view.buf + start, (size_t)n);
+    Reader r = {(const unsigned char *)view.buf + start, (const unsigned char *)view.buf + stop};
+    PyObject *m = read_item(&r, 0);
+    int whole = r.p == r.end;
     PyBuffer_Release(&view);
-    out[1 + n] = (char)(0x40 | secret_len);
-    memcpy(out + 2 + n, PyBytes_AS_STRING(wrap_secret), (size_t)secret_len);
-    PyObject *pair = PyObject_CallOneArg(loads, wrapped);
-    Py_DECREF(wrapped);
-    if (pair == NULL) {
-        PyErr_Clear(); /* malformed: the exact path in Python names the error */
+    if (m == NULL)
+        return NULL;
+    if (m == GIVE_UP)
+        Py_RETURN_NONE; /* outside the subset: cbor2 reads it */
+    if (!whole || !PyDict_CheckExact(m)) {
+        Py_DECREF(m); /* trailing bytes, or not a map: the exact path names the error */
         Py_RETURN_NONE;
     }
-    PyObject *result;
-    if (PyList_CheckExact(pair) && PyList_GET_SIZE(pair) == 2) {
-        PyObject *tail = PyList_GET_ITEM(pair, 1);
-        if (PyBytes_CheckExact(tail) && PyBytes_GET_SIZE(tail) == secret_len &&
-            memcmp(PyBytes_AS_STRING(tail), PyBytes_AS_STRING(wrap_secret),
-                   (size_t)secret_len) == 0)
-            result = build_frame(PyList_GET_ITEM(pair, 0), 1);
-        else
-            result = Py_NewRef(Py_None);
-    }
-    else
-        result = Py_NewRef(Py_None);
-    Py_DECREF(pair);
+    PyObject *result = build_frame(m, 1);
+    Py_DECREF(m);
     return result;
 }
 
@@ -404,6 +719,35 @@ encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *m = frame_map(d, args[1]);
     if (m == NULL)
         return NULL;
+    Writer w;
+    w.buf = w.small;
+    w.len = PREFIX_LEN; /* the prefix is filled in last */
+    w.cap = (Py_ssize_t)sizeof w.small;
+    int rc = write_item(&w, m, 0);
+    PyObject *wire = NULL;
+    if (rc == 1) {
+        Py_ssize_t n = w.len - PREFIX_LEN;
+        if (n <= max_frame && n <= hard_cap && n <= 0xFFFFFFFFL) {
+            w.buf[0] = (unsigned char)((n >> 24) & 0xFF);
+            w.buf[1] = (unsigned char)((n >> 16) & 0xFF);
+            w.buf[2] = (unsigned char)((n >> 8) & 0xFF);
+            w.buf[3] = (unsigned char)(n & 0xFF);
+            wire = PyBytes_FromStringAndSize((const char *)w.buf, w.len);
+        }
+        else
+            wire = Py_NewRef(Py_None); /* over a limit: Python raises the error */
+    }
+    if (w.buf != w.small)
+        PyMem_Free(w.buf);
+    if (rc == 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (rc == 1) {
+        Py_DECREF(m);
+        return wire;
+    }
+    /* A value outside the writer's subset: cbor2 encodes it (and raises what it raises). */
     PyObject *body = PyObject_CallOneArg(dumps, m);
     Py_DECREF(m);
     if (body == NULL)
@@ -417,7 +761,7 @@ encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(body);
         Py_RETURN_NONE;
     }
-    PyObject *wire = PyBytes_FromStringAndSize(NULL, PREFIX_LEN + n);
+    wire = PyBytes_FromStringAndSize(NULL, PREFIX_LEN + n);
     if (wire == NULL) {
         Py_DECREF(body);
         return NULL;
@@ -453,7 +797,6 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
 #define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
-    INTERN(s_dict, "__dict__");
     INTERN(s_value, "value");
     INTERN(s_version, "version");
     INTERN(s_frame_type, "frame_type");
@@ -467,8 +810,8 @@ PyInit__speedups(void)
     i_two = PyLong_FromLong(2);
     i_three = PyLong_FromLong(3);
     i_thirteen = PyLong_FromLong(13);
-    object_new = PyObject_GetAttrString((PyObject *)&PyBaseObject_Type, "__new__");
-    if (!i_one || !i_two || !i_three || !i_thirteen || !object_new)
+    empty_tuple = PyTuple_New(0);
+    if (!i_one || !i_two || !i_three || !i_thirteen || !empty_tuple)
         return NULL;
     return PyModule_Create(&module);
 }

@@ -5,9 +5,7 @@ from typing import Any
 def configure(
     *,
     spec: dict[int, tuple[str, int]],
-    loads: Any,
     dumps: Any,
-    wrap_secret: bytes,
     frame_types: dict[Any, Any],
     frame_type_ints: dict[Any, Any],
     id_cache: dict[Any, Any],
