@@ -10,9 +10,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._checksum import checksum as _checksum
-from ._constants import REQ_CONTENT_TYPE, FrameType, NetworkPolicy
-from ._frame import ZERO_ID, Frame, MessageId
+from ._constants import PROTOCOL_VERSION, REQ_CONTENT_TYPE, FrameType, NetworkPolicy
+from ._frame import ZERO_ID, Frame, MessageId, _from_fields
 from ._limits import Limits
+
+_STREAM_START = FrameType.STREAM_START
+_CHUNK = FrameType.CHUNK
+_STREAM_END = FrameType.STREAM_END
+_END = FrameType.END
 
 
 def hello(limits: Limits, *, manifest: bytes | None = None, pools: bytes | None = None) -> Frame:
@@ -51,18 +56,23 @@ def stream_start(
     meta: Mapping[str, Any] | None = None,
     seq: int = 0,
 ) -> Frame:
-    return Frame(
-        frame_type=FrameType.STREAM_START,
-        id=rid,
-        seq=seq,
-        meta=meta,
-        stream_id=stream_id,
-        media_urn=media_urn,
-        routing_id=xid,
-        is_sequence=is_sequence,
-        unbounded=True if unbounded else None,
-        output=output,
-    )
+    # Built as the frame's field dict in wire-key order (see _frame.Frame): the hot builders
+    # skip Frame.__init__'s two dozen keyword defaults.
+    d: dict[str, Any] = {"version": PROTOCOL_VERSION, "frame_type": _STREAM_START, "id": rid}
+    d["seq"] = seq
+    if meta is not None:
+        d["meta"] = meta
+    d["stream_id"] = stream_id
+    d["media_urn"] = media_urn
+    if xid is not None:
+        d["routing_id"] = xid
+    if is_sequence is not None:
+        d["is_sequence"] = is_sequence
+    if unbounded:
+        d["unbounded"] = True
+    if output is not None:
+        d["output"] = output
+    return _from_fields(d)
 
 
 def chunk(
@@ -76,17 +86,17 @@ def chunk(
     seq: int = 0,
 ) -> Frame:
     """CHUNK carrying ``payload`` exactly as given, with its FNV-1a 64 checksum."""
-    return Frame(
-        frame_type=FrameType.CHUNK,
-        id=rid,
-        seq=seq,
-        meta=meta,
-        payload=payload,
-        stream_id=stream_id,
-        routing_id=xid,
-        chunk_index=index,
-        checksum=_checksum(payload),
-    )
+    d: dict[str, Any] = {"version": PROTOCOL_VERSION, "frame_type": _CHUNK, "id": rid}
+    d["seq"] = seq
+    if meta is not None:
+        d["meta"] = meta
+    d["payload"] = payload
+    d["stream_id"] = stream_id
+    if xid is not None:
+        d["routing_id"] = xid
+    d["chunk_index"] = index
+    d["checksum"] = _checksum(payload)
+    return _from_fields(d)
 
 
 def stream_end(
@@ -98,14 +108,14 @@ def stream_end(
     seq: int = 0,
 ) -> Frame:
     """STREAM_END; ``chunk_count`` is ``None`` for unbounded streams (FLW-*)."""
-    return Frame(
-        frame_type=FrameType.STREAM_END,
-        id=rid,
-        seq=seq,
-        stream_id=stream_id,
-        routing_id=xid,
-        chunk_count=chunk_count,
-    )
+    d: dict[str, Any] = {"version": PROTOCOL_VERSION, "frame_type": _STREAM_END, "id": rid}
+    d["seq"] = seq
+    d["stream_id"] = stream_id
+    if xid is not None:
+        d["routing_id"] = xid
+    if chunk_count is not None:
+        d["chunk_count"] = chunk_count
+    return _from_fields(d)
 
 
 def end(
@@ -123,7 +133,13 @@ def end(
         meta = {"exit_code": 0, "progress": float(progress)}
         if message is not None:
             meta["message"] = message
-    return Frame(frame_type=FrameType.END, id=rid, seq=seq, meta=meta, eof=True, routing_id=xid)
+    d: dict[str, Any] = {"version": PROTOCOL_VERSION, "frame_type": _END, "id": rid, "seq": seq}
+    if meta is not None:
+        d["meta"] = meta
+    d["eof"] = True
+    if xid is not None:
+        d["routing_id"] = xid
+    return _from_fields(d)
 
 
 def err(

@@ -124,6 +124,8 @@ def _load_speedups() -> bool:
         key_of=_KEY_OF,
         stream_start=FrameType.STREAM_START,
         hard_cap=HARD_FRAME_CAP,
+        id_class=MessageId,
+        id_cache_max=_ID_CACHE_MAX,
     )
     _c_map_to_frame = _speedups.map_to_frame
     _c_decode_small = _speedups.decode_small

@@ -16,6 +16,30 @@ import attrs
 
 from ._constants import PROTOCOL_VERSION, FrameType
 
+#: Random bytes fetched from the OS at a time for new ids (one system call per 256 ids).
+_RANDOM_BATCH = 16 * 256
+_random_pool = memoryview(b"")
+
+
+def _random16() -> bytes:
+    """16 bytes from the OS's random source, drawn from a batch fetched ahead."""
+    global _random_pool
+    if len(_random_pool) < 16:
+        _random_pool = memoryview(os.urandom(_RANDOM_BATCH))
+    out = bytes(_random_pool[:16])
+    _random_pool = _random_pool[16:]
+    return out
+
+
+def _forget_random_pool() -> None:
+    # A forked child must not hand out the ids its parent will also hand out.
+    global _random_pool
+    _random_pool = memoryview(b"")
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_random_pool)
+
 
 @attrs.frozen(slots=True, repr=False)
 class MessageId:
@@ -29,7 +53,7 @@ class MessageId:
     @classmethod
     def new(cls) -> MessageId:
         """A fresh random UUID id (version 4)."""
-        b = bytearray(os.urandom(16))
+        b = bytearray(_random16())
         b[6] = (b[6] & 0x0F) | 0x40
         b[8] = (b[8] & 0x3F) | 0x80
         return cls(bytes(b))
@@ -224,3 +248,15 @@ def _short_meta(meta: Mapping[str, Any]) -> str:
             r = repr(v)
             out.append(f"{k}={r if len(r) <= 60 else r[:57] + '...'}")
     return "{" + ", ".join(out) + "}"
+
+
+_new_frame = object.__new__
+_set_attr = object.__setattr__
+
+
+def _from_fields(d: dict[str, Any]) -> Frame:
+    """A Frame whose ``__dict__`` is ``d``: present fields only, in wire-key order, as
+    :meth:`Frame.__init__` would store them (for the builders and the codec's hot paths)."""
+    frame: Frame = _new_frame(Frame)
+    _set_attr(frame, "__dict__", d)
+    return frame

@@ -117,33 +117,32 @@ def split_text(text: str, max_bytes: int) -> Iterator[bytes]:
         pos = end
 
 
-def scalar_payloads(value: Any, max_chunk: int) -> Iterator[bytes]:
+def scalar_payloads(value: Any, max_chunk: int) -> list[bytes]:
     """Scalar-mode payloads for one emitted value, as the reference splits them (REQ-6).
 
     bytes: bstr pieces of at most ``max_chunk``; text: tstr pieces cut on character
     boundaries; list: one chunk per element; map: one ``[key, value]`` chunk per entry;
     anything else: one chunk.
     """
+    if type(value) is bytes and 0 < len(value) <= max_chunk:  # the common small write
+        return [bstr_head(len(value)) + value]
     if isinstance(value, bytes | bytearray | memoryview):
         mv = memoryview(value).cast("B")
         n = len(mv)
         if n == 0:
-            yield b"\x40"
-            return
+            return [b"\x40"]
+        out = []
         for pos in range(0, n, max_chunk):
             piece = mv[pos : pos + max_chunk]
-            yield b"".join((bstr_head(len(piece)), piece))
-    elif isinstance(value, str):
-        for text_piece in split_text(value, max_chunk):
-            yield tstr_head(len(text_piece)) + text_piece
-    elif isinstance(value, list | tuple):
-        for element in value:
-            yield cbor2.dumps(element)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield cbor2.dumps([k, v])
-    else:
-        yield cbor2.dumps(value)
+            out.append(b"".join((bstr_head(len(piece)), piece)))
+        return out
+    if isinstance(value, str):
+        return [tstr_head(len(p)) + p for p in split_text(value, max_chunk)]
+    if isinstance(value, list | tuple):
+        return [cbor2.dumps(element) for element in value]
+    if isinstance(value, dict):
+        return [cbor2.dumps([k, v]) for k, v in value.items()]
+    return [cbor2.dumps(value)]
 
 
 def sequence_fragments(value: Any, max_chunk: int, *, encoded: bool = False) -> list[bytes]:

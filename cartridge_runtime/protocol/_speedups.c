@@ -36,6 +36,8 @@ static PyObject *required;             /* dict FrameType -> tuple of names that 
 static PyObject *key_of;               /* dict name -> int key */
 static PyObject *stream_start;         /* FrameType.STREAM_START */
 static Py_ssize_t hard_cap;
+static PyObject *id_class;             /* MessageId */
+static Py_ssize_t id_cache_max;
 static PyObject *empty_tuple;
 static PyObject *s_value, *s_version, *s_frame_type, *s_id, *s_seq, *s_output,
     *s_payload, *i_one, *i_two, *i_three, *i_thirteen;
@@ -45,14 +47,17 @@ configure(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"spec", "dumps", "frame_types",
                             "frame_type_ints", "id_cache", "new_id", "frame_class",
-                            "checks", "required", "key_of", "stream_start", "hard_cap", NULL};
+                            "checks", "required", "key_of", "stream_start", "hard_cap",
+                            "id_class", "id_cache_max", NULL};
+    PyObject *ic2;
+    Py_ssize_t icmax;
     PyObject *spec, *du, *ft, *fti, *ic, *ni, *fc, *ck, *rq, *ko, *ss;
     Py_ssize_t cap;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!O!O!OOO!O!O!On", names,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!O!O!OOO!O!O!OnOn", names,
                                      &PyDict_Type, &spec, &du,
                                      &PyDict_Type, &ft, &PyDict_Type, &fti, &PyDict_Type, &ic,
                                      &ni, &fc, &PyDict_Type, &ck, &PyDict_Type, &rq,
-                                     &PyDict_Type, &ko, &ss, &cap))
+                                     &PyDict_Type, &ko, &ss, &cap, &ic2, &icmax))
         return NULL;
     for (int k = 0; k < MAX_KEY; k++) {
         Py_CLEAR(key_name[k]);
@@ -88,6 +93,12 @@ configure(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     KEEP(frame_class, fc);
+    if (!PyType_Check(ic2)) {
+        PyErr_SetString(PyExc_TypeError, "id_class must be a class");
+        return NULL;
+    }
+    KEEP(id_class, ic2);
+    id_cache_max = icmax;
     KEEP(checks, ck);
     KEEP(required, rq);
     KEEP(key_of, ko);
@@ -96,6 +107,41 @@ configure(PyObject *self, PyObject *args, PyObject *kw)
     hard_cap = cap;
     configured = 1;
     Py_RETURN_NONE;
+}
+
+/* The MessageId of a decoded id value not in the cache (new reference), added to the cache
+ * as _codec._new_id does. A valid value (16 bytes, or an unsigned integer) is built here;
+ * anything else goes to _new_id, which raises the precise error. */
+static PyObject *
+make_id(PyObject *key, PyObject *v)
+{
+    int valid;
+    if (PyBytes_CheckExact(v))
+        valid = PyBytes_GET_SIZE(v) == 16;
+    else {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred())
+            return NULL;
+        valid = overflow > 0 || (overflow == 0 && x >= 0);
+    }
+    if (!valid || id_cache_max <= 0)
+        return PyObject_CallFunctionObjArgs(new_id, key, v, NULL);
+    PyObject *mid = ((PyTypeObject *)id_class)->tp_alloc((PyTypeObject *)id_class, 0);
+    if (mid == NULL)
+        return NULL;
+    /* The slot's own descriptor, bypassing the frozen class's __setattr__. */
+    if (PyObject_GenericSetAttr(mid, s_value, v) < 0) {
+        Py_DECREF(mid);
+        return NULL;
+    }
+    if (PyDict_GET_SIZE(id_cache) >= id_cache_max)
+        PyDict_Clear(id_cache);
+    if (PyDict_SetItem(id_cache, v, mid) < 0) {
+        Py_DECREF(mid);
+        return NULL;
+    }
+    return mid;
 }
 
 /* All keys of a meta map are exact str. */
@@ -505,7 +551,7 @@ build_frame(PyObject *m, int validate)
             if (val == NULL) {
                 if (PyErr_Occurred())
                     goto error;
-                owned = PyObject_CallFunctionObjArgs(new_id, kobj, v, NULL);
+                owned = make_id(kobj, v);
                 if (owned == NULL)
                     goto error; /* the same FrameDecodeError the Python path raises */
                 val = owned;

@@ -84,6 +84,7 @@ class HandlerRunner:
     def _init_workers(self) -> None:
         self._ready = collections.deque()
         self._waiting_workers = []
+        self._dry_cache: dict[tuple[str, str, str | None], DryContext] = {}
 
     def _start(self, a: Active) -> None:
         a.started = True
@@ -147,9 +148,17 @@ class HandlerRunner:
                 network=NetworkAccess(lambda: self.policy),
                 peer=PeerInvoker(WirePeer(self, a, reporter), reporter),  # type: ignore[arg-type]
             )
-            dry = DryContext(
-                cap_urn=a.cap, handler_urn=a.handler_urn, limits=self.limits, policy=self.policy
-            )
+            # A DryContext is immutable: requests with the same cap, handler and policy share
+            # one (the limits are fixed for the session once the handshake is done).
+            dry_key = (a.cap, a.handler_urn, self.policy)
+            dry = self._dry_cache.get(dry_key)
+            if dry is None:
+                dry = DryContext(
+                    cap_urn=a.cap, handler_urn=a.handler_urn, limits=self.limits, policy=self.policy
+                )
+                if len(self._dry_cache) >= 1024:
+                    self._dry_cache.clear()
+                self._dry_cache[dry_key] = dry
             wet = WetContext()
             wet.set(REQUEST_KEY, req)
             with anyio.CancelScope() as scope:
