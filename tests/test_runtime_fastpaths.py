@@ -160,3 +160,35 @@ async def test_send_many_survives_partial_writes() -> None:
         reader.join(10)
         os.close(r)
     assert bytes(got) == expected
+
+
+@pytest.mark.asyncio
+async def test_a_finished_request_is_freed_without_the_cycle_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No reference cycle outlives a request: with the cyclic GC off, the request's state
+    (and its input and output streams) is gone as soon as the session is done with it."""
+    import gc
+    import weakref
+
+    from cartridge_runtime.runtime import _input, _wire
+
+    made: list[weakref.ref[object]] = []
+    for cls in (_wire.Active, _wire.WireOutput, _input.InputStream, _input.InputPackage):
+        original = cls.__init__
+
+        def tracking(self: object, *args: object, _orig: object = original, **kw: object) -> None:
+            _orig(self, *args, **kw)  # type: ignore[operator]
+            made.append(weakref.ref(self))
+
+        monkeypatch.setattr(cls, "__init__", tracking)
+    gc.collect()
+    gc.disable()
+    try:
+        sink = await _serve(_request(MessageId.new(), ECHO, [b"\x43abc"]))
+        assert sink.terminal.is_set()
+        assert len(made) >= 4
+        alive = [type(r()).__name__ for r in made if r() is not None]
+        assert alive == []
+    finally:
+        gc.enable()

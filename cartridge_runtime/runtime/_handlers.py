@@ -180,6 +180,7 @@ class HandlerRunner:
         finally:
             a.scope = None
             self.active.pop(a.rid, None)
+            a.detach()
             with contextlib.suppress(Exception):
                 self.pools.release(a.pool)
             self._admit_waiting()

@@ -27,7 +27,7 @@ from cartridge_runtime.protocol import (
 )
 
 from ._errors import RequestCancelled
-from ._input import InputPackage, InputStream
+from ._input import InputPackage, InputStream, _noop
 from ._output import OutputSpec, OutputStream
 from ._peer import PeerCall
 
@@ -185,6 +185,20 @@ class Active:
 
     def __repr__(self) -> str:
         return f"Active(rid={self.rid}, cap={self.cap!r})"
+
+    def detach(self) -> None:
+        """Break this request's reference cycles once it is over.
+
+        Its input streams call back into it and its outputs point back at it; left as they
+        are, every finished request would wait for the cyclic garbage collector (about 20
+        objects a request, and collections that cost ~5% of a small request's time). Cut here,
+        reference counting frees them as soon as the handler lets go.
+        """
+        for stream in self.inputs.values():
+            stream._consumed = stream._before_block = _noop
+        self.inputs.clear()
+        self.outputs.clear()
+        self.package._before_block = _noop
 
     # -- credit hooks of the input streams --------------------------------------------------
 
