@@ -71,3 +71,56 @@ def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
         assert target["met"] in (True, False), target
     # The table was printed too.
     assert "echo throughput" in proc.stdout
+
+
+def _bench_module() -> object:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import bench
+
+        return bench
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+
+def test_median_run_reports_the_middle_run_with_all_figures() -> None:
+    bench = _bench_module()
+    group = [{"calls_s": 30.0, "n": 1}, {"calls_s": 10.0, "n": 2}, {"calls_s": 20.0, "n": 3}]
+    chosen = bench.median_run("seq", group)  # type: ignore[attr-defined]
+    assert chosen["n"] == 3
+    assert chosen["runs"] == [30.0, 10.0, 20.0]
+    even = bench.median_run("echo", [{"mb_s": 2.0}, {"mb_s": 1.0}])  # type: ignore[attr-defined]
+    assert even["mb_s"] == 1.0  # the lower middle: never flatters
+    failed = bench.median_run("par", [{"calls_s": 5.0}, {"error": "boom"}])  # type: ignore[attr-defined]
+    assert failed == {"error": "boom"}
+    once = bench.median_run("cold", [{"ms": 4.0}])  # type: ignore[attr-defined]
+    assert once == {"ms": 4.0}
+
+
+@pytest.mark.slow
+def test_bench_repeat_runs_each_speed_measurement_that_many_times(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH),
+            "--quick",
+            "--repeat",
+            "2",
+            "--pairs",
+            "ac",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    for pair in ("a", "c"):
+        for metric in ("echo", "seq", "par"):
+            assert len(report["results"][pair][metric]["runs"]) == 2
+        assert "runs" not in report["results"][pair]["cold"]
+    assert any("median of 2 runs" in note for note in report["notes"])
