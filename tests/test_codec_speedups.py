@@ -45,12 +45,12 @@ RAWS = [vf.raw for vf in all_frames() if vf.raw is not None]
 @contextmanager
 def pure() -> Iterator[None]:
     """The pure-Python codec for the duration (the compiled hooks switched off)."""
-    saved = (_codec._c_map_to_frame, _codec._c_decode_small, _codec._c_encode_small)
-    _codec._c_map_to_frame = _codec._c_decode_small = _codec._c_encode_small = None
+    saved = (_codec._c_map_to_frame, _codec._c_decode_direct, _codec._c_encode_small)
+    _codec._c_map_to_frame = _codec._c_decode_direct = _codec._c_encode_small = None
     try:
         yield
     finally:
-        _codec._c_map_to_frame, _codec._c_decode_small, _codec._c_encode_small = saved
+        _codec._c_map_to_frame, _codec._c_decode_direct, _codec._c_encode_small = saved
 
 
 def outcome(fn: Callable[[], Any]) -> Any:

@@ -91,7 +91,7 @@ PURE_PYTHON_ENV = "CARTRIDGE_RUNTIME_PURE_PYTHON"
 # stays the single definition of the rules and of every error message. ``None`` here: the
 # extension is absent or switched off.
 _c_map_to_frame: Any = None
-_c_decode_small: Any = None
+_c_decode_direct: Any = None
 _c_encode_small: Any = None
 
 
@@ -104,7 +104,7 @@ def _c_kind(key: int, typ: Any) -> int:
 
 def _load_speedups() -> bool:
     """Import and configure the compiled fast paths; False when absent or switched off."""
-    global _c_map_to_frame, _c_decode_small, _c_encode_small
+    global _c_map_to_frame, _c_decode_direct, _c_encode_small
     if os.environ.get(PURE_PYTHON_ENV):
         return False
     try:
@@ -128,7 +128,7 @@ def _load_speedups() -> bool:
         id_cache_max=_ID_CACHE_MAX,
     )
     _c_map_to_frame = _speedups.map_to_frame
-    _c_decode_small = _speedups.decode_small
+    _c_decode_direct = _speedups.decode_direct
     _c_encode_small = _speedups.encode_small
     return True
 
@@ -398,11 +398,13 @@ def decode_range(
     """
     if stop is None:
         stop = len(data)
+    if _c_decode_direct is not None:
+        # The compiled reader, at any size: it copies a large payload once, straight out of
+        # ``data`` (bytes, bytearray or memoryview alike).
+        fast = _c_decode_direct(data, start, stop)
+        if fast is not None:
+            return fast  # type: ignore[no-any-return]
     if stop - start < _BIG_PAYLOAD:
-        if _c_decode_small is not None:
-            fast = _c_decode_small(data, start, stop)
-            if fast is not None:
-                return fast  # type: ignore[no-any-return]
         # Fast path for small bodies: ``cbor2.loads`` is ~0.5 µs cheaper than decoding from a
         # BytesIO and asking tell(), but it ignores trailing bytes. So decode the body inside a
         # 2-array whose second item is a per-process secret: trailing data would be decoded as
@@ -468,11 +470,11 @@ def decode_frame(data: bytes | bytearray | memoryview, max_frame: int = HARD_FRA
         raise FrameDecodeError(
             f"frame length prefix says {n} bytes but {len(data) - PREFIX_LEN} follow"
         )
+    if _c_decode_direct is not None:
+        fast = _c_decode_direct(data, PREFIX_LEN, size)
+        if fast is not None:
+            return fast  # type: ignore[no-any-return]
     if n < _BIG_PAYLOAD:
-        if _c_decode_small is not None:
-            fast = _c_decode_small(data, PREFIX_LEN, size)
-            if fast is not None:
-                return fast  # type: ignore[no-any-return]
         # decode_range's small-body fast path, inlined here (one call less per frame).
         try:
             pair = _loads(b"".join((b"\x82", data[PREFIX_LEN:], _WRAP_TAIL)))

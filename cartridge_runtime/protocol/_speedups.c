@@ -643,13 +643,13 @@ map_to_frame(PyObject *self, PyObject *m)
     return build_frame(m, 1);
 }
 
-/* decode_small(data, start, stop) -> Frame | None: the small-body path of
- * _codec.decode_range, read with the direct reader above (no cbor2 call, no copy). */
+/* decode_direct(data, start, stop) -> Frame | None: a frame body read with the direct reader
+ * above, at any size (no cbor2 call; a payload is copied once, straight out of data). */
 static PyObject *
-decode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+decode_direct(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "decode_small(data, start, stop)");
+        PyErr_SetString(PyExc_TypeError, "decode_direct(data, start, stop)");
         return NULL;
     }
     if (!configured) {
@@ -665,7 +665,7 @@ decode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (start < 0 || stop > view.len || start > stop) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "decode_small: range outside the data");
+        PyErr_SetString(PyExc_ValueError, "decode_direct: range outside the data");
         return NULL;
     }
     Reader r = {(const unsigned char *)view.buf + start, (const unsigned char *)view.buf + stop};
@@ -827,8 +827,8 @@ static PyMethodDef methods[] = {
      "Hand over the codec's tables and callables (once, from _codec)."},
     {"map_to_frame", map_to_frame, METH_O,
      "A validated Frame from a decoded map, or None to let the Python path decide."},
-    {"decode_small", (PyCFunction)(void (*)(void))decode_small, METH_FASTCALL,
-     "decode_small(data, start, stop) -> Frame | None (small bodies only)."},
+    {"decode_direct", (PyCFunction)(void (*)(void))decode_direct, METH_FASTCALL,
+     "decode_direct(data, start, stop) -> Frame | None (None: let Python read it)."},
     {"encode_small", (PyCFunction)(void (*)(void))encode_small, METH_FASTCALL,
      "encode_small(frame_dict, seq, max_frame) -> bytes | None (small frames only)."},
     {NULL, NULL, 0, NULL},
