@@ -21,6 +21,7 @@ import contextlib
 import os
 import queue
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -39,6 +40,9 @@ INITIAL_CREDIT = 32
 GRANT_BATCH = INITIAL_CREDIT // 2
 #: Seconds any single wait may take before the benchmark gives up (never hangs).
 WAIT_TIMEOUT = 60.0
+#: Frames in the host's 64-frame writer queue above which the driver waits before sending
+#: (the other half is room for frames still in the relay pipe).
+HOST_QUEUE_HIGH_WATER = 32
 
 
 class HostDriverError(RuntimeError):
@@ -138,7 +142,26 @@ class CapdagHostDriver:
 
     def _send(self, frame: Frame) -> None:
         with self._write_lock:
+            self._wait_for_host_room()
             self._writer.write(frame)
+
+    def _wait_for_host_room(self) -> None:
+        """Wait while the host's writer queue to the cartridge is past its high-water mark.
+
+        capdag 1.524.58 drops a frame that finds that 64-frame queue full, and a request that
+        loses a frame never ends: with 16 calls in flight on a busy machine that happened in
+        the reference pair itself. Pacing the relay side keeps the measurement alive; it
+        costs nothing the host's own 10 ms polling does not already cost.
+        """
+        cartridges = self.host._cartridges  # no public accessor in 1.524.58
+        writer_queue = getattr(cartridges[0], "writer_queue", None) if cartridges else None
+        if writer_queue is None:
+            return
+        deadline = time.monotonic() + WAIT_TIMEOUT
+        while writer_queue.qsize() >= HOST_QUEUE_HIGH_WATER:
+            if time.monotonic() > deadline:
+                raise HostDriverError("the host's writer queue to the cartridge stayed full")
+            time.sleep(0.0005)
 
     def close(self) -> None:
         """Close the relay link; the host kills its cartridge and returns."""
