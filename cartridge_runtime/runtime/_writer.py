@@ -123,18 +123,21 @@ class FrameWriter:
                 self.drops += 1
         return parts
 
-    def _flush_soon(self) -> None:
-        """The loop callback (asyncio): write what is queued in place while the task idles."""
-        self._scheduled = False
-        q = self._q
-        if not q or self._wake is None or self.broken:
-            return  # the task is busy (it takes the queue itself), or nothing to do
-        batch = list(q)
-        q.clear()
+    def _take_encoded(self) -> list[bytes]:
+        """Everything queued, numbered and encoded (producers waiting for room are woken)."""
+        batch = list(self._q)
+        self._q.clear()
         if self._space is not None:
             self._space.set()
             self._space = None
-        parts = self._encode(batch)
+        return self._encode(batch)
+
+    def _flush_soon(self) -> None:
+        """The loop callback (asyncio): write what is queued in place while the task idles."""
+        self._scheduled = False
+        if not self._q or self._wake is None or self.broken:
+            return  # the task is busy (it takes the queue itself), or nothing to do
+        parts = self._take_encoded()
         if not parts:
             return
         try:
@@ -147,6 +150,18 @@ class FrameWriter:
             self._wake.set()
             self._wake = None
 
+    async def _write(self, parts: list[Any]) -> None:
+        """Send ``parts`` in order with as few writes as the stream allows."""
+        try:
+            if len(parts) == 1:
+                await self.stream.send(parts[0])
+            elif self._send_many is not None:
+                await self._send_many(parts)  # one gathering write, no join copy
+            else:
+                await self.stream.send(b"".join(parts))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            self.broken = True
+
     async def run(self) -> None:
         """The writer task: until :meth:`close` and the queue is empty."""
         q = self._q
@@ -158,13 +173,7 @@ class FrameWriter:
             while True:
                 if self._rest:
                     rest, self._rest = self._rest, []
-                    try:
-                        if self._send_many is not None:
-                            await self._send_many(rest)
-                        else:
-                            await self.stream.send(b"".join(rest))
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                        self.broken = True
+                    await self._write(rest)
                     continue
                 if not q:
                     if self._closed:
@@ -172,22 +181,8 @@ class FrameWriter:
                     self._wake = anyio.Event()
                     await self._wake.wait()
                     continue
-                batch = list(q)
-                q.clear()
-                if self._space is not None:
-                    self._space.set()
-                    self._space = None
-                parts = self._encode(batch)
-                if not parts or self.broken:
-                    continue
-                try:
-                    if len(parts) == 1:
-                        await self.stream.send(parts[0])
-                    elif self._send_many is not None:
-                        await self._send_many(parts)  # one gathering write, no join copy
-                    else:
-                        await self.stream.send(b"".join(parts))
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    self.broken = True
+                parts = self._take_encoded()
+                if parts and not self.broken:
+                    await self._write(parts)
         finally:
             self.done.set()
