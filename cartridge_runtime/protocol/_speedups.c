@@ -10,13 +10,11 @@
  * Python without a C compiler simply runs without this module: _codec.py falls back to
  * its own code, which gives the same frames and the same bytes.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <math.h>
-#include <stdint.h>
 #include <string.h>
 
-/* Value kinds of the key table (must match _codec._C_KINDS). */
+#include "_cbor.h"
+
+/* Value kinds of the key table (must match _codec._c_kind). */
 enum { K_INT = 0, K_STR = 1, K_BOOL = 2, K_META = 3, K_BYTES = 4, K_ID = 5, K_CHECKSUM = 6 };
 
 #define MAX_KEY 32
@@ -156,335 +154,6 @@ text_keys(PyObject *m)
     return 1;
 }
 
-
-/* ---- a direct CBOR reader for frame bodies ------------------------------------------------
- * Reads the subset of CBOR that frames use (definite-length maps, arrays, byte and text
- * strings, integers within 64 bits, true/false/null, floats) into the same Python objects
- * cbor2 builds, straight from the buffer. Anything else (tags, indefinite lengths, undefined,
- * invalid UTF-8, non-scalar map keys, deep nesting, truncation, trailing bytes) makes it give
- * up, and the caller lets cbor2 and the Python path read the body and name any error. */
-
-#define GIVE_UP ((PyObject *)1) /* not an object: "let Python decide" */
-#define MAX_DEPTH 8
-
-typedef struct {
-    const unsigned char *p;
-    const unsigned char *end;
-} Reader;
-
-/* Major type and argument of the next item; 0 when unsupported or truncated. */
-static int
-read_head(Reader *r, int *major, uint64_t *arg, int *info)
-{
-    if (r->p >= r->end)
-        return 0;
-    unsigned char b = *r->p++;
-    *major = b >> 5;
-    *info = b & 31;
-    int extra;
-    if (*info < 24) {
-        *arg = (uint64_t)*info;
-        return 1;
-    }
-    switch (*info) {
-    case 24: extra = 1; break;
-    case 25: extra = 2; break;
-    case 26: extra = 4; break;
-    case 27: extra = 8; break;
-    default: return 0; /* indefinite length or reserved */
-    }
-    if (r->end - r->p < extra)
-        return 0;
-    uint64_t v = 0;
-    for (int i = 0; i < extra; i++)
-        v = (v << 8) | r->p[i];
-    r->p += extra;
-    *arg = v;
-    return 1;
-}
-
-/* The next item as a new reference, GIVE_UP, or NULL with an exception set. */
-static PyObject *
-read_item(Reader *r, int depth)
-{
-    int major, info;
-    uint64_t arg;
-    if (!read_head(r, &major, &arg, &info))
-        return GIVE_UP;
-    switch (major) {
-    case 0:
-        return PyLong_FromUnsignedLongLong(arg);
-    case 1:
-        if (arg > (uint64_t)LLONG_MAX)
-            return GIVE_UP;
-        return PyLong_FromLongLong(-1 - (long long)arg);
-    case 2:
-    case 3: {
-        if (arg > (uint64_t)(r->end - r->p))
-            return GIVE_UP;
-        const char *start = (const char *)r->p;
-        r->p += arg;
-        if (major == 2)
-            return PyBytes_FromStringAndSize(start, (Py_ssize_t)arg);
-        PyObject *text = PyUnicode_DecodeUTF8(start, (Py_ssize_t)arg, "strict");
-        if (text == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-            PyErr_Clear();
-            return GIVE_UP;
-        }
-        return text;
-    }
-    case 4: {
-        if (depth >= MAX_DEPTH || arg > (uint64_t)(r->end - r->p))
-            return GIVE_UP; /* every item takes at least one byte */
-        PyObject *list = PyList_New((Py_ssize_t)arg);
-        if (list == NULL)
-            return NULL;
-        for (Py_ssize_t i = 0; i < (Py_ssize_t)arg; i++) {
-            PyObject *item = read_item(r, depth + 1);
-            if (item == NULL || item == GIVE_UP) {
-                Py_DECREF(list);
-                return item;
-            }
-            PyList_SET_ITEM(list, i, item);
-        }
-        return list;
-    }
-    case 5: {
-        if (depth >= MAX_DEPTH || arg > (uint64_t)(r->end - r->p) / 2)
-            return GIVE_UP;
-        PyObject *map = PyDict_New();
-        if (map == NULL)
-            return NULL;
-        for (uint64_t i = 0; i < arg; i++) {
-            PyObject *key = read_item(r, depth + 1);
-            if (key == NULL || key == GIVE_UP) {
-                Py_DECREF(map);
-                return key;
-            }
-            if (!PyLong_CheckExact(key) && !PyUnicode_CheckExact(key)) {
-                Py_DECREF(key); /* cbor2 turns other keys into immutable forms */
-                Py_DECREF(map);
-                return GIVE_UP;
-            }
-            PyObject *value = read_item(r, depth + 1);
-            if (value == NULL || value == GIVE_UP) {
-                Py_DECREF(key);
-                Py_DECREF(map);
-                return value;
-            }
-            int rc = PyDict_SetItem(map, key, value);
-            Py_DECREF(key);
-            Py_DECREF(value);
-            if (rc < 0) {
-                Py_DECREF(map);
-                return NULL;
-            }
-        }
-        return map;
-    }
-    case 7:
-        switch (info) {
-        case 20: Py_RETURN_FALSE;
-        case 21: Py_RETURN_TRUE;
-        case 22: Py_RETURN_NONE;
-        case 25: {
-            unsigned char b[2] = {(unsigned char)(arg >> 8), (unsigned char)arg};
-            double d = PyFloat_Unpack2((const char *)b, 0);
-            if (d == -1.0 && PyErr_Occurred())
-                return NULL;
-            return PyFloat_FromDouble(d);
-        }
-        case 26: {
-            unsigned char b[4];
-            for (int i = 0; i < 4; i++)
-                b[i] = (unsigned char)(arg >> (24 - 8 * i));
-            double d = PyFloat_Unpack4((const char *)b, 0);
-            if (d == -1.0 && PyErr_Occurred())
-                return NULL;
-            return PyFloat_FromDouble(d);
-        }
-        case 27: {
-            unsigned char b[8];
-            for (int i = 0; i < 8; i++)
-                b[i] = (unsigned char)(arg >> (56 - 8 * i));
-            double d = PyFloat_Unpack8((const char *)b, 0);
-            if (d == -1.0 && PyErr_Occurred())
-                return NULL;
-            return PyFloat_FromDouble(d);
-        }
-        default:
-            return GIVE_UP; /* undefined, other simple values */
-        }
-    default:
-        return GIVE_UP; /* tags */
-    }
-}
-
-/* ---- a direct CBOR writer for small frames --------------------------------------------------
- * Writes exactly what cbor2.dumps writes for the types frames hold (shortest integer heads,
- * definite lengths, finite floats as 8 bytes, maps in insertion order). Any other type or
- * value (subclasses, non-finite floats, integers beyond 64 bits, deep nesting) makes it give
- * up, and the caller uses cbor2. */
-
-typedef struct {
-    unsigned char *buf;
-    Py_ssize_t len;
-    Py_ssize_t cap;
-    unsigned char small[512];
-} Writer;
-
-static int
-w_reserve(Writer *w, Py_ssize_t more)
-{
-    if (w->len + more <= w->cap)
-        return 1;
-    Py_ssize_t cap = w->cap * 2;
-    while (cap < w->len + more)
-        cap *= 2;
-    unsigned char *nb;
-    if (w->buf == w->small) {
-        nb = PyMem_Malloc((size_t)cap);
-        if (nb != NULL)
-            memcpy(nb, w->buf, (size_t)w->len);
-    }
-    else
-        nb = PyMem_Realloc(w->buf, (size_t)cap);
-    if (nb == NULL) {
-        PyErr_NoMemory();
-        return 0;
-    }
-    w->buf = nb;
-    w->cap = cap;
-    return 1;
-}
-
-static int
-w_head(Writer *w, int major, uint64_t arg)
-{
-    if (!w_reserve(w, 9))
-        return 0;
-    unsigned char *o = w->buf + w->len;
-    unsigned char m = (unsigned char)(major << 5);
-    if (arg < 24) {
-        o[0] = m | (unsigned char)arg;
-        w->len += 1;
-    }
-    else if (arg < 0x100) {
-        o[0] = m | 24;
-        o[1] = (unsigned char)arg;
-        w->len += 2;
-    }
-    else if (arg < 0x10000) {
-        o[0] = m | 25;
-        o[1] = (unsigned char)(arg >> 8);
-        o[2] = (unsigned char)arg;
-        w->len += 3;
-    }
-    else if (arg < 0x100000000ULL) {
-        o[0] = m | 26;
-        for (int i = 0; i < 4; i++)
-            o[1 + i] = (unsigned char)(arg >> (24 - 8 * i));
-        w->len += 5;
-    }
-    else {
-        o[0] = m | 27;
-        for (int i = 0; i < 8; i++)
-            o[1 + i] = (unsigned char)(arg >> (56 - 8 * i));
-        w->len += 9;
-    }
-    return 1;
-}
-
-static int
-w_raw(Writer *w, const void *data, Py_ssize_t n)
-{
-    if (!w_reserve(w, n))
-        return 0;
-    memcpy(w->buf + w->len, data, (size_t)n);
-    w->len += n;
-    return 1;
-}
-
-/* 1 written, 0 error (exception set), -1 give up. */
-static int
-write_item(Writer *w, PyObject *v, int depth)
-{
-    if (v == Py_True || v == Py_False || v == Py_None) {
-        unsigned char b = v == Py_True ? 0xf5 : v == Py_False ? 0xf4 : 0xf6;
-        return w_raw(w, &b, 1);
-    }
-    if (PyLong_CheckExact(v)) {
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow == 0) {
-            if (x >= 0)
-                return w_head(w, 0, (uint64_t)x);
-            return w_head(w, 1, (uint64_t)(-1 - x));
-        }
-        if (overflow > 0) {
-            unsigned long long u = PyLong_AsUnsignedLongLong(v);
-            if (u == (unsigned long long)-1 && PyErr_Occurred()) {
-                PyErr_Clear();
-                return -1;
-            }
-            return w_head(w, 0, u);
-        }
-        return -1; /* below -2**63: cbor2 decides */
-    }
-    if (PyUnicode_CheckExact(v)) {
-        Py_ssize_t n;
-        const char *utf8 = PyUnicode_AsUTF8AndSize(v, &n);
-        if (utf8 == NULL) {
-            PyErr_Clear(); /* e.g. lone surrogates: cbor2 raises its own error */
-            return -1;
-        }
-        return w_head(w, 3, (uint64_t)n) ? w_raw(w, utf8, n) : 0;
-    }
-    if (PyBytes_CheckExact(v)) {
-        Py_ssize_t n = PyBytes_GET_SIZE(v);
-        return w_head(w, 2, (uint64_t)n) ? w_raw(w, PyBytes_AS_STRING(v), n) : 0;
-    }
-    if (PyFloat_CheckExact(v)) {
-        double d = PyFloat_AS_DOUBLE(v);
-        if (!isfinite(d))
-            return -1; /* cbor2 writes NaN and infinities in half precision */
-        unsigned char b[9];
-        b[0] = 0xfb;
-        if (PyFloat_Pack8(d, (char *)b + 1, 0) < 0)
-            return 0;
-        return w_raw(w, b, 9);
-    }
-    if (depth >= MAX_DEPTH)
-        return -1;
-    if (PyDict_CheckExact(v)) {
-        if (!w_head(w, 5, (uint64_t)PyDict_GET_SIZE(v)))
-            return 0;
-        Py_ssize_t pos = 0;
-        PyObject *k, *x;
-        while (PyDict_Next(v, &pos, &k, &x)) {
-            int rc = write_item(w, k, depth + 1);
-            if (rc != 1)
-                return rc;
-            rc = write_item(w, x, depth + 1);
-            if (rc != 1)
-                return rc;
-        }
-        return 1;
-    }
-    if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
-        PyObject **items = PySequence_Fast_ITEMS(v);
-        if (!w_head(w, 4, (uint64_t)n))
-            return 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int rc = write_item(w, items[i], depth + 1);
-            if (rc != 1)
-                return rc;
-        }
-        return 1;
-    }
-    return -1;
-}
 
 /* A Frame from a decoded map (new reference), Py_None (new reference) to let Python decide,
  * or NULL with an exception set. */
@@ -668,13 +337,14 @@ decode_direct(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "decode_direct: range outside the data");
         return NULL;
     }
-    Reader r = {(const unsigned char *)view.buf + start, (const unsigned char *)view.buf + stop};
-    PyObject *m = read_item(&r, 0);
+    CborReader r = {(const unsigned char *)view.buf + start,
+                    (const unsigned char *)view.buf + stop};
+    PyObject *m = cbor_read_item(&r, 0);
     int whole = r.p == r.end;
     PyBuffer_Release(&view);
     if (m == NULL)
         return NULL;
-    if (m == GIVE_UP)
+    if (m == CBOR_GIVE_UP)
         Py_RETURN_NONE; /* outside the subset: cbor2 reads it */
     if (!whole || !PyDict_CheckExact(m)) {
         Py_DECREF(m); /* trailing bytes, or not a map: the exact path names the error */
@@ -730,6 +400,25 @@ error:
     return NULL;
 }
 
+/* Length prefix and body as one new bytes object; None when the body exceeds a limit
+ * (Python's path then raises the error that names it). */
+static PyObject *
+prefixed(const unsigned char *body, Py_ssize_t n, Py_ssize_t max_frame)
+{
+    if (n > max_frame || n > hard_cap || n > 0xFFFFFFFFL)
+        Py_RETURN_NONE;
+    PyObject *wire = PyBytes_FromStringAndSize(NULL, PREFIX_LEN + n);
+    if (wire == NULL)
+        return NULL;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(wire);
+    out[0] = (unsigned char)((n >> 24) & 0xFF);
+    out[1] = (unsigned char)((n >> 16) & 0xFF);
+    out[2] = (unsigned char)((n >> 8) & 0xFF);
+    out[3] = (unsigned char)(n & 0xFF);
+    memcpy(out + PREFIX_LEN, body, (size_t)n);
+    return wire;
+}
+
 /* encode_small(frame_dict, seq, max_frame) -> bytes | None: prefix and body of a frame
  * without a large payload; None when the payload is large or the body exceeds a limit
  * (Python's path then takes over, and names the error). */
@@ -765,60 +454,28 @@ encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *m = frame_map(d, args[1]);
     if (m == NULL)
         return NULL;
-    Writer w;
-    w.buf = w.small;
-    w.len = PREFIX_LEN; /* the prefix is filled in last */
-    w.cap = (Py_ssize_t)sizeof w.small;
-    int rc = write_item(&w, m, 0);
-    PyObject *wire = NULL;
-    if (rc == 1) {
-        Py_ssize_t n = w.len - PREFIX_LEN;
-        if (n <= max_frame && n <= hard_cap && n <= 0xFFFFFFFFL) {
-            w.buf[0] = (unsigned char)((n >> 24) & 0xFF);
-            w.buf[1] = (unsigned char)((n >> 16) & 0xFF);
-            w.buf[2] = (unsigned char)((n >> 8) & 0xFF);
-            w.buf[3] = (unsigned char)(n & 0xFF);
-            wire = PyBytes_FromStringAndSize((const char *)w.buf, w.len);
-        }
+    CborWriter w;
+    cbor_writer_init(&w, 0);
+    int rc = cbor_write_item(&w, m, 0);
+    PyObject *wire;
+    if (rc == 1)
+        wire = prefixed(w.buf, w.len, max_frame);
+    else if (rc == 0)
+        wire = NULL;
+    else {
+        /* A value outside the writer's subset: cbor2 encodes it (and raises what it raises). */
+        PyObject *body = PyObject_CallOneArg(dumps, m);
+        if (body == NULL)
+            wire = NULL;
+        else if (!PyBytes_CheckExact(body))
+            wire = Py_NewRef(Py_None);
         else
-            wire = Py_NewRef(Py_None); /* over a limit: Python raises the error */
+            wire = prefixed((const unsigned char *)PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
+                            max_frame);
+        Py_XDECREF(body);
     }
-    if (w.buf != w.small)
-        PyMem_Free(w.buf);
-    if (rc == 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    if (rc == 1) {
-        Py_DECREF(m);
-        return wire;
-    }
-    /* A value outside the writer's subset: cbor2 encodes it (and raises what it raises). */
-    PyObject *body = PyObject_CallOneArg(dumps, m);
+    cbor_writer_free(&w);
     Py_DECREF(m);
-    if (body == NULL)
-        return NULL;
-    if (!PyBytes_CheckExact(body)) {
-        Py_DECREF(body);
-        Py_RETURN_NONE;
-    }
-    Py_ssize_t n = PyBytes_GET_SIZE(body);
-    if (n > max_frame || n > hard_cap || n > 0xFFFFFFFFL) {
-        Py_DECREF(body);
-        Py_RETURN_NONE;
-    }
-    wire = PyBytes_FromStringAndSize(NULL, PREFIX_LEN + n);
-    if (wire == NULL) {
-        Py_DECREF(body);
-        return NULL;
-    }
-    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(wire);
-    out[0] = (unsigned char)((n >> 24) & 0xFF);
-    out[1] = (unsigned char)((n >> 16) & 0xFF);
-    out[2] = (unsigned char)((n >> 8) & 0xFF);
-    out[3] = (unsigned char)(n & 0xFF);
-    memcpy(out + PREFIX_LEN, PyBytes_AS_STRING(body), (size_t)n);
-    Py_DECREF(body);
     return wire;
 }
 
