@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 
 import pytest
@@ -42,3 +43,28 @@ def test_a_forked_child_does_not_repeat_its_parents_next_ids() -> None:
     child_ids = {child[i : i + 16] for i in range(0, 128, 16)}
     parent_ids = {parent[i : i + 16] for i in range(0, 128, 16)}
     assert not child_ids & parent_ids
+
+
+def test_threads_never_get_the_same_id() -> None:
+    import threading
+
+    per_thread = 3000
+    results: list[list[bytes]] = [[] for _ in range(4)]
+
+    def take(out: list[bytes]) -> None:
+        for _ in range(per_thread):
+            out.append(MessageId.new().value)  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=take, args=(r,)) for r in results]
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: races show up
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    every = [v for r in results for v in r]
+    assert len(every) == 4 * per_thread
+    assert len(set(every)) == len(every)

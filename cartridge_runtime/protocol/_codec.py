@@ -20,7 +20,7 @@ import cbor2
 
 from ._constants import HARD_FRAME_CAP, PREFIX_LEN, FrameType, Key
 from ._errors import FrameDecodeError, FrameEncodeError, FrameTooLargeError
-from ._frame import WIRE_FIELD_NAMES, Frame, MessageId
+from ._frame import WIRE_FIELD_NAMES, Frame, MessageId, _from_fields
 from ._validate import TYPE_CHECKS as _TYPE_CHECKS
 
 _pack_len = struct.Struct(">I").pack
@@ -38,8 +38,6 @@ _loads = cbor2.loads
 #: Secret second item of the small-body decode wrapper (see decode_range): a 16-byte string.
 _WRAP_SECRET = os.urandom(16)
 _WRAP_TAIL = b"\x50" + _WRAP_SECRET
-_new_frame = object.__new__
-_obj_setattr = object.__setattr__
 
 # A Frame's __dict__ holds its present fields in wire-key order (see _frame.Frame), so the
 # hot paths translate names <-> key numbers with one dict lookup each and never visit absent
@@ -379,8 +377,7 @@ def map_to_frame(m: Any, *, validate: bool = True) -> Frame:
         # which encoding relies on.
         d.setdefault("seq", 0)
         d = {n: d[n] for n in WIRE_FIELD_NAMES if n in d}
-    frame: Frame = _new_frame(Frame)
-    _obj_setattr(frame, "__dict__", d)
+    frame = _from_fields(d)
     if validate:
         check = _TYPE_CHECKS.get(frame_type)  # validate_frame, inlined
         if check is not None:

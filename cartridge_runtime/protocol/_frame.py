@@ -8,6 +8,7 @@ and turned into bytes by ``_codec``.
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -21,20 +22,26 @@ _RANDOM_BATCH = 16 * 256
 _random_pool = memoryview(b"")
 
 
+_random_lock = threading.Lock()  # threads must never take the same 16 bytes
+
+
 def _random16() -> bytes:
     """16 bytes from the OS's random source, drawn from a batch fetched ahead."""
     global _random_pool
-    if len(_random_pool) < 16:
-        _random_pool = memoryview(os.urandom(_RANDOM_BATCH))
-    out = bytes(_random_pool[:16])
-    _random_pool = _random_pool[16:]
+    with _random_lock:
+        if len(_random_pool) < 16:
+            _random_pool = memoryview(os.urandom(_RANDOM_BATCH))
+        out = bytes(_random_pool[:16])
+        _random_pool = _random_pool[16:]
     return out
 
 
 def _forget_random_pool() -> None:
-    # A forked child must not hand out the ids its parent will also hand out.
-    global _random_pool
+    # A forked child must not hand out the ids its parent will also hand out (and must not
+    # inherit a lock some other thread of the parent held at the fork).
+    global _random_pool, _random_lock
     _random_pool = memoryview(b"")
+    _random_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
