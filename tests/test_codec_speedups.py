@@ -33,6 +33,7 @@ from cartridge_runtime.protocol import (
     decode_frame,
     encode_frame,
 )
+from cartridge_runtime.protocol._validate import PRESENCE_CHECKED, validate_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILT = importlib.util.find_spec("cartridge_runtime.protocol._speedups") is not None
@@ -279,3 +280,25 @@ def test_trailing_bytes_are_refused_the_same_way(extra: bytes) -> None:
     compiled, python = both(lambda: decode_frame(wire))
     assert compiled == python
     assert isinstance(compiled, Frame) == (not extra)
+
+
+@pytest.mark.parametrize("ft", list(PRESENCE_CHECKED), ids=lambda t: t.name)
+def test_presence_checked_types_need_exactly_those_fields(ft: FrameType) -> None:
+    # The compiled path skips the Python check when these fields are present: that is only
+    # right if the check asks for nothing else, and fails when any one of them is missing.
+    values: dict[str, Any] = {
+        "stream_id": "s",
+        "media_urn": "media:",
+        "chunk_index": 0,
+        "checksum": 1,
+        "credit": 1,
+    }
+    needed = PRESENCE_CHECKED[ft]
+    full = Frame(frame_type=ft, id=MessageId(1), **{k: values[k] for k in needed})
+    validate_frame(full)  # passes with exactly these fields
+    for missing in needed:
+        partial = Frame(
+            frame_type=ft, id=MessageId(1), **{k: values[k] for k in needed if k != missing}
+        )
+        with pytest.raises(ProtocolError):
+            validate_frame(partial)

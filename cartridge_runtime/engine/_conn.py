@@ -199,23 +199,20 @@ class Connection:
             self.counters.drops += 1
             return
         payload = numbered.payload
+        out = self._out
         if payload is None or len(payload) < _SMALL_PAYLOAD:
             # A small frame is one buffer, prefix included (the codec's fastest path).
-            self._out.append(P.encode_frame(numbered, self.limits.max_frame, seq))
-            if not self._hold and not self._kicked:
-                self._kicked = True
-                self._wake.set()
-            return
-        body = P.encode_body(numbered, seq)
-        if len(body) > self.limits.max_frame:
-            raise P.FrameEncodeError(
-                f"{numbered.frame_type.name} frame body of {len(body)} bytes exceeds "
-                f"max_frame {self.limits.max_frame}"
-            )
-        # Prefix and body go to writev as two buffers: the body is never copied again.
-        out = self._out
-        out.append(_pack_len(len(body)))
-        out.append(body)
+            out.append(P.encode_frame(numbered, self.limits.max_frame, seq))
+        else:
+            body = P.encode_body(numbered, seq)
+            if len(body) > self.limits.max_frame:
+                raise P.FrameEncodeError(
+                    f"{numbered.frame_type.name} frame body of {len(body)} bytes exceeds "
+                    f"max_frame {self.limits.max_frame}"
+                )
+            # Prefix and body go to writev as two buffers: the body is never copied again.
+            out.append(_pack_len(len(body)))
+            out.append(body)
         if not self._hold and not self._kicked:
             self._kicked = True
             self._wake.set()

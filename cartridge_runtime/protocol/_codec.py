@@ -21,6 +21,7 @@ import cbor2
 from ._constants import HARD_FRAME_CAP, PREFIX_LEN, FrameType, Key
 from ._errors import FrameDecodeError, FrameEncodeError, FrameTooLargeError
 from ._frame import WIRE_FIELD_NAMES, Frame, MessageId, _from_fields
+from ._validate import PRESENCE_CHECKED as _REQUIRED_KEYS
 from ._validate import TYPE_CHECKS as _TYPE_CHECKS
 
 _pack_len = struct.Struct(">I").pack
@@ -70,16 +71,6 @@ _INT_TYPE = frozenset({int})
 #: Bounded (cleared when full) so a hostile peer cannot grow it.
 _ID_CACHE: dict[bytes | int, MessageId] = {}
 _ID_CACHE_MAX = 4096
-
-#: Frame types whose whole type check is "these fields are present" (see _validate): the
-#: compiled path checks presence itself and calls the Python check only to name a failure.
-_REQUIRED_KEYS: dict[FrameType, tuple[str, ...]] = {
-    FrameType.STREAM_START: ("stream_id", "media_urn"),
-    FrameType.CHUNK: ("stream_id", "chunk_index", "checksum"),
-    FrameType.STREAM_END: ("stream_id",),
-    FrameType.CREDIT: ("credit",),
-}
-
 
 #: Environment variable that turns the compiled fast paths off (to test or time the pure path).
 PURE_PYTHON_ENV = "CARTRIDGE_RUNTIME_PURE_PYTHON"

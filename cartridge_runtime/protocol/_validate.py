@@ -159,6 +159,16 @@ def _check_cancel(frame: Frame) -> None:
         _text(frame.meta, "message", frame, required=False, non_empty=False)
 
 
+#: Frame types whose whole check above is "these fields are present": the compiled codec
+#: tests presence itself and calls the check only to name a failure (kept beside the checks
+#: so the two cannot drift; a test holds them together).
+PRESENCE_CHECKED: dict[FrameType, tuple[str, ...]] = {
+    FrameType.STREAM_START: ("stream_id", "media_urn"),
+    FrameType.CHUNK: ("stream_id", "chunk_index", "checksum"),
+    FrameType.STREAM_END: ("stream_id",),
+    FrameType.CREDIT: ("credit",),
+}
+
 #: Frame type -> its check (the codec calls these directly on its hot path).
 TYPE_CHECKS = {
     FrameType.HELLO: _check_hello,
