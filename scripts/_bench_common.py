@@ -35,7 +35,7 @@ class PairSpec:
 
     key: str
     title: str
-    driver: str  # "cat", "capdag", "engine"
+    driver: str  # "cat", "capdag", "engine", "floor"
     cartridge: Path | None
 
 
@@ -49,7 +49,10 @@ PAIRS: dict[str, PairSpec] = {
         key="d", title="our engine → capdag cart.", driver="engine", cartridge=CAPDAG_CARTRIDGE
     ),
     "e": PairSpec(key="e", title="capdag host → our interop", driver="capdag", cartridge=INTEROP),
+    "f": PairSpec(key="f", title="checksum floor (no protocol)", driver="floor", cartridge=None),
 }
+#: Pairs that measure only some metrics (the others are not defined for them).
+PAIR_METRICS: dict[str, tuple[str, ...]] = {"f": ("echo",)}
 
 
 def venv_env() -> dict[str, str]:

@@ -7,7 +7,8 @@ side never leak into another. Prints one line ``BENCH-RESULT {json}`` on stdout.
 
 Pairs (see ``_bench_common.PAIRS``): ``a`` Python through ``cat``; ``b``/``e`` the
 capdag host (threads, ``_bench_capdag_host``) with capdag's / our cartridge;
-``c``/``d`` our engine (asyncio) with our / capdag's cartridge.
+``c``/``d`` our engine (asyncio) with our / capdag's cartridge; ``f`` the checksum floor
+(echo only): pipes and FNV-1a 64 as a Bifaci echo needs them, without the protocol.
 
 Metrics:
 
@@ -176,6 +177,76 @@ def _timed_cat(cat: _Cat, metric: str, args: argparse.Namespace) -> Result:
 
 
 # ---------------------------------------------------------------------------------------
+# (f) checksum floor: a bare echo that hashes as the protocol requires
+# ---------------------------------------------------------------------------------------
+
+FLOOR_CHILD = Path(__file__).resolve().parent / "_bench_floor.py"
+
+
+def run_floor(metric: str, args: argparse.Namespace) -> Result:
+    """Echo through ``_bench_floor.py`` with the checksum work of a Bifaci echo and nothing
+    else: a writer thread hashes each 256 KiB block before writing it (the sender's
+    checksum), the child hashes it before writing it back (the cartridge's verification),
+    and this thread hashes it after reading it (the engine's verification). Pipes are
+    enlarged as the engine enlarges them. The two threads here hash in parallel, so the
+    figure is what an implementation with no per-frame cost at all would reach."""
+    from fnv_c.ext._fnv import ffi, lib
+
+    from cartridge_runtime._fdio import grow_pipe
+
+    if metric != "echo":
+        raise ValueError(f"the checksum floor measures echo only, not {metric}")
+    proc = subprocess.Popen(
+        [sys.executable, str(FLOOR_CHILD)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    win, rout = proc.stdin.fileno(), proc.stdout.fileno()
+    grow_pipe(win)
+    grow_pipe(rout)
+    total = args.bytes
+
+    def writer() -> None:
+        for block in _blocks(total):
+            lib.fnv1a_64(block, len(block))
+            view = memoryview(block)
+            while view:
+                view = view[os.write(win, view) :]
+
+    buf = bytearray(BLOCK)
+    view = memoryview(buf)
+    source = ffi.from_buffer(buf)
+
+    def read_block(want: int) -> int:
+        have = 0
+        while have < want:
+            n = os.readv(rout, [view[have:want]])
+            if n == 0:
+                raise RuntimeError("the floor echo closed early")
+            have += n
+        return have
+
+    try:
+        # Warm-up: one block there and back, so the child's start-up is not timed.
+        os.write(win, bytes(BLOCK))
+        read_block(BLOCK)
+        meter = CpuMeter([proc.pid])
+        t0 = time.perf_counter()
+        thread = threading.Thread(target=writer, daemon=True)
+        thread.start()
+        got = 0
+        while got < total:
+            have = read_block(min(BLOCK, total - got))
+            lib.fnv1a_64(source, have)
+            got += have
+        thread.join()
+        dt = time.perf_counter() - t0
+        return {"bytes": got, "seconds": dt, "mb_s": got / dt / 1e6} | meter.stop()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=10)
+
+
+# ---------------------------------------------------------------------------------------
 # (b), (e): capdag's CartridgeHost
 # ---------------------------------------------------------------------------------------
 
@@ -298,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     spec = PAIRS[args.pair]
     if spec.driver == "cat":
         result = run_cat(args.metric, args)
+    elif spec.driver == "floor":
+        result = run_floor(args.metric, args)
     else:
         assert spec.cartridge is not None
         result = RUNNERS[spec.driver](spec.cartridge, args.metric, args)

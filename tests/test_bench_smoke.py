@@ -18,6 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "scripts" / "bench.py"
 
 PAIRS = ("a", "b", "c", "d", "e")
+#: The checksum floor measures echo only.
+FLOOR = "f"
 ROWS = (
     "echo_mb_s",
     "seq_calls_s",
@@ -52,14 +54,16 @@ def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
 
     assert report["quick"] is True
-    assert set(report["pairs"]) == set(PAIRS)
+    assert set(report["pairs"]) == {*PAIRS, FLOOR}
     for pair in PAIRS:
         for metric in ("echo", "seq", "par", "cold", "rss"):
             result = report["results"][pair][metric]
             assert "error" not in result, (pair, metric, result)
+    assert set(report["results"][FLOOR]) == {"echo"}
+    assert "error" not in report["results"][FLOOR]["echo"]
 
     cells = {(row["row"], row["pair"]): row for row in report["rows"]}
-    assert set(cells) == {(row, pair) for row in ROWS for pair in PAIRS}
+    assert set(cells) == {(row, pair) for row in ROWS for pair in PAIRS} | {("echo_mb_s", FLOOR)}
     for (row, pair), cell in cells.items():
         assert isinstance(cell["value"], (int, float)), (row, pair, cell)
         assert cell["value"] > 0, (row, pair, cell)
@@ -69,6 +73,9 @@ def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
     assert report["targets"], "no targets evaluated"
     for target in report["targets"]:
         assert target["met"] in (True, False), target
+    # The echo-versus-cat target names the floor next to it.
+    (share,) = [t for t in report["targets"] if t["target"] == "echo (c) ≥ 30% of (a)"]
+    assert "checksum floor (f)" in share["detail"]
     # The table was printed too.
     assert "echo throughput" in proc.stdout
 
@@ -124,3 +131,40 @@ def test_bench_repeat_runs_each_speed_measurement_that_many_times(tmp_path: Path
             assert len(report["results"][pair][metric]["runs"]) == 2
         assert "runs" not in report["results"][pair]["cold"]
     assert any("median of 2 runs" in note for note in report["notes"])
+
+
+def test_floor_child_echoes_every_byte_in_order() -> None:
+    """The far end of the checksum floor returns exactly what it got, across block and
+    partial-block boundaries, and exits 0 at EOF."""
+    data = bytes(range(256)) * 4099 + b"tail"  # not a multiple of the 256 KiB block
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "_bench_floor.py")],
+        input=data,
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == data
+
+
+def test_floor_worker_echo_counts_every_byte() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "_bench_worker.py"),
+            "f",
+            "echo",
+            "--bytes",
+            "1000003",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("BENCH-RESULT ")]
+    result = json.loads(line.split(" ", 1)[1])
+    assert result["bytes"] == 1000003
+    assert result["pair"] == "f" and result["mb_s"] > 0
