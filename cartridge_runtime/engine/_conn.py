@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import struct
 import subprocess
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
@@ -56,9 +55,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cartridge_runtime.engine")
 
-_pack_len = struct.Struct(">I").pack
 #: Frames whose payload is under this size are encoded as one buffer, prefix included; larger
-#: ones as prefix + body, so the payload is copied once (the codec's copy-once threshold).
+#: ones as separate buffers around the payload, which is never copied (the codec's threshold).
 _SMALL_PAYLOAD = 4096
 #: How long a cartridge whose stdout closed may take to exit before it is killed.
 _EXIT_WAIT = 0.5
@@ -204,15 +202,8 @@ class Connection:
             # A small frame is one buffer, prefix included (the codec's fastest path).
             out.append(P.encode_frame(numbered, self.limits.max_frame, seq))
         else:
-            body = P.encode_body(numbered, seq)
-            if len(body) > self.limits.max_frame:
-                raise P.FrameEncodeError(
-                    f"{numbered.frame_type.name} frame body of {len(body)} bytes exceeds "
-                    f"max_frame {self.limits.max_frame}"
-                )
-            # Prefix and body go to writev as two buffers: the body is never copied again.
-            out.append(_pack_len(len(body)))
-            out.append(body)
+            # The payload goes to writev as its own buffer: never copied into a joined frame.
+            out.extend(P.encode_frame_parts(numbered, self.limits.max_frame, seq))
         if not self._hold and not self._kicked:
             self._kicked = True
             self._wake.set()

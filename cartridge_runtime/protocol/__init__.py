@@ -7,7 +7,15 @@ Nothing here does IO, imports anyio or sleeps; time, where it matters, is an arg
 from . import _builders as frames
 from ._alloc import tune_allocator
 from ._checksum import checksum, verify_chunk
-from ._codec import decode_body, decode_frame, encode_body, encode_frame, frame_to_map, map_to_frame
+from ._codec import (
+    decode_body,
+    decode_frame,
+    encode_body,
+    encode_frame,
+    encode_frame_parts,
+    frame_to_map,
+    map_to_frame,
+)
 from ._constants import (
     COALESCE_AGE,
     COALESCE_BYTES,
@@ -95,6 +103,7 @@ __all__ = (
     # codec
     "encode_frame",
     "encode_body",
+    "encode_frame_parts",
     "decode_frame",
     "decode_body",
     "frame_to_map",

@@ -236,6 +236,30 @@ def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP, seq: int | None 
     return b"".join((_pack_len(n), *parts))
 
 
+def encode_frame_parts(
+    frame: Frame, max_frame: int = HARD_FRAME_CAP, seq: int | None = None
+) -> tuple[bytes, ...]:
+    """The wire form of ``frame`` as buffers to write one after another (``writev``).
+
+    A small frame is one buffer, as from :func:`encode_frame`. A large payload is a buffer
+    of its own, the very object the frame holds, so a 256 KiB CHUNK reaches the kernel
+    without being copied into a joined frame first.
+
+    :raises FrameEncodeError: as :func:`encode_frame`.
+    """
+    payload = frame.__dict__.get("payload")
+    if payload is None or len(payload) < _BIG_PAYLOAD:
+        return (encode_frame(frame, max_frame, seq),)
+    parts = _encode_parts(frame, seq)
+    n = sum(map(len, parts))
+    if n > max_frame or n > HARD_FRAME_CAP:
+        raise FrameEncodeError(
+            f"{frame.frame_type.name} frame body of {n} bytes exceeds max_frame "
+            f"{min(max_frame, HARD_FRAME_CAP)}"
+        )
+    return (_pack_len(n) + parts[0], *parts[1:])
+
+
 def _id(value: Any, what: str) -> MessageId:
     """The MessageId a decoded id value stands for.
 

@@ -34,7 +34,7 @@ import anyio.abc
 import anyio.lowlevel
 import sniffio
 
-from cartridge_runtime.protocol import Frame, ProtocolError, SeqAssigner, encode_frame
+from cartridge_runtime.protocol import Frame, ProtocolError, SeqAssigner, encode_frame_parts
 
 #: Frames queued for the writer before producers wait (the data itself is bounded by credit).
 WRITER_QUEUE = 256
@@ -116,8 +116,9 @@ class FrameWriter:
             if seq is None:
                 continue
             try:
-                # The seq goes straight to the encoder: no numbered copy of the frame.
-                parts.append(encode_frame(frame, max_frame, seq))
+                # The seq goes straight to the encoder: no numbered copy of the frame; a large
+                # payload stays its own buffer (no joined copy of the frame).
+                parts.extend(encode_frame_parts(frame, max_frame, seq))
             except ProtocolError as exc:
                 _note(f"dropping a {frame.frame_type.name} frame that cannot be encoded: {exc}")
                 self.drops += 1
