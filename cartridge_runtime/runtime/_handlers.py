@@ -73,6 +73,8 @@ class HandlerRunner:
     spec_cache: dict[tuple[str, str], list[Any]]
     _idle: anyio.Event
 
+    writer: Any
+
     async def send(self, frame: Any) -> None:  # pragma: no cover - Session's
         raise NotImplementedError
 
@@ -216,3 +218,8 @@ class HandlerRunner:
         else:
             progress, end_message = a.final
             await self.send(frames.end(a.rid, xid=a.xid, progress=progress, message=end_message))
+        # Send the response now, ahead of this request's clean-up, so the host works on it
+        # meanwhile. With several requests in flight this also means one write per response
+        # rather than one per loop pass: measured faster, as both processes stay busy instead
+        # of taking turns over large batches.
+        self.writer.flush_now()

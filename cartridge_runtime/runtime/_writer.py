@@ -13,9 +13,10 @@ reader on the other end.
 On asyncio, when the stream can write without blocking (``write_now``, as the stdout pipe
 can), the writer task is not even woken for a batch: the first frame queued while it is idle
 schedules one loop callback that encodes and writes the batch in place, which costs a
-fraction of a task switch. Only what the pipe does not take at once goes to the task, which
-waits for room; while it holds unwritten bytes, callbacks leave everything to it, so frames
-never overtake each other.
+fraction of a task switch. A request's terminal frame does not wait for that callback: the
+session writes the batch at once (:meth:`FrameWriter.flush_now`), before cleaning up. Only
+what the pipe does not take at once goes to the task, which waits for room; while it holds
+unwritten bytes, callbacks leave everything to it, so frames never overtake each other.
 
 A producer that could run for long without blocking (a handler generating data faster than
 it needs credit) yields every :data:`YIELD_BYTES` of payload so that the writer keeps data
@@ -96,6 +97,16 @@ class FrameWriter:
             if self._unyielded >= YIELD_BYTES:
                 self._unyielded = 0
                 await anyio.lowlevel.checkpoint()
+
+    def flush_now(self) -> None:
+        """Write what is queued at once, in place, when the writer can (asyncio, an idle
+        writer task, a non-blocking stream); otherwise leave it to the scheduled flush.
+
+        The session calls this after a request's terminal frame: the response then leaves
+        before the request's clean-up runs, so that clean-up overlaps with the host's work.
+        """
+        if self._scheduled and self._q:
+            self._flush_soon()
 
     def close(self) -> None:
         """No more frames: the writer finishes what is queued and ends."""
