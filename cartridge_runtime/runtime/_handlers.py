@@ -33,6 +33,7 @@ from ._request import Request
 from ._specs import output_specs
 from ._sync import run_perform
 from ._wire import Active, WirePeer, WireReporter
+from ._writer import FrameWriter
 
 #: Worker tasks kept waiting for the next request; more than that end when they are done.
 IDLE_WORKERS = 64
@@ -73,7 +74,7 @@ class HandlerRunner:
     spec_cache: dict[tuple[str, str], list[Any]]
     _idle: anyio.Event
 
-    writer: Any
+    writer: FrameWriter
 
     async def send(self, frame: Any) -> None:  # pragma: no cover - Session's
         raise NotImplementedError
