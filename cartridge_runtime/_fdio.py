@@ -203,15 +203,24 @@ class FdWriter(_FdWriteLoops):
             os.close(self.fd)
 
 
-async def read_blocks(reader: FdReader, size: int, on_data: Callable[[bytes], None]) -> None:
-    """Call ``on_data`` with every block read from ``reader`` (at most ``size`` bytes), in
-    order, and finally with ``b""`` at end of file; return after that.
+async def read_blocks(
+    reader: FdReader,
+    size: int,
+    on_data: Callable[[bytes], None],
+    next_size: Callable[[], int] | None = None,
+) -> None:
+    """Call ``on_data`` with every block read from ``reader``, in order, and finally with
+    ``b""`` at end of file; return after that.
+
+    Each read asks for ``next_size()`` bytes when given (a frame decoder asks for just the
+    rest of a frame it is in the middle of, so that the next read starts on a frame boundary),
+    else for ``size``.
 
     :raises Exception: whatever ``on_data`` raised (reading stops there).
     """
     if sniffio.current_async_library() != "asyncio" or reader.closed:
         while True:
-            data = await reader.receive(size)
+            data = await reader.receive(size if next_size is None else next_size())
             on_data(data)
             if not data:
                 return
@@ -226,7 +235,7 @@ async def read_blocks(reader: FdReader, size: int, on_data: Callable[[bytes], No
             return
         try:
             try:
-                data = os.read(fd, size)
+                data = os.read(fd, size if next_size is None else next_size())
             except BlockingIOError:
                 return
             except OSError:

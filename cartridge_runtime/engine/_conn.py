@@ -301,11 +301,23 @@ class Connection:
         assert self._stdout is not None
         reason = "closed its stdout"
         try:
-            await read_blocks(self._stdout, self.config.read_size, self._on_block)
+            await read_blocks(self._stdout, self.config.read_size, self._on_block, self._read_size)
         except P.ProtocolError as exc:
             self.counters.protocol_errors += 1
             reason = f"wrote bytes that are not a valid frame on stdout: {exc}"
         await self._die(reason)
+
+    def _read_size(self) -> int:
+        """The size of the next read: a whole block at a frame boundary, else just the rest
+        of the frame in progress. Reads then end on frame boundaries, where the decoder parses
+        the block in place instead of copying it into its buffer."""
+        decoder = self._decoder
+        if decoder.at_frame_boundary:
+            return self.config.read_size
+        try:
+            return decoder.bytes_wanted
+        except P.ProtocolError:  # the decoder failed: the next feed raises it
+            return self.config.read_size
 
     def _on_block(self, data: bytes) -> None:
         """Decode a block of stdout (``b""``: end of file) and dispatch every frame in it.
