@@ -272,7 +272,26 @@ def _targets(results: dict[str, dict[str, dict[str, Any]]], rss_bytes: int) -> l
                 1,
                 higher,
             )
+            side = _slow_side(pair, metric, results.get(pair, {}).get(metric, {}))
+            if side:
+                targets[-1]["detail"] += f"; {side}"
     return targets
+
+
+def _slow_side(pair: str, metric: str, result: dict[str, Any]) -> str:
+    """Which side of a mixed pair did the work: CPU of our side against capdag's side, per
+    MB or per call (a slow side that waits, like a polling loop, shows in wall time only)."""
+    drv, cart = result.get("cpu_driver_s"), result.get("cpu_cartridge_s")
+    if drv is None or cart is None:
+        return ""
+    if metric == "echo" and result.get("bytes"):
+        per, unit = result["bytes"] / 1e6, "ms/MB"
+    elif metric in ("seq", "par") and result.get("calls"):
+        per, unit = result["calls"], "ms/call"
+    else:
+        return ""
+    ours, theirs = (drv, cart) if pair == "d" else (cart, drv)
+    return f"CPU ours {1000 * ours / per:.2f} vs capdag's {1000 * theirs / per:.2f} {unit}"
 
 
 def _fmt(value: float | None) -> str:

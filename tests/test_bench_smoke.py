@@ -168,3 +168,24 @@ def test_floor_worker_echo_counts_every_byte() -> None:
     result = json.loads(line.split(" ", 1)[1])
     assert result["bytes"] == 1000003
     assert result["pair"] == "f" and result["mb_s"] > 0
+
+
+def test_mixed_pair_targets_name_the_side_that_did_the_work() -> None:
+    bench = _bench_module()
+    results = {
+        "b": {"echo": {"mb_s": 4.0}},
+        # (d): our engine drives capdag's cartridge; (e): capdag's host drives ours.
+        "d": {
+            "echo": {"mb_s": 3.9, "bytes": 2_000_000, "cpu_driver_s": 0.01, "cpu_cartridge_s": 0.5}
+        },
+        "e": {
+            "echo": {"mb_s": 16.0, "bytes": 1_000_000, "cpu_driver_s": 0.2, "cpu_cartridge_s": 0.03}
+        },
+    }
+    targets = {t["target"]: t for t in bench._targets(results, 1 << 30)}  # type: ignore[attr-defined]
+    d = targets["echo (d) ≥ (b)"]
+    assert d["met"] is False
+    assert d["detail"].endswith("CPU ours 5.00 vs capdag's 250.00 ms/MB")
+    e = targets["echo (e) ≥ (b)"]
+    assert e["met"] is True
+    assert e["detail"].endswith("CPU ours 30.00 vs capdag's 200.00 ms/MB")
