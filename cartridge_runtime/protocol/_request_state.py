@@ -213,6 +213,11 @@ class BodyReceiver:
         out, self._outgoing = self._outgoing, []
         return out
 
+    @property
+    def has_data_to_send(self) -> bool:
+        """Whether :meth:`data_to_send` would return frames (a check that allocates nothing)."""
+        return bool(self._outgoing)
+
     # -- input -----------------------------------------------------------------------------
 
     def receive(self, frame: Frame) -> list[Event]:

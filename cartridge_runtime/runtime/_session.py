@@ -214,11 +214,16 @@ class Session(HandlerRunner):
                 await self._idle.wait()
 
     async def _read_loop(self) -> int:
+        decoder = self.decoder
+        dispatch = self._dispatch
         while True:
-            frame = await self._next_frame()
+            # Frames already buffered are taken without a read (and without a coroutine).
+            frame = decoder.next_frame()
             if frame is None:
-                return EXIT_OK
-            await self._dispatch(frame)
+                frame = await self._next_frame()
+                if frame is None:
+                    return EXIT_OK
+            await dispatch(frame)
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -384,7 +389,8 @@ class Session(HandlerRunner):
                     ),
                     silent=True,
                 )
-        await a.send_credit()
+        if a.receiver.has_data_to_send:
+            await a.send_credit()
 
     async def _fail_input(self, a: Active, exc: ProtocolError) -> None:
         """A frame of this request broke the rules: the handler's input fails with ``exc`` and
