@@ -309,15 +309,16 @@ class Connection:
 
     def _read_size(self) -> int:
         """The size of the next read: a whole block at a frame boundary, else just the rest
-        of the frame in progress. Reads then end on frame boundaries, where the decoder parses
-        the block in place instead of copying it into its buffer."""
+        of the frame in progress (at most a block). Reads then end on frame boundaries, where
+        the decoder parses the block in place instead of copying it into its buffer."""
         decoder = self._decoder
+        size = self.config.read_size
         if decoder.at_frame_boundary:
-            return self.config.read_size
+            return size
         try:
-            return decoder.bytes_wanted
+            return min(decoder.bytes_wanted, size)
         except P.ProtocolError:  # the decoder failed: the next feed raises it
-            return self.config.read_size
+            return size
 
     def _on_block(self, data: bytes) -> None:
         """Decode a block of stdout (``b""``: end of file) and dispatch every frame in it.

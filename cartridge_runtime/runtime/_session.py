@@ -128,7 +128,7 @@ class Session(HandlerRunner):
             # Mid-frame, read just the rest of that frame: the next read then starts on a frame
             # boundary, where the decoder parses the received bytes in place (no copy into its
             # buffer). At a boundary, read a large block.
-            want = READ_SIZE if decoder.at_frame_boundary else decoder.bytes_wanted
+            want = READ_SIZE if decoder.at_frame_boundary else min(decoder.bytes_wanted, READ_SIZE)
             try:
                 data = await self.receive_stream.receive(want)
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
