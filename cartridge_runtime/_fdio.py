@@ -206,15 +206,17 @@ class FdWriter(_FdWriteLoops):
 async def read_blocks(
     reader: FdReader,
     size: int,
-    on_data: Callable[[bytes], None],
+    on_data: Callable[[bytes | memoryview], None],
     next_size: Callable[[], int] | None = None,
+    buffer: bytearray | None = None,
 ) -> None:
     """Call ``on_data`` with every block read from ``reader``, in order, and finally with
     ``b""`` at end of file; return after that.
 
     Each read asks for ``next_size()`` bytes when given (a frame decoder asks for just the
     rest of a frame it is in the middle of, so that the next read starts on a frame boundary),
-    else for ``size``.
+    else for ``size``. With ``buffer`` (used on asyncio), every read lands in that one buffer
+    and ``on_data`` gets a view of it, valid only until it returns: no allocation per read.
 
     :raises Exception: whatever ``on_data`` raised (reading stops there).
     """
@@ -230,15 +232,24 @@ async def read_blocks(
     done: asyncio.Future[None] = loop.create_future()
     fd = reader.fd
 
+    view = memoryview(buffer) if buffer is not None else None
+
     def on_readable() -> None:
         if done.done():
             return
         try:
+            want = size if next_size is None else next_size()
+            data: bytes | memoryview
             try:
-                data = os.read(fd, size if next_size is None else next_size())
+                if view is None:
+                    data = os.read(fd, want)
+                else:
+                    data = view[: os.readv(fd, [view[: min(want, len(view))]])]
             except BlockingIOError:
                 return
             except OSError:
+                data = b""
+            if not data:
                 data = b""
             on_data(data)
             if not data:

@@ -97,3 +97,29 @@ def test_without_next_size_every_read_asks_for_the_block_size(backend: str) -> N
     assert b"".join(parts) == data
     assert parts[-1] == b""
     assert max(len(p) for p in parts) <= 4096
+
+
+def test_with_a_buffer_every_read_lands_in_it_and_views_are_handed_over() -> None:
+    """On asyncio, ``buffer`` makes each read a view of that one buffer (no allocation per
+    read); the data is complete and in order when the callback copies what it keeps."""
+    data = os.urandom(5 * 65536 + 123)
+    r, w = make_pipe()
+    thread = _feed_in_thread(w, data, 40_000)
+    buffer = bytearray(16384)
+    parts: list[bytes] = []
+    kinds: set[type] = set()
+
+    def on_data(block: bytes | memoryview) -> None:
+        kinds.add(type(block))
+        if block:
+            assert isinstance(block, memoryview) and block.obj is buffer
+            assert len(block) <= len(buffer)
+        parts.append(bytes(block))
+
+    try:
+        anyio.run(_read_all, FdReader(r), 1 << 20, on_data, None, buffer, backend="asyncio")
+    finally:
+        thread.join(10)
+    assert b"".join(parts) == data
+    assert parts[-1] == b""
+    assert memoryview in kinds

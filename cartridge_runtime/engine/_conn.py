@@ -301,7 +301,13 @@ class Connection:
         assert self._stdout is not None
         reason = "closed its stdout"
         try:
-            await read_blocks(self._stdout, self.config.read_size, self._on_block, self._read_size)
+            await read_blocks(
+                self._stdout,
+                self.config.read_size,
+                self._on_block,
+                self._read_size,
+                bytearray(self.config.read_size),
+            )
         except P.ProtocolError as exc:
             self.counters.protocol_errors += 1
             reason = f"wrote bytes that are not a valid frame on stdout: {exc}"
@@ -320,13 +326,19 @@ class Connection:
         except P.ProtocolError:  # the decoder failed: the next feed raises it
             return size
 
-    def _on_block(self, data: bytes) -> None:
+    def _on_block(self, data: bytes | memoryview) -> None:
         """Decode a block of stdout (``b""``: end of file) and dispatch every frame in it.
+
+        A view is of the reader's reusable buffer: the decoder parses it in place and, as
+        every frame is taken below, keeps none of it once this returns.
 
         :raises ProtocolError: the bytes are not valid frames.
         """
         decoder = self._decoder
-        decoder.feed(data)
+        if type(data) is memoryview:
+            decoder.feed_borrowed(data)
+        else:
+            decoder.feed(data)
         # Frames the dispatch queues (CREDIT, forwarded peer frames, heartbeat replies)
         # leave together in one write after the block.
         self._hold += 1

@@ -33,9 +33,10 @@ class FrameDecoder:
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         # Pending bytes are ``_buf[_off:]``. ``_buf`` is a bytearray, or, when a ``bytes`` object
-        # was fed while nothing was pending, that very object (decoded in place, no copy; a
-        # large frame fed whole is then copied only once, into its payload).
-        self._buf: bytearray | bytes = bytearray()
+        # (or, by feed_borrowed, a view) was fed while nothing was pending, that very object
+        # (decoded in place, no copy; a large frame fed whole is then copied only once, into its
+        # payload). A borrowed view is replaced by a copy of its tail when next_frame runs dry.
+        self._buf: bytearray | bytes | memoryview = bytearray()
         self._off = 0
         self._max_frame = min(max_frame, HARD_FRAME_CAP)
         self._error: ProtocolError | None = None
@@ -85,6 +86,19 @@ class FrameDecoder:
         :raises ProtocolError: the decoder already failed, or the stream ended mid-frame
             (raised by :meth:`next_frame`).
         """
+        self._feed(data, type(data) is bytes)
+
+    def feed_borrowed(self, data: memoryview) -> None:
+        """Like :meth:`feed`, for a buffer the caller will fill again (a reusable read buffer).
+
+        When nothing is pending the frames are parsed where they lie, without copying the
+        block; the decoder lets go of ``data`` as soon as :meth:`next_frame` returns ``None``
+        (it keeps a copy of an incomplete tail). So the caller must take every complete frame
+        before it reuses the buffer.
+        """
+        self._feed(data, True)
+
+    def _feed(self, data: bytes | bytearray | memoryview, in_place: bool) -> None:
         if self._error is not None:
             raise self._error
         if not data:
@@ -93,12 +107,13 @@ class FrameDecoder:
         if self._closed:
             raise FrameDecodeError("data fed after end of stream")
         buf = self._buf
-        if self._off == len(buf) and type(data) is bytes:
-            # Nothing pending: keep the caller's immutable bytes as the buffer.
-            self._buf = buf = data
+        if in_place and self._off == len(buf):
+            # Nothing pending: parse the caller's block where it is (bytes are immutable; a
+            # borrowed view is released by next_frame before the caller may reuse it).
+            self._buf = buf = data if type(data) is bytes else memoryview(data).cast("B")
             self._off = self._scan = 0
         else:
-            if type(buf) is bytes:
+            if type(buf) is not bytearray:
                 # Switch to a mutable buffer holding only the pending tail.
                 self._scan -= self._off
                 self._buf = buf = bytearray(memoryview(buf)[self._off :])
@@ -133,6 +148,8 @@ class FrameDecoder:
                 self._fail(
                     FrameDecodeError(f"stream ended inside a length prefix ({have} of 4 bytes)")
                 )
+            if type(buf) is memoryview:
+                self._let_go()
             return None
         (n,) = _unpack_len(buf, off)
         if n > self._max_frame:
@@ -145,9 +162,11 @@ class FrameDecoder:
                         f"stream ended inside a frame ({have - PREFIX_LEN} of {n} body bytes)"
                     )
                 )
+            if type(buf) is memoryview:
+                self._let_go()
             return None
         try:
-            if type(buf) is bytes:
+            if type(buf) is not bytearray:  # bytes or a borrowed view: decoded in place
                 frame = decode_range(buf, off + PREFIX_LEN, end)
             else:
                 with memoryview(buf) as mv:
@@ -163,6 +182,13 @@ class FrameDecoder:
         else:
             self._off = end
         return frame
+
+    def _let_go(self) -> None:
+        """Stop referring to a borrowed buffer: keep a copy of its incomplete tail only."""
+        buf, off = self._buf, self._off
+        self._scan -= off
+        self._buf = bytearray(buf[off:])
+        self._off = 0
 
     def frames(self) -> list[Frame]:
         """All complete frames now available."""
