@@ -234,6 +234,7 @@ def _targets(results: dict[str, dict[str, dict[str, Any]]], rss_bytes: int) -> l
         100,
         True,
     )
+    targets[-1]["detail"] += _rounds(results, "seq")
     add(
         "16 in flight (c) ≥ 200 x (b)",
         get("c", "par", "calls_s"),
@@ -241,6 +242,7 @@ def _targets(results: dict[str, dict[str, dict[str, Any]]], rss_bytes: int) -> l
         200,
         True,
     )
+    targets[-1]["detail"] += _rounds(results, "par")
     add("cold start (c) ≤ (b)", get("c", "cold", "ms"), get("b", "cold", "ms"), 1, False)
     # Peak RSS of every process of ours: both of (c), the engine of (d), the cartridge of (e).
     for pair, field, who in (
@@ -276,6 +278,19 @@ def _targets(results: dict[str, dict[str, dict[str, Any]]], rss_bytes: int) -> l
             if side:
                 targets[-1]["detail"] += f"; {side}"
     return targets
+
+
+def _rounds(results: dict[str, dict[str, dict[str, Any]]], metric: str) -> str:
+    """Each round's figure of (c), with (a)'s in the same round: the median alone hides how
+    much a drifting machine moved during the run."""
+    ours = results.get("c", {}).get(metric, {}).get("runs")
+    cat = results.get("a", {}).get(metric, {}).get("runs")
+    if not ours or len(ours) < 2:
+        return ""
+    text = " / ".join(f"{v:,.0f}" for v in ours)
+    if cat and len(cat) == len(ours):
+        text += " (with (a) at " + " / ".join(f"{v:,.0f}" for v in cat) + ")"
+    return f"; rounds {text}"
 
 
 def _slow_side(pair: str, metric: str, result: dict[str, Any]) -> str:

@@ -189,3 +189,18 @@ def test_mixed_pair_targets_name_the_side_that_did_the_work() -> None:
     e = targets["echo (e) ≥ (b)"]
     assert e["met"] is True
     assert e["detail"].endswith("CPU ours 30.00 vs capdag's 200.00 ms/MB")
+
+
+def test_call_rate_targets_show_each_round_beside_cat() -> None:
+    bench = _bench_module()
+    results = {
+        "a": {"seq": {"calls_s": 80_000.0, "runs": [81_000.0, 80_000.0, 60_000.0]}},
+        "b": {"seq": {"calls_s": 24.0}},
+        "c": {"seq": {"calls_s": 2_000.0, "runs": [2_900.0, 2_000.0, 1_500.0]}},
+    }
+    targets = {t["target"]: t for t in bench._targets(results, 1 << 30)}  # type: ignore[attr-defined]
+    seq = targets["sequential calls (c) ≥ 100 x (b)"]
+    assert seq["met"] is False
+    assert seq["detail"].endswith(
+        "; rounds 2,900 / 2,000 / 1,500 (with (a) at 81,000 / 80,000 / 60,000)"
+    )
