@@ -7,6 +7,7 @@ from typing import Any
 
 import cbor2
 import pytest
+from _raw_frames import ERR_META, LOG_META, RID, RID_HEX, accepts, base, rejects, wire
 
 from cartridge_runtime.protocol import (
     DEFAULT_LIMITS,
@@ -31,37 +32,6 @@ from cartridge_runtime.protocol import (
     encode_frame_parts,
     frames,
 )
-
-RID = MessageId(bytes(range(16)))
-RID_HEX = bytes(range(16))
-
-
-def wire(m: Any) -> bytes:
-    """A length-prefixed frame around any CBOR value (built with plain cbor2)."""
-    body = cbor2.dumps(m)
-    return len(body).to_bytes(4, "big") + body
-
-
-def base(ft: int, **extra: Any) -> dict[Any, Any]:
-    m: dict[Any, Any] = {0: 6, 1: ft, 2: RID_HEX, 3: 0}
-    for k, v in extra.items():
-        m[int(k[1:])] = v
-    return m
-
-
-def rejects(m: Any, match: str | None = None) -> FrameDecodeError:
-    with pytest.raises(FrameDecodeError, match=match) as ei:
-        decode_frame(wire(m))
-    return ei.value
-
-
-def accepts(m: Any) -> Frame:
-    return decode_frame(wire(m))
-
-
-ERR_META = {"code": "X", "attribution_class": "input", "message": "m"}
-LOG_META = {"level": "info", "attribution_class": "internal", "message": "m"}
-
 
 # --------------------------------------------------------------------------- decode errors
 

@@ -9,6 +9,7 @@ from typing import Any
 import cbor2
 import pytest
 from _frame_vectors import VECTOR_DIR, load
+from _raw_frames import RID
 
 from cartridge_runtime.protocol import (
     DEFAULT_LIMITS,
@@ -19,7 +20,6 @@ from cartridge_runtime.protocol import (
     CartridgeHello,
     ChecksumMismatchError,
     Frame,
-    FrameDecodeError,
     FrameType,
     HandshakeError,
     IdentityCheck,
@@ -37,37 +37,6 @@ from cartridge_runtime.protocol import (
     frames,
     verify_chunk,
 )
-
-RID = MessageId(bytes(range(16)))
-RID_HEX = bytes(range(16))
-
-
-def wire(m: Any) -> bytes:
-    """A length-prefixed frame around any CBOR value (built with plain cbor2)."""
-    body = cbor2.dumps(m)
-    return len(body).to_bytes(4, "big") + body
-
-
-def base(ft: int, **extra: Any) -> dict[Any, Any]:
-    m: dict[Any, Any] = {0: 6, 1: ft, 2: RID_HEX, 3: 0}
-    for k, v in extra.items():
-        m[int(k[1:])] = v
-    return m
-
-
-def rejects(m: Any, match: str | None = None) -> FrameDecodeError:
-    with pytest.raises(FrameDecodeError, match=match) as ei:
-        decode_frame(wire(m))
-    return ei.value
-
-
-def accepts(m: Any) -> Frame:
-    return decode_frame(wire(m))
-
-
-ERR_META = {"code": "X", "attribution_class": "input", "message": "m"}
-LOG_META = {"level": "info", "attribution_class": "internal", "message": "m"}
-
 
 # --------------------------------------------------------------------------- limits
 
