@@ -222,18 +222,25 @@ def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP, seq: int | None 
         except (TypeError, ValueError, KeyError, AttributeError, cbor2.CBOREncodeError) as exc:
             raise _encode_error(frame, exc) from exc
         n = len(body)
-        if n <= max_frame and n <= HARD_FRAME_CAP:
-            return _pack_len(n) + body
-        parts: tuple[bytes, ...] = (body,)
-    else:
-        parts = _encode_parts(frame, seq)
-        n = sum(map(len, parts))
+        _check_body_size(frame, n, max_frame)
+        return _pack_len(n) + body
+    return b"".join(_large_frame_parts(frame, max_frame, seq))
+
+
+def _check_body_size(frame: Frame, n: int, max_frame: int) -> None:
     if n > max_frame or n > HARD_FRAME_CAP:
         raise FrameEncodeError(
             f"{frame.frame_type.name} frame body of {n} bytes exceeds max_frame "
             f"{min(max_frame, HARD_FRAME_CAP)}"
         )
-    return b"".join((_pack_len(n), *parts))
+
+
+def _large_frame_parts(frame: Frame, max_frame: int, seq: int | None) -> tuple[bytes, ...]:
+    """Prefix and map head, then the payload object itself, then any keys after it."""
+    parts = _encode_parts(frame, seq)
+    n = sum(map(len, parts))
+    _check_body_size(frame, n, max_frame)
+    return (_pack_len(n) + parts[0], *parts[1:])
 
 
 def encode_frame_parts(
@@ -250,14 +257,7 @@ def encode_frame_parts(
     payload = frame.__dict__.get("payload")
     if payload is None or len(payload) < _BIG_PAYLOAD:
         return (encode_frame(frame, max_frame, seq),)
-    parts = _encode_parts(frame, seq)
-    n = sum(map(len, parts))
-    if n > max_frame or n > HARD_FRAME_CAP:
-        raise FrameEncodeError(
-            f"{frame.frame_type.name} frame body of {n} bytes exceeds max_frame "
-            f"{min(max_frame, HARD_FRAME_CAP)}"
-        )
-    return (_pack_len(n) + parts[0], *parts[1:])
+    return _large_frame_parts(frame, max_frame, seq)
 
 
 def _id(value: Any, what: str) -> MessageId:
