@@ -619,3 +619,56 @@ def test_frame_parts_refuse_a_frame_over_max_frame() -> None:
         encode_frame_parts(frame, max_frame=50_000)
     with pytest.raises(FrameEncodeError):
         encode_frame(frame, max_frame=50_000)
+
+
+# -- feed_borrowed: bad input through a reused buffer ---------------------------------------
+
+
+def _borrowed(data: bytes) -> tuple[bytearray, memoryview]:
+    buf = bytearray(data)
+    return buf, memoryview(buf)
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        ((1 << 20).to_bytes(4, "big") + b"\x00" * 8, FrameTooLargeError),
+        ((8).to_bytes(4, "big") + b"\xff" * 8, FrameDecodeError),
+        (wire({0: 6, 1: 99, 2: RID_HEX, 3: 0}), FrameDecodeError),
+    ],
+    ids=["oversize-prefix", "garbage-body", "unknown-type"],
+)
+def test_borrowed_bad_input_fails_as_feed_does_and_stays_failed(
+    raw: bytes, error: type[Exception]
+) -> None:
+    plain = FrameDecoder(max_frame=1 << 16)
+    with pytest.raises(error) as expected:
+        plain.feed(raw)  # an oversize prefix fails here already (FRM-9)
+        plain.next_frame()
+
+    dec = FrameDecoder(max_frame=1 << 16)
+    buf, view = _borrowed(raw)
+    with pytest.raises(error) as got:
+        dec.feed_borrowed(view)
+        dec.next_frame()
+    assert str(got.value) == str(expected.value)
+    buf[:] = b"\x00" * len(buf)  # the caller reuses its buffer: the decoder stays failed
+    with pytest.raises(error):
+        dec.next_frame()
+    with pytest.raises(error):
+        dec.feed_borrowed(view)
+
+
+def test_borrowed_tail_survives_the_buffer_being_reused() -> None:
+    good = wire(base(4))  # a complete END, then the first 5 bytes of another
+    second = wire(base(4))
+    dec = FrameDecoder()
+    buf, view = _borrowed(good + second[:5])
+    dec.feed_borrowed(view)
+    assert dec.next_frame() == accepts(base(4))
+    assert dec.next_frame() is None
+    buf[:] = b"\xff" * len(buf)
+    dec.feed(second[5:])
+    assert dec.next_frame() == accepts(base(4))
+    dec.feed(b"")
+    assert dec.next_frame() is None and dec.buffered == 0
