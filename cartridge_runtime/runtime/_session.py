@@ -2,13 +2,19 @@
 
 Theory of operation
 -------------------
-The *reader* (the task that calls :meth:`Session.run`) decodes frames and acts on each one at
-once: HEARTBEAT, CREDIT, CANCEL, CLOSE_STREAM and POLICY are answered or applied in place; a REQ
+The *reader* decodes frames and acts on each one at once, without waiting for anything:
+HEARTBEAT, CREDIT, CANCEL, CLOSE_STREAM and POLICY are answered or applied in place; a REQ
 creates an :class:`Active` request, admitted through the pool table into its own handler task;
 the request's other frames go through its :class:`BodyReceiver` into its input mailboxes (never
 blocking: credit bounds what can pile up). Every outgoing frame, from any task, goes through one
-bounded memory stream to the *writer* task, which assigns seq numbers (dropping stragglers),
-encodes, and sends whatever is queued as one joined write.
+bounded queue to the *writer* (:mod:`._writer`), which assigns seq numbers (dropping
+stragglers), encodes, and sends whatever is queued as one write.
+
+Dispatch is synchronous: the replies it sends are queued even past the writer's bound, and
+the reader takes no further frame while the queue is over it. So on asyncio, with the stdin
+stream of :mod:`._stdin`, the whole read path runs inside the event loop's reader callback:
+read, decode and dispatch, with no task switch and no coroutine per frame. Elsewhere (trio, or
+any other byte stream) a task runs the same steps.
 
 Exit statuses: 0 at EOF (running handlers get a short grace, then are cancelled), 1 for a
 handshake failure or a relay frame, 65 when the byte stream can no longer be trusted, 137 after
@@ -50,7 +56,7 @@ from cartridge_runtime.urn import CapUrn, UrnError
 from ._handlers import HandlerRunner, cancel_terminal
 from ._input import InputStream
 from ._runtime import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL
-from ._wire import Active, PeerState
+from ._wire import Active, PeerState, peer_cancel_frame
 from ._writer import FrameWriter
 
 if TYPE_CHECKING:
@@ -111,6 +117,10 @@ class Session(HandlerRunner):
         """Queue one frame for the writer (see :mod:`._writer`: no yield while there is room)."""
         await self.writer.send(frame)
 
+    def push(self, frame: Frame) -> None:
+        """Queue one frame at once (dispatch's replies: see the module docstring)."""
+        self.writer.push(frame)
+
     @property
     def drops(self) -> int:
         """Frames dropped: not queueable, not encodable, or not writable."""
@@ -125,12 +135,8 @@ class Session(HandlerRunner):
             frame = decoder.next_frame()
             if frame is not None:
                 return frame
-            # Mid-frame, read just the rest of that frame: the next read then starts on a frame
-            # boundary, where the decoder parses the received bytes in place (no copy into its
-            # buffer). At a boundary, read a large block.
-            want = READ_SIZE if decoder.at_frame_boundary else min(decoder.bytes_wanted, READ_SIZE)
             try:
-                data = await self.receive_stream.receive(want)
+                data = await self.receive_stream.receive(self._read_size())
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 decoder.feed(b"")
                 frame = decoder.next_frame()  # raises when EOF fell inside a frame
@@ -214,23 +220,76 @@ class Session(HandlerRunner):
                 await self._idle.wait()
 
     async def _read_loop(self) -> int:
-        decoder = self.decoder
-        dispatch = self._dispatch
+        """Read and dispatch until EOF (returns 0).
+
+        :raises ProtocolError: the input is not valid frames.
+        :raises _Stop: a frame ends the session.
+        """
+        if not self._drain():  # frames that came with the handshake's read
+            await self._until_drained()
+        pump = getattr(self.receive_stream, "pump", None)
+        if pump is not None and await pump(self._on_block, self._read_size, self._until_drained):
+            return EXIT_OK
+        receive = self.receive_stream.receive
         while True:
-            # Frames already buffered are taken without a read (and without a coroutine).
-            frame = decoder.next_frame()
+            try:
+                data = await receive(self._read_size())
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                data = b""
+            if not self._on_block(data):
+                await self._until_drained()
+            if not data:
+                return EXIT_OK
+
+    def _read_size(self) -> int:
+        """The size of the next read: a large block at a frame boundary, else just the rest of
+        the frame in progress, so that the next read starts on a boundary, where the decoder
+        parses the bytes in place (no copy into its buffer)."""
+        decoder = self.decoder
+        if decoder.at_frame_boundary:
+            return READ_SIZE
+        try:
+            return min(decoder.bytes_wanted, READ_SIZE)
+        except ProtocolError:  # the decoder failed: the next feed raises it
+            return READ_SIZE
+
+    def _on_block(self, data: bytes) -> bool:
+        """Take a block of input (``b""``: end of file) and dispatch the frames it completes.
+
+        :returns: ``False`` when the writer's queue filled up first: the remaining frames wait
+            in the decoder until :meth:`_until_drained`, and no more is read meanwhile.
+        :raises ProtocolError: the input is not valid frames (also EOF inside a frame).
+        """
+        self.decoder.feed(data)
+        return self._drain()
+
+    def _drain(self) -> bool:
+        """Dispatch the frames the decoder holds while the writer has room (see
+        :meth:`_on_block`)."""
+        next_frame = self.decoder.next_frame
+        dispatch = self._dispatch
+        writer = self.writer
+        while writer.has_room:
+            frame = next_frame()
             if frame is None:
-                frame = await self._next_frame()
-                if frame is None:
-                    return EXIT_OK
-            await dispatch(frame)
+                return True
+            dispatch(frame)
+        return False
+
+    async def _until_drained(self) -> None:
+        """Wait for room in the writer's queue and dispatch what the decoder holds, until it
+        is all dispatched."""
+        while True:
+            await self.writer.wait_room()
+            if self._drain():
+                return
 
     # -- dispatch ----------------------------------------------------------------------------
 
-    async def _dispatch(self, frame: Frame) -> None:
+    def _dispatch(self, frame: Frame) -> None:
         ft = frame.frame_type
         if ft is FrameType.REQ:
-            await self._on_req(frame)
+            self._on_req(frame)
         elif ft in (
             FrameType.STREAM_START,
             FrameType.CHUNK,
@@ -241,21 +300,21 @@ class Session(HandlerRunner):
         ):
             a = self.active.get(frame.id)
             if a is not None:
-                await self._on_body(a, frame)
+                self._on_body(a, frame)
             elif frame.id in self.peer_calls:
-                await self._on_peer_frame(self.peer_calls[frame.id], frame)
+                self._on_peer_frame(self.peer_calls[frame.id], frame)
         elif ft is FrameType.HEARTBEAT:
-            await self._on_heartbeat(frame)
+            self._on_heartbeat(frame)
         elif ft is FrameType.CREDIT:
             self._on_credit(frame)
         elif ft is FrameType.CANCEL:
-            await self._on_cancel(frame)
+            self._on_cancel(frame)
         elif ft is FrameType.CLOSE_STREAM:
             self._on_close_stream(frame)
         elif ft is FrameType.POLICY:
             self.policy = str((frame.meta or {}).get("network"))
         elif ft is FrameType.HELLO:
-            await self.send(
+            self.push(
                 frames.err(ZERO_ID, "PROTOCOL_ERROR", "HELLO after the handshake", "internal")
             )
         elif ft in (FrameType.RELAY_NOTIFY, FrameType.RELAY_STATE):
@@ -264,25 +323,25 @@ class Session(HandlerRunner):
             )
             raise _Stop(EXIT_FAILURE)
 
-    async def _reject(self, frame: Frame, code: str, message: str, cls: str = "internal") -> None:
-        await self.send(frames.err(frame.id, code, message, cls, xid=frame.routing_id))
+    def _reject(self, frame: Frame, code: str, message: str, cls: str = "internal") -> None:
+        self.push(frames.err(frame.id, code, message, cls, xid=frame.routing_id))
 
-    async def _on_req(self, frame: Frame) -> None:
+    def _on_req(self, frame: Frame) -> None:
         cap = frame.cap
         if frame.id in self.active:
             a = self.active[frame.id]
-            await self._fail_input(a, ProtocolError(f"second REQ for request {frame.id}"))
+            self._fail_input(a, ProtocolError(f"second REQ for request {frame.id}"))
             return
         if cap is None:
-            await self._reject(frame, "INVALID_REQUEST", "REQ without a cap URN (key 10)")
+            self._reject(frame, "INVALID_REQUEST", "REQ without a cap URN (key 10)")
             return
         if frame.payload:
-            await self._reject(
+            self._reject(
                 frame, "PROTOCOL_ERROR", "REQ payload must be empty; arguments travel as streams"
             )
             return
         if self.policy is None and not self._is_identity(cap):
-            await self._reject(
+            self._reject(
                 frame,
                 "PROTOCOL_VIOLATION",
                 "REQ before POLICY: only the identity check may come first",
@@ -290,7 +349,7 @@ class Session(HandlerRunner):
             return
         found = self.runtime.find_handler(cap)
         if found is None:
-            await self._reject(
+            self._reject(
                 frame, "NO_HANDLER", f"No handler registered for cap: {cap}", "environment"
             )
             return
@@ -306,7 +365,7 @@ class Session(HandlerRunner):
         if position is None:
             self._start(a)
         else:
-            await self.send(
+            self.push(
                 frames.log(
                     a.rid,
                     "queued",
@@ -323,13 +382,13 @@ class Session(HandlerRunner):
         except UrnError:
             return False
 
-    async def _on_body(self, a: Active, frame: Frame) -> None:
+    def _on_body(self, a: Active, frame: Frame) -> None:
         if a.input_error is not None:
             return
         try:
             events = a.receiver.receive(frame)
         except ProtocolError as exc:
-            await self._fail_input(a, exc)
+            self._fail_input(a, exc)
             return
         for ev in events:
             if isinstance(ev, StreamData):
@@ -357,7 +416,7 @@ class Session(HandlerRunner):
                     s._push_item(ev.value, ev.meta, 1 if ev is events[0] else 0)
             elif isinstance(ev, StreamOpened):
                 if ev.output is not None:
-                    await self._fail_input(
+                    self._fail_input(
                         a, ProtocolError(f"argument stream {ev.stream_id!r} carries an output name")
                     )
                     return
@@ -390,9 +449,9 @@ class Session(HandlerRunner):
                     silent=True,
                 )
         if a.receiver.has_data_to_send:
-            await a.send_credit()
+            a.push_credit()
 
-    async def _fail_input(self, a: Active, exc: ProtocolError) -> None:
+    def _fail_input(self, a: Active, exc: ProtocolError) -> None:
         """A frame of this request broke the rules: the handler's input fails with ``exc`` and
         the request ends with an ERR carrying the error's code (the handler is cancelled)."""
         if a.input_error is not None:
@@ -406,9 +465,9 @@ class Session(HandlerRunner):
             self.pools.remove_queued(lambda item: item is a)
             self.active.pop(a.rid, None)
             a.terminal_sent = True
-            await self.send(frames.err(a.rid, str(exc.code), str(exc), "internal", xid=a.xid))
+            self.push(frames.err(a.rid, str(exc.code), str(exc), "internal", xid=a.xid))
 
-    async def _on_peer_frame(self, state: PeerState, frame: Frame) -> None:
+    def _on_peer_frame(self, state: PeerState, frame: Frame) -> None:
         resp = state.call.response
         try:
             events = state.receiver.receive(frame)
@@ -426,16 +485,16 @@ class Session(HandlerRunner):
             if isinstance(ev, (BodyEnded, ErrorReceived)):
                 self.peer_calls.pop(state.rid, None)
         for f in state.receiver.data_to_send():
-            await self.send(f)
+            self.push(f)
 
-    async def _on_heartbeat(self, frame: Frame) -> None:
+    def _on_heartbeat(self, frame: Frame) -> None:
         meta = frame.meta or {}
         desired = meta.get("desired_capacities")
         if desired is not None:
             try:
                 self.pools.apply_desired_json(desired)
             except UnknownPoolError as exc:
-                await self.send(frames.err(frame.id, "UNKNOWN_POOL", str(exc), "internal"))
+                self.push(frames.err(frame.id, "UNKNOWN_POOL", str(exc), "internal"))
                 return
             self._admit_waiting()
         reply = {
@@ -444,7 +503,7 @@ class Session(HandlerRunner):
             "overruns_total": self.overruns,
             "pools": self.pools.to_json_bytes(),
         }
-        await self.send(frames.heartbeat(frame.id, meta=reply))
+        self.push(frames.heartbeat(frame.id, meta=reply))
 
     def _on_credit(self, frame: Frame) -> None:
         n = frame.credit or 0
@@ -468,7 +527,7 @@ class Session(HandlerRunner):
                 f"CREDIT without a stream id for request {frame.id} with {len(own)} streams; ignored"
             )
 
-    async def _on_cancel(self, frame: Frame) -> None:
+    def _on_cancel(self, frame: Frame) -> None:
         a = self.active.get(frame.id)
         if a is None:
             _note(f"CANCEL for unknown or finished request {frame.id}; ignored")
@@ -481,18 +540,20 @@ class Session(HandlerRunner):
             self.pools.remove_queued(lambda item: item is a)
             code, cls, message = reason
             a.cancel = reason
-            await self.send(frames.err(a.rid, code, f"{message} (while queued)", cls, xid=a.xid))
+            self.push(frames.err(a.rid, code, f"{message} (while queued)", cls, xid=a.xid))
             a.terminal_sent = True
             self.active.pop(a.rid, None)
         else:
             self._cancel(a, reason)
             for call in list(a.peer_calls):
-                await call.cancel()
+                cancel = peer_cancel_frame(self, a, call)
+                if cancel is not None:
+                    self.push(cancel)
         if frame.force_kill:
             if not a.terminal_sent:
                 code, cls, message = reason
                 a.terminal_sent = True
-                await self.send(frames.err(a.rid, code, message, cls, xid=a.xid))
+                self.push(frames.err(a.rid, code, message, cls, xid=a.xid))
             _note(f"CANCEL with force_kill for request {frame.id}; ending the process")
             raise _Stop(EXIT_FORCE_KILLED)
 

@@ -8,12 +8,17 @@ a receive waits and keeps it registered across waits; the callback does the read
 the fd never stays readable behind the loop's back (no busy wake-ups). Data the callback read
 is kept on the stream, never in the waiter, so a cancelled receive loses nothing. Other
 backends use the plain loop.
+
+The session reads through :meth:`LoopReceiveStream.pump` once the handshake is done: the
+reader callback then hands each block straight to the session's synchronous dispatch, so a
+request costs no task switch and no future on the reading side.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 
 import anyio
 import sniffio
@@ -99,6 +104,63 @@ class LoopReceiveStream(FdReceiveStream):
             finally:
                 self._waiter = None
         return self._take()
+
+    async def pump(
+        self,
+        on_block: Callable[[bytes], bool],
+        read_size: Callable[[], int],
+        until_drained: Callable[[], Awaitable[None]],
+    ) -> bool:
+        """Read from the event loop's reader callback, handing each block to ``on_block``
+        right there (``b""`` at end of file, or when the read fails); return ``True`` after
+        the end of file.
+
+        ``read_size()`` gives the size of each read. When ``on_block`` returns ``False``,
+        reading pauses until ``await until_drained()`` returns. On a backend other than
+        asyncio, returns ``False`` at once: the caller then reads with :meth:`receive`.
+
+        :raises Exception: whatever ``on_block`` or ``until_drained`` raised (reading stops).
+        """
+        if self._pending is not None or sniffio.current_async_library() != "asyncio":
+            return False
+        loop = self._loop = asyncio.get_running_loop()
+        fd = self.fd
+        # The callback runs outside any task, in a copy of this task's context: declaring the
+        # library there lets the anyio calls that dispatch makes (start_soon...) find it.
+        sniffio.current_async_library_cvar.set("asyncio")
+        while True:
+            # Result: (end of file reached, on_block wants a pause).
+            done: asyncio.Future[tuple[bool, bool]] = loop.create_future()
+
+            def on_readable(done: asyncio.Future[tuple[bool, bool]] = done) -> None:
+                if done.done():
+                    return
+                try:
+                    data = os.read(fd, read_size())
+                except BlockingIOError:
+                    return
+                except OSError:
+                    data = b""  # a failed read ends the input, as EOF does
+                try:
+                    more = on_block(data)
+                except Exception as exc:
+                    done.set_exception(exc)
+                else:
+                    if data and more:
+                        return
+                    done.set_result((not data, not more))
+                self._unregister()
+
+            self._registered = True
+            loop.add_reader(fd, on_readable)
+            try:
+                eof, paused = await done
+            finally:
+                self._unregister()
+            if paused:
+                await until_drained()
+            if eof:
+                return True
 
     def restore(self) -> None:
         self._unregister()

@@ -218,6 +218,11 @@ class Active:
         for f in self.receiver.data_to_send():
             await self.session.send(f)
 
+    def push_credit(self) -> None:
+        """Queue the receiver's CREDIT frames at once (from dispatch)."""
+        for f in self.receiver.data_to_send():
+            self.session.push(f)
+
     def wake_all(self) -> None:
         for out in self.outputs.values():
             out.wake()
@@ -332,13 +337,18 @@ class WirePeer:
         await self.session.send(frames.end(call.rid, response=False))
 
     async def cancel(self, call: PeerCall) -> None:
-        if call.rid is None or call.rid not in self.session.peer_calls:
-            return
-        reason = self.active.cancel
-        if reason is None:
-            await self.session.send(frames.cancel(call.rid))
-        else:
-            code, cls, message = reason
-            await self.session.send(
-                frames.cancel(call.rid, code=code, attribution_class=cls, message=message)
-            )
+        frame = peer_cancel_frame(self.session, self.active, call)
+        if frame is not None:
+            await self.session.send(frame)
+
+
+def peer_cancel_frame(session: Session, parent: Active, call: PeerCall) -> Frame | None:
+    """The CANCEL frame for a peer call of ``parent`` (with the parent's cancel reason, if
+    any), or ``None`` when the call has no request on the wire or is already over."""
+    if call.rid is None or call.rid not in session.peer_calls:
+        return None
+    reason = parent.cancel
+    if reason is None:
+        return frames.cancel(call.rid)
+    code, cls, message = reason
+    return frames.cancel(call.rid, code=code, attribution_class=cls, message=message)

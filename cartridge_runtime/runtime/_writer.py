@@ -72,17 +72,28 @@ class FrameWriter:
         self._scheduled = False  # a flush callback is pending
         self._rest: list[Any] = []  # bytes a callback could not write; the task owns them
 
-    async def send(self, frame: Frame) -> None:
-        """Queue one frame (waits only when the queue is full; dropped once closed)."""
-        q = self._q
-        while len(q) >= WRITER_QUEUE and not self._closed:
+    @property
+    def has_room(self) -> bool:
+        """Whether the queue is below its bound (always once closed: frames are then dropped)."""
+        return len(self._q) < WRITER_QUEUE or self._closed
+
+    async def wait_room(self) -> None:
+        """Return once :attr:`has_room` (at once when it already is)."""
+        while not self.has_room:
             if self._space is None:
                 self._space = anyio.Event()
             await self._space.wait()
+
+    def push(self, frame: Frame) -> None:
+        """Queue one frame now, even past the bound (dropped once closed).
+
+        For the frames the session sends while it dispatches input (replies, CREDIT, ERR):
+        the session reads no more input while the queue is over its bound, so these stay few.
+        """
         if self._closed:
             self.drops += 1
             return
-        q.append(frame)
+        self._q.append(frame)
         if self._wake is not None:
             if self._call_soon is not None:
                 if not self._scheduled:
@@ -91,6 +102,12 @@ class FrameWriter:
             else:
                 self._wake.set()
                 self._wake = None
+
+    async def send(self, frame: Frame) -> None:
+        """Queue one frame (waits only when the queue is full; dropped once closed)."""
+        if len(self._q) >= WRITER_QUEUE:
+            await self.wait_room()
+        self.push(frame)
         payload = frame.payload
         if payload is not None:
             self._unyielded += len(payload)
