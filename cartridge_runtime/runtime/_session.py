@@ -149,6 +149,7 @@ class Session(HandlerRunner):
 
     async def run(self) -> int:
         """Serve until EOF or a fatal condition; return the exit status."""
+        self._bind_backend()
         try:
             self.pools = self.runtime.make_pools()
         except ValueError as exc:
