@@ -128,3 +128,23 @@ async def _flush_left_to_task(stream: _Stream) -> None:
         writer.close()
     assert len(stream.writes) == 1
     assert len(_frames_in(stream.writes)) == 4
+
+
+def test_try_send_queues_only_what_send_would_queue_without_waiting_or_yielding() -> None:
+    from cartridge_runtime.runtime._writer import WRITER_QUEUE, YIELD_BYTES
+
+    writer = FrameWriter(_Stream(nonblocking=False), lambda: 1 << 30)
+    rid = MessageId.new()
+    for n in range(WRITER_QUEUE):
+        assert writer.try_send(frames.heartbeat(MessageId(n + 1)))
+    # Full: refused, and nothing queued (the caller then awaits send, which waits for room).
+    assert not writer.try_send(frames.heartbeat(MessageId(0)))
+    assert len(writer._q) == WRITER_QUEUE
+
+    writer = FrameWriter(_Stream(nonblocking=False), lambda: 1 << 30)
+    half = b"\x00" * (YIELD_BYTES // 2)
+    assert writer.try_send(frames.chunk(rid, "s", 0, half))
+    # This payload would bring the bytes queued since the last yield to YIELD_BYTES: send()
+    # yields there, so try_send leaves it to send().
+    assert not writer.try_send(frames.chunk(rid, "s", 1, half))
+    assert [f.chunk_index for f in writer._q] == [0]

@@ -227,7 +227,9 @@ class HandlerRunner:
             )
         else:
             progress, end_message = a.final
-            await self.send(frames.end(a.rid, xid=a.xid, progress=progress, message=end_message))
+            end = frames.end(a.rid, xid=a.xid, progress=progress, message=end_message)
+            if not self.writer.try_send(end):
+                await self.writer.send(end)
         # Send the response now, ahead of this request's clean-up, so the host works on it
         # meanwhile. With several requests in flight this also means one write per response
         # rather than one per loop pass: measured faster, as both processes stay busy instead

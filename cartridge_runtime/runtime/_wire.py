@@ -72,7 +72,7 @@ class WireOutput:
             self._event = None
 
     async def _emit(self, out: list[Frame]) -> None:
-        send = self.session.send
+        writer = self.session.writer
         for f in out:
             if f.frame_type is FrameType.CHUNK:
                 while not self.og.take_credit():
@@ -81,7 +81,8 @@ class WireOutput:
                     if self._event is None:
                         self._event = anyio.Event()
                     await self._event.wait()
-            await send(f)
+            if not writer.try_send(f):
+                await writer.send(f)
 
     async def start(
         self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None

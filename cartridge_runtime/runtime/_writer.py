@@ -103,6 +103,23 @@ class FrameWriter:
                 self._wake.set()
                 self._wake = None
 
+    def try_send(self, frame: Frame) -> bool:
+        """Queue one frame now if :meth:`send` would neither wait nor yield; ``False`` (and
+        nothing queued) otherwise, when the caller must ``await send(frame)``.
+
+        The handlers' path: queuing a small frame then costs no coroutine.
+        """
+        if len(self._q) >= WRITER_QUEUE:
+            return False
+        payload = frame.payload
+        if payload is not None:
+            unyielded = self._unyielded + len(payload)
+            if unyielded >= YIELD_BYTES:
+                return False
+            self._unyielded = unyielded
+        self.push(frame)
+        return True
+
     async def send(self, frame: Frame) -> None:
         """Queue one frame (waits only when the queue is full; dropped once closed)."""
         if len(self._q) >= WRITER_QUEUE:
