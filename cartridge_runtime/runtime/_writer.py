@@ -69,7 +69,7 @@ class FrameWriter:
         self.done = anyio.Event()  #: set when the writer task has finished
         self._write_now: Any = getattr(send, "write_now", None)
         self._call_soon: Callable[[Callable[[], None]], Any] | None = None  # set by run()
-        self._scheduled = False  # a flush callback is pending
+        self._scheduled: Any = None  # the pending flush callback's handle, if any
         self._rest: list[Any] = []  # bytes a callback could not write; the task owns them
 
     @property
@@ -96,9 +96,8 @@ class FrameWriter:
         self._q.append(frame)
         if self._wake is not None:
             if self._call_soon is not None:
-                if not self._scheduled:
-                    self._scheduled = True
-                    self._call_soon(self._flush_soon)
+                if self._scheduled is None:
+                    self._scheduled = self._call_soon(self._flush_soon)
             else:
                 self._wake.set()
                 self._wake = None
@@ -139,7 +138,9 @@ class FrameWriter:
         The session calls this after a request's terminal frame: the response then leaves
         before the request's clean-up runs, so that clean-up overlaps with the host's work.
         """
-        if self._scheduled and self._q:
+        handle = self._scheduled
+        if handle is not None and self._q:
+            handle.cancel()  # the loop then skips it instead of running it for nothing
             self._flush_soon()
 
     def close(self) -> None:
@@ -180,7 +181,7 @@ class FrameWriter:
 
     def _flush_soon(self) -> None:
         """The loop callback (asyncio): write what is queued in place while the task idles."""
-        self._scheduled = False
+        self._scheduled = None
         if not self._q or self._wake is None or self.broken:
             return  # the task is busy (it takes the queue itself), or nothing to do
         parts = self._take_encoded()
