@@ -9,18 +9,14 @@ A :class:`Connection` owns one subprocess and four tasks in its own task group:
   dispatches every frame at once (no polling): during start-up to the start-up channel, after
   it by request id to the flow that owns it (an engine call, or a peer call forwarded here)
   or, for frames of a peer call this cartridge made, to that peer link;
-* the **writer** waits for queued frames and hands everything queued to one ``writev``
-  (length prefixes and bodies as separate buffers: big payloads are never joined or copied);
-  it only runs when the pipe is full or nobody flushed: code that queues several frames at
-  once (a call opening, the reader dispatching a block) holds the queue with :meth:`hold`
-  and then writes it synchronously with :meth:`flush` (a non-blocking ``writev``), which
-  saves the writer's wake-up on the hot path of small calls;
+* the **writer** (the writing half lives in :mod:`._outbox`) waits for queued frames and
+  hands everything queued to one ``writev``; it only runs when the pipe is full or nobody
+  flushed, because code that queues several frames at once writes them itself;
 * the **stderr** reader appends to a log file and keeps a bounded tail in memory;
 * the **heartbeat** task probes the cartridge and marks it unhealthy when a reply is late.
 
-Every frame written goes through one :class:`SeqAssigner` (flow frames numbered per (rid, xid),
-stragglers after a terminal dropped and counted) and is encoded at once, checked against the
-negotiated ``max_frame``. EOF on stdout, a frame that does not decode, or the process ending
+Every frame written is numbered (per (rid, xid) flow, stragglers after a terminal dropped and
+counted) and encoded at once, checked against the negotiated ``max_frame``. EOF on stdout, a frame that does not decode, or the process ending
 is death: the process is reaped (killed if it lingers), and every pending flow is failed with
 ``CARTRIDGE_DIED`` naming the exit status or signal and the stderr tail.
 """
@@ -46,6 +42,7 @@ from ..protocol import Frame, FrameType, MessageId, frames
 from . import _health
 from ._config import EngineConfig
 from ._errors import CallError, CartridgeDied, EngineClosed, SpawnFailed
+from ._outbox import Outbox
 from ._pools import PoolGate
 from ._proc import Counters, Flow, PeerOrigin, describe_returncode
 from ._startup import run_startup
@@ -55,9 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cartridge_runtime.engine")
 
-#: Frames whose payload is under this size are encoded as one buffer, prefix included; larger
-#: ones as separate buffers around the payload, which is never copied (the codec's threshold).
-_SMALL_PAYLOAD = 4096
 #: How long a cartridge whose stdout closed may take to exit before it is killed.
 _EXIT_WAIT = 0.5
 #: Request ids remembered after their flow ended, to tell stragglers from unroutable frames.
@@ -69,7 +63,7 @@ _ROUTED = frozenset(
 )
 
 
-class Connection:
+class Connection(Outbox):
     """A started (or starting) cartridge process. Created and driven by the engine."""
 
     def __init__(
@@ -115,17 +109,8 @@ class Connection:
         self._closed_rids: OrderedDict[MessageId, None] = OrderedDict()
         self._next_xid = 1
 
-        self._seq = P.SeqAssigner()
+        self._init_outbox()
         self._decoder = P.FrameDecoder(config.limits.max_frame)
-        self._out: list[bytes | memoryview] = []
-        #: How many times the queue was handed to the pipe: a position (batches, index) in
-        #: ``_out`` stays valid only while this number is unchanged (see :meth:`withdraw`).
-        self.batches = 0
-        self._hold = 0
-        self._writing = False
-        self._kicked = False
-        self._wake = anyio.Event()
-        self._drained: anyio.Event | None = None
         self._startup_tx, self._startup_rx = anyio.create_memory_object_stream[Frame](1024)
         self._death_reason = ""
         self._tail = ""
@@ -169,131 +154,6 @@ class Connection:
         self._closed_rids[rid] = None
         if len(self._closed_rids) > _CLOSED_RIDS:
             self._closed_rids.popitem(last=False)
-
-    # -- writing ---------------------------------------------------------------------------
-
-    def send(self, frame: Frame) -> None:
-        """Queue one frame for the writer (numbered and encoded now, in queue order).
-
-        :raises FrameEncodeError: the frame does not fit the negotiated max_frame.
-        """
-        if self.state in ("dead", "failed"):
-            self.counters.drops += 1
-            return
-        seq = self._seq.number(frame)
-        if seq is None:
-            self.counters.stragglers += 1
-            return
-        self.send_numbered(frame, seq)
-
-    def send_numbered(self, numbered: Frame, seq: int | None = None) -> None:
-        """Queue a frame numbered ``seq`` (default: its own seq, which the caller set): only
-        for a flow the caller opens and ends in one go (a small call's whole request), which
-        the seq assigner never sees; :meth:`send` passes the seq it assigned.
-
-        :raises FrameEncodeError: the frame does not fit the negotiated max_frame.
-        """
-        if self.state in ("dead", "failed"):
-            self.counters.drops += 1
-            return
-        payload = numbered.payload
-        out = self._out
-        if payload is None or len(payload) < _SMALL_PAYLOAD:
-            # A small frame is one buffer, prefix included (the codec's fastest path).
-            out.append(P.encode_frame(numbered, self.limits.max_frame, seq))
-        else:
-            # The payload goes to writev as its own buffer: never copied into a joined frame.
-            out.extend(P.encode_frame_parts(numbered, self.limits.max_frame, seq))
-        if not self._hold and not self._kicked:
-            self._kicked = True
-            self._wake.set()
-
-    def hold(self) -> None:
-        """Queue frames without waking the writer until the matching :meth:`release`."""
-        self._hold += 1
-
-    def release(self) -> None:
-        """End a :meth:`hold`; the frames queued meanwhile are written now (:meth:`flush`)."""
-        self._hold -= 1
-        if not self._hold:
-            self.flush()
-
-    def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None:
-        """Drop the numbering of a flow whose frames were withdrawn."""
-        self._seq.forget(rid, xid)
-
-    def mark(self) -> tuple[int, int]:
-        """The position the next queued frame will take (for :meth:`withdraw`)."""
-        return self.batches, len(self._out)
-
-    def withdraw(self, start: tuple[int, int], stop: tuple[int, int]) -> bool:
-        """Take back the frames queued between two :meth:`mark` positions if none of them
-        has been handed to the pipe yet; True when they were withdrawn."""
-        if start[0] != self.batches or stop[0] != self.batches or stop[1] > len(self._out):
-            return False
-        out = self._out
-        for i in range(start[1], stop[1]):
-            out[i] = b""  # blanked, not deleted: positions others hold stay valid
-        return True
-
-    def flush(self) -> None:
-        """Write what is queued now with a non-blocking ``writev`` when the writer is idle;
-        whatever the pipe does not take is left to the writer."""
-        if not self._out:
-            return
-        if self._writing or self._stdin is None or self.state in ("dead", "failed"):
-            self._kick()
-            return
-        batch, self._out = self._out, []
-        self.batches += 1
-        try:
-            rest = self._stdin.write_now(batch)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            # The cartridge stopped reading; the reader sees its end and reports death.
-            rest = []
-        if rest:
-            self._out[:0] = rest
-            self._kick()
-        elif not self._out and self._drained is not None:
-            self._drained.set()
-
-    def _kick(self) -> None:
-        if not self._kicked:
-            self._kicked = True
-            self._wake.set()
-
-    async def drain(self) -> None:
-        """Wait until everything queued so far was handed to the pipe."""
-        if not self._out and not self._writing:
-            return
-        if self._drained is None or self._drained.is_set():
-            self._drained = anyio.Event()
-        self._kick()
-        await self._drained.wait()
-
-    async def _writer(self) -> None:
-        assert self._stdin is not None
-        stdin = self._stdin
-        try:
-            while True:
-                while not self._out:
-                    if self._drained is not None:
-                        self._drained.set()
-                    self._wake = anyio.Event()
-                    self._kicked = False
-                    await self._wake.wait()
-                batch, self._out = self._out, []
-                self.batches += 1
-                self._writing = True
-                await stdin.send_all(batch)
-                self._writing = False
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            # The cartridge stopped reading; the reader sees its end and reports death.
-            self._out.clear()
-            self._writing = False
-            self._kicked = True  # nobody will wait for a wake-up any more
-            if self._drained is not None:
-                self._drained.set()
 
     # -- reading ---------------------------------------------------------------------------
 
