@@ -16,9 +16,10 @@ A :class:`Connection` owns one subprocess and four tasks in its own task group:
 * the **heartbeat** task probes the cartridge and marks it unhealthy when a reply is late.
 
 Every frame written is numbered (per (rid, xid) flow, stragglers after a terminal dropped and
-counted) and encoded at once, checked against the negotiated ``max_frame``. EOF on stdout, a frame that does not decode, or the process ending
-is death: the process is reaped (killed if it lingers), and every pending flow is failed with
-``CARTRIDGE_DIED`` naming the exit status or signal and the stderr tail.
+counted) and encoded at once, checked against the negotiated ``max_frame``. EOF on stdout, a
+frame that does not decode, or the process ending is death: the process is reaped (killed if
+it lingers), and every pending flow is failed with ``CARTRIDGE_DIED`` naming the exit status
+or signal and the stderr tail.
 """
 
 from __future__ import annotations
