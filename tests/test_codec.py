@@ -672,3 +672,24 @@ def test_borrowed_tail_survives_the_buffer_being_reused() -> None:
     assert dec.next_frame() == accepts(base(4))
     dec.feed(b"")
     assert dec.next_frame() is None and dec.buffered == 0
+
+
+def test_release_borrowed_keeps_the_frames_not_taken_yet() -> None:
+    """A caller that stops taking frames (its output is full) releases the buffer; the frames
+    still pending, and an incomplete tail, survive the buffer being refilled."""
+    frames_in = [{**base(4), 3: n} for n in range(3)]  # key 3: seq
+    raw = b"".join(wire(f) for f in frames_in)
+    fourth = wire({**base(4), 3: 3})
+    dec = FrameDecoder()
+    buf, view = _borrowed(raw + fourth[:7])
+    dec.feed_borrowed(view)
+    assert dec.next_frame() == accepts(frames_in[0])
+    dec.release_borrowed()
+    buf[:] = b"\xff" * len(buf)  # refilled before the rest was taken
+    assert dec.next_frame() == accepts(frames_in[1])
+    assert dec.next_frame() == accepts(frames_in[2])
+    assert dec.next_frame() is None
+    dec.feed(fourth[7:])
+    assert dec.next_frame() == accepts({**base(4), 3: 3})
+    dec.release_borrowed()  # nothing borrowed: no-op
+    assert dec.next_frame() is None and dec.buffered == 0

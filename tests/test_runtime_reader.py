@@ -246,7 +246,7 @@ def test_an_exception_in_on_block_ends_the_pump() -> None:
         stream = _pipe_with(b"abc")
 
         def on_block(data: bytes) -> bool:
-            raise ValueError(f"bad block {data!r}")
+            raise ValueError(f"bad block {bytes(data)!r}")
 
         try:
             with pytest.raises(ValueError, match="bad block b'abc'"):

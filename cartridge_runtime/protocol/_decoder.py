@@ -183,6 +183,13 @@ class FrameDecoder:
             self._off = end
         return frame
 
+    def release_borrowed(self) -> None:
+        """Stop referring to the buffer given to :meth:`feed_borrowed`, keeping a copy of
+        whatever of it is still pending (frames not taken yet, an incomplete tail), so that
+        the caller may refill the buffer before taking every frame. A no-op otherwise."""
+        if type(self._buf) is memoryview:
+            self._let_go()
+
     def _let_go(self) -> None:
         """Stop referring to a borrowed buffer: keep a copy of its incomplete tail only."""
         buf, off = self._buf, self._off

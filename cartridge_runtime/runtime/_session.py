@@ -254,14 +254,24 @@ class Session(HandlerRunner):
         except ProtocolError:  # the decoder failed: the next feed raises it
             return READ_SIZE
 
-    def _on_block(self, data: bytes) -> bool:
+    def _on_block(self, data: bytes | memoryview) -> bool:
         """Take a block of input (``b""``: end of file) and dispatch the frames it completes.
+
+        A view is of the reader's reusable buffer: the decoder parses it in place and keeps
+        none of it once this returns.
 
         :returns: ``False`` when the writer's queue filled up first: the remaining frames wait
             in the decoder until :meth:`_until_drained`, and no more is read meanwhile.
         :raises ProtocolError: the input is not valid frames (also EOF inside a frame).
         """
-        self.decoder.feed(data)
+        decoder = self.decoder
+        if type(data) is memoryview:
+            decoder.feed_borrowed(data)
+            if self._drain():
+                return True  # every frame taken: the decoder let go of the buffer
+            decoder.release_borrowed()
+            return False
+        decoder.feed(data)
         return self._drain()
 
     def _drain(self) -> bool:

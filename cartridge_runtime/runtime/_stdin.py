@@ -107,13 +107,14 @@ class LoopReceiveStream(FdReceiveStream):
 
     async def pump(
         self,
-        on_block: Callable[[bytes], bool],
+        on_block: Callable[[bytes | memoryview], bool],
         read_size: Callable[[], int],
         until_drained: Callable[[], Awaitable[None]],
     ) -> bool:
         """Read from the event loop's reader callback, handing each block to ``on_block``
         right there (``b""`` at end of file, or when the read fails); return ``True`` after
-        the end of file.
+        the end of file. A block is a view of one reusable buffer, valid only until
+        ``on_block`` returns.
 
         ``read_size()`` gives the size of each read. When ``on_block`` returns ``False``,
         reading pauses until ``await until_drained()`` returns. On a backend other than
@@ -125,6 +126,9 @@ class LoopReceiveStream(FdReceiveStream):
             return False
         loop = self._loop = asyncio.get_running_loop()
         fd = self.fd
+        # Every read lands in this one buffer: no allocation per read (a view of it is
+        # handed to on_block, valid until on_block returns).
+        view = memoryview(bytearray(READ_SIZE))
         # The callback runs outside any task, in a copy of this task's context: declaring the
         # library there lets the anyio calls that dispatch makes (start_soon...) find it.
         sniffio.current_async_library_cvar.set("asyncio")
@@ -135,12 +139,15 @@ class LoopReceiveStream(FdReceiveStream):
             def on_readable(done: asyncio.Future[tuple[bool, bool]] = done) -> None:
                 if done.done():
                     return
+                data: bytes | memoryview
                 try:
-                    data = os.read(fd, read_size())
+                    data = view[: os.readv(fd, [view[: read_size()]])]
                 except BlockingIOError:
                     return
                 except OSError:
                     data = b""  # a failed read ends the input, as EOF does
+                if not data:
+                    data = b""
                 try:
                     more = on_block(data)
                 except Exception as exc:
