@@ -477,7 +477,10 @@ class Response:
         return self
 
     async def __anext__(self) -> CallEvent:
-        ev = await self._state.next_event()
+        state = self._state
+        if state.events:
+            return state._take()  # already queued: no second coroutine
+        ev = await state.next_event()
         if ev is None:
             raise StopAsyncIteration
         return ev
