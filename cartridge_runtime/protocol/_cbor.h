@@ -42,5 +42,8 @@ void cbor_writer_init(CborWriter *w, Py_ssize_t reserve);
 void cbor_writer_free(CborWriter *w);
 /* 1 written, 0 error (exception set), -1 give up. */
 int cbor_write_item(CborWriter *w, PyObject *v, int depth);
+/* The head of an item of major type ``major`` with argument ``arg`` (shortest form).
+ * 1 written, 0 error (exception set). */
+int cbor_write_head(CborWriter *w, int major, uint64_t arg);
 
 #endif

@@ -29,8 +29,8 @@ w_reserve(CborWriter *w, Py_ssize_t more)
     return 1;
 }
 
-static int
-w_head(CborWriter *w, int major, uint64_t arg)
+int
+cbor_write_head(CborWriter *w, int major, uint64_t arg)
 {
     if (!w_reserve(w, 9))
         return 0;
@@ -88,8 +88,8 @@ cbor_write_item(CborWriter *w, PyObject *v, int depth)
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (overflow == 0) {
             if (x >= 0)
-                return w_head(w, 0, (uint64_t)x);
-            return w_head(w, 1, (uint64_t)(-1 - x));
+                return cbor_write_head(w, 0, (uint64_t)x);
+            return cbor_write_head(w, 1, (uint64_t)(-1 - x));
         }
         if (overflow > 0) {
             unsigned long long u = PyLong_AsUnsignedLongLong(v);
@@ -97,7 +97,7 @@ cbor_write_item(CborWriter *w, PyObject *v, int depth)
                 PyErr_Clear();
                 return -1;
             }
-            return w_head(w, 0, u);
+            return cbor_write_head(w, 0, u);
         }
         return -1; /* below -2**63: cbor2 decides */
     }
@@ -108,11 +108,11 @@ cbor_write_item(CborWriter *w, PyObject *v, int depth)
             PyErr_Clear(); /* e.g. lone surrogates: cbor2 raises its own error */
             return -1;
         }
-        return w_head(w, 3, (uint64_t)n) ? w_raw(w, utf8, n) : 0;
+        return cbor_write_head(w, 3, (uint64_t)n) ? w_raw(w, utf8, n) : 0;
     }
     if (PyBytes_CheckExact(v)) {
         Py_ssize_t n = PyBytes_GET_SIZE(v);
-        return w_head(w, 2, (uint64_t)n) ? w_raw(w, PyBytes_AS_STRING(v), n) : 0;
+        return cbor_write_head(w, 2, (uint64_t)n) ? w_raw(w, PyBytes_AS_STRING(v), n) : 0;
     }
     if (PyFloat_CheckExact(v)) {
         double d = PyFloat_AS_DOUBLE(v);
@@ -127,7 +127,7 @@ cbor_write_item(CborWriter *w, PyObject *v, int depth)
     if (depth >= CBOR_MAX_DEPTH)
         return -1;
     if (PyDict_CheckExact(v)) {
-        if (!w_head(w, 5, (uint64_t)PyDict_GET_SIZE(v)))
+        if (!cbor_write_head(w, 5, (uint64_t)PyDict_GET_SIZE(v)))
             return 0;
         Py_ssize_t pos = 0;
         PyObject *k, *x;
@@ -144,7 +144,7 @@ cbor_write_item(CborWriter *w, PyObject *v, int depth)
     if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
         Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
         PyObject **items = PySequence_Fast_ITEMS(v);
-        if (!w_head(w, 4, (uint64_t)n))
+        if (!cbor_write_head(w, 4, (uint64_t)n))
             return 0;
         for (Py_ssize_t i = 0; i < n; i++) {
             int rc = cbor_write_item(w, items[i], depth + 1);

@@ -82,6 +82,7 @@ PURE_PYTHON_ENV = "CARTRIDGE_RUNTIME_PURE_PYTHON"
 _c_map_to_frame: Any = None
 _c_decode_direct: Any = None
 _c_encode_small: Any = None
+_c_take_frame: Any = None
 
 
 def _c_kind(key: int, typ: Any) -> int:
@@ -93,7 +94,7 @@ def _c_kind(key: int, typ: Any) -> int:
 
 def _load_speedups() -> bool:
     """Import and configure the compiled fast paths; False when absent or switched off."""
-    global _c_map_to_frame, _c_decode_direct, _c_encode_small
+    global _c_map_to_frame, _c_decode_direct, _c_encode_small, _c_take_frame
     if os.environ.get(PURE_PYTHON_ENV):
         return False
     try:
@@ -119,6 +120,7 @@ def _load_speedups() -> bool:
     _c_map_to_frame = _speedups.map_to_frame
     _c_decode_direct = _speedups.decode_direct
     _c_encode_small = _speedups.encode_small
+    _c_take_frame = _speedups.take_frame
     return True
 
 

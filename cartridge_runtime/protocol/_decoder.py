@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 
+from . import _codec
 from ._codec import decode_body, decode_range
 from ._constants import DEFAULT_MAX_FRAME, HARD_FRAME_CAP, PREFIX_LEN
 from ._errors import FrameDecodeError, FrameTooLargeError, ProtocolError
@@ -142,6 +143,24 @@ class FrameDecoder:
         if self._error is not None:
             raise self._error
         buf, off = self._buf, self._off
+        take = _codec._c_take_frame  # looked up each time: the codec may switch it off
+        if take is not None and type(buf) is not bytearray:
+            # The compiled path for a frame parsed in place: prefix, limit and body in one
+            # call. It answers None for anything but a complete, valid, ordinary frame, and
+            # the code below then decides (and names the error).
+            try:
+                got = take(buf, off, self._max_frame)
+            except ProtocolError as exc:
+                self._fail(exc)
+            if got is not None:
+                taken: Frame = got[0]
+                end: int = got[1]
+                if end == len(buf):  # all consumed: let the caller's object go
+                    self._buf = bytearray()
+                    self._off = self._scan = 0
+                else:
+                    self._off = end
+                return taken
         have = len(buf) - off
         if have < PREFIX_LEN:
             if self._closed and have:

@@ -107,22 +107,29 @@ configure(PyObject *self, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
+/* Whether a decoded id value (exact bytes or int) is a valid id: 16 bytes, or an unsigned
+ * integer. 1 yes, 0 no, -1 with an exception set. */
+static int
+id_value_valid(PyObject *v)
+{
+    if (PyBytes_CheckExact(v))
+        return PyBytes_GET_SIZE(v) == 16;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    return overflow > 0 || (overflow == 0 && x >= 0);
+}
+
 /* The MessageId of a decoded id value not in the cache (new reference), added to the cache
  * as _codec._new_id does. A valid value (16 bytes, or an unsigned integer) is built here;
  * anything else goes to _new_id, which raises the precise error. */
 static PyObject *
 make_id(PyObject *key, PyObject *v)
 {
-    int valid;
-    if (PyBytes_CheckExact(v))
-        valid = PyBytes_GET_SIZE(v) == 16;
-    else {
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (x == -1 && PyErr_Occurred())
-            return NULL;
-        valid = overflow > 0 || (overflow == 0 && x >= 0);
-    }
+    int valid = id_value_valid(v);
+    if (valid < 0)
+        return NULL;
     if (!valid || id_cache_max <= 0)
         return PyObject_CallFunctionObjArgs(new_id, key, v, NULL);
     PyObject *mid = ((PyTypeObject *)id_class)->tp_alloc((PyTypeObject *)id_class, 0);
@@ -155,90 +162,97 @@ text_keys(PyObject *m)
 }
 
 
-/* A Frame from a decoded map (new reference), Py_None (new reference) to let Python decide,
- * or NULL with an exception set. */
-static PyObject *
-build_frame(PyObject *m, int validate)
+/* Results of put_field. */
+enum { PUT_OK = 1, PUT_FALLBACK = 0, PUT_ERROR = -1 };
+
+/* Store the value ``v`` of wire key ``key`` (a known key) in the frame dict ``d``, checking
+ * its type and the wire order (``*last``: the previous key stored). PUT_FALLBACK when Python
+ * must decide (an unusual type, a null, keys out of order; with ``strict_ids``, also an
+ * invalid id, whose error Python then names); PUT_ERROR with an exception set. */
+static int
+put_field(PyObject *d, long key, PyObject *v, long *last, int strict_ids)
 {
-    if (!PyDict_CheckExact(m))
-        Py_RETURN_NONE;
-    PyObject *d = PyDict_New();
-    if (d == NULL)
-        return NULL;
-    Py_ssize_t pos = 0;
-    PyObject *kobj, *v;
-    long last = -1;
-    while (PyDict_Next(m, &pos, &kobj, &v)) {
-        if (!PyLong_CheckExact(kobj))
-            goto fallback;
-        int overflow;
-        long key = PyLong_AsLongAndOverflow(kobj, &overflow);
-        if (overflow || key < 0 || key >= MAX_KEY || key_name[key] == NULL)
-            continue; /* unknown integer keys are ignored (FRM-4) */
-        PyObject *val = v;
-        PyObject *owned = NULL;
-        if (v == Py_None)
-            goto fallback; /* null: absent for key > 3, an error below; Python sorts it */
-        switch (key_kind[key]) {
-        case K_INT:
-            if (!PyLong_CheckExact(v))
-                goto fallback;
-            if (key > 1) {
-                long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-                if (overflow < 0 || (overflow == 0 && x < 0))
-                    goto fallback;
-            }
-            break;
-        case K_CHECKSUM:
-            if (!PyLong_CheckExact(v))
-                goto fallback;
-            if (PyLong_AsUnsignedLongLong(v) == (unsigned long long)-1 && PyErr_Occurred()) {
-                PyErr_Clear(); /* negative or >= 2**64: Python names the error */
-                goto fallback;
-            }
-            break;
-        case K_STR:
-            if (!PyUnicode_CheckExact(v))
-                goto fallback;
-            break;
-        case K_BOOL:
-            if (!PyBool_Check(v))
-                goto fallback;
-            break;
-        case K_META:
-            if (!PyDict_CheckExact(v) || !text_keys(v))
-                goto fallback;
-            break;
-        case K_BYTES:
-            if (!PyBytes_CheckExact(v))
-                goto fallback;
-            break;
-        case K_ID:
-            if (!PyBytes_CheckExact(v) && !PyLong_CheckExact(v))
-                goto fallback;
-            val = PyDict_GetItemWithError(id_cache, v);
-            if (val == NULL) {
-                if (PyErr_Occurred())
-                    goto error;
-                owned = make_id(kobj, v);
-                if (owned == NULL)
-                    goto error; /* the same FrameDecodeError the Python path raises */
-                val = owned;
-            }
-            break;
-        default:
-            goto fallback;
+    PyObject *val = v;
+    PyObject *owned = NULL;
+    int overflow;
+    if (v == Py_None)
+        return PUT_FALLBACK; /* null: absent for key > 3, an error below; Python sorts it */
+    switch (key_kind[key]) {
+    case K_INT:
+        if (!PyLong_CheckExact(v))
+            return PUT_FALLBACK;
+        if (key > 1) {
+            long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (overflow < 0 || (overflow == 0 && x < 0))
+                return PUT_FALLBACK;
         }
-        if (key < last) {
-            Py_XDECREF(owned);
-            goto fallback; /* out of wire order: Python restores the order */
+        break;
+    case K_CHECKSUM:
+        if (!PyLong_CheckExact(v))
+            return PUT_FALLBACK;
+        if (PyLong_AsUnsignedLongLong(v) == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear(); /* negative or >= 2**64: Python names the error */
+            return PUT_FALLBACK;
         }
-        last = key;
-        int rc = PyDict_SetItem(d, key_name[key], val);
-        Py_XDECREF(owned);
-        if (rc < 0)
-            goto error;
+        break;
+    case K_STR:
+        if (!PyUnicode_CheckExact(v))
+            return PUT_FALLBACK;
+        break;
+    case K_BOOL:
+        if (!PyBool_Check(v))
+            return PUT_FALLBACK;
+        break;
+    case K_META:
+        if (!PyDict_CheckExact(v) || !text_keys(v))
+            return PUT_FALLBACK;
+        break;
+    case K_BYTES:
+        if (!PyBytes_CheckExact(v))
+            return PUT_FALLBACK;
+        break;
+    case K_ID:
+        if (!PyBytes_CheckExact(v) && !PyLong_CheckExact(v))
+            return PUT_FALLBACK;
+        val = PyDict_GetItemWithError(id_cache, v);
+        if (val == NULL) {
+            if (PyErr_Occurred())
+                return PUT_ERROR;
+            if (strict_ids) {
+                int valid = id_value_valid(v);
+                if (valid < 0)
+                    return PUT_ERROR;
+                if (!valid)
+                    return PUT_FALLBACK;
+            }
+            PyObject *kobj = PyLong_FromLong(key);
+            if (kobj == NULL)
+                return PUT_ERROR;
+            owned = make_id(kobj, v);
+            Py_DECREF(kobj);
+            if (owned == NULL)
+                return PUT_ERROR; /* the same FrameDecodeError the Python path raises */
+            val = owned;
+        }
+        break;
+    default:
+        return PUT_FALLBACK;
     }
+    if (key < *last) {
+        Py_XDECREF(owned);
+        return PUT_FALLBACK; /* out of wire order: Python restores the order */
+    }
+    *last = key;
+    int rc = PyDict_SetItem(d, key_name[key], val);
+    Py_XDECREF(owned);
+    return rc < 0 ? PUT_ERROR : PUT_OK;
+}
+
+/* The Frame whose __dict__ is ``d`` (filled by put_field; new reference), Py_None (new
+ * reference) to let Python decide, or NULL with an exception set. Consumes ``d``. */
+static PyObject *
+finish_frame(PyObject *d, int validate)
+{
     PyObject *ft = PyDict_GetItemWithError(d, s_frame_type);
     if (ft == NULL || PyDict_GetItemWithError(d, s_version) == NULL ||
         PyDict_GetItemWithError(d, s_id) == NULL || PyDict_GetItemWithError(d, s_seq) == NULL)
@@ -302,6 +316,111 @@ error:
     return NULL;
 }
 
+/* A Frame from a decoded map (new reference), Py_None (new reference) to let Python decide,
+ * or NULL with an exception set. */
+static PyObject *
+build_frame(PyObject *m, int validate)
+{
+    if (!PyDict_CheckExact(m))
+        Py_RETURN_NONE;
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *kobj, *v;
+    long last = -1;
+    while (PyDict_Next(m, &pos, &kobj, &v)) {
+        if (!PyLong_CheckExact(kobj))
+            goto fallback;
+        int overflow;
+        long key = PyLong_AsLongAndOverflow(kobj, &overflow);
+        if (overflow || key < 0 || key >= MAX_KEY || key_name[key] == NULL)
+            continue; /* unknown integer keys are ignored (FRM-4) */
+        int rc = put_field(d, key, v, &last, 0);
+        if (rc == PUT_FALLBACK)
+            goto fallback;
+        if (rc == PUT_ERROR)
+            goto error;
+    }
+    return finish_frame(d, validate);
+
+fallback:
+    Py_DECREF(d);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(d);
+    return NULL;
+}
+
+/* The frame body in ``r`` (exactly one CBOR map, read to r->end) straight into a Frame: the
+ * map's keys are read as wire key numbers and each value stored in the frame's dict as it is
+ * read, with no intermediate map. Same results as cbor_read_item + build_frame, except that
+ * anything unusual (text keys, an invalid id...) is left to Python rather than raised here:
+ * the Python path then reads the whole body and names the first error. */
+static PyObject *
+read_frame(CborReader *r)
+{
+    if (r->p >= r->end || (*r->p >> 5) != 5)
+        Py_RETURN_NONE;
+    unsigned char b = *r->p;
+    uint64_t count;
+    if ((b & 31) < 24) {
+        count = b & 31;
+        r->p++;
+    }
+    else
+        Py_RETURN_NONE; /* a frame has far fewer than 24 keys */
+    if (count > (uint64_t)(r->end - r->p) / 2)
+        Py_RETURN_NONE;
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+    long last = -1;
+    for (uint64_t i = 0; i < count; i++) {
+        if (r->p >= r->end)
+            goto fallback;
+        unsigned char kb = *r->p;
+        long key;
+        if ((kb >> 5) != 0)
+            goto fallback; /* a key that is not an unsigned integer: Python decides */
+        if ((kb & 31) < 24) {
+            key = kb & 31;
+            r->p++;
+        }
+        else if ((kb & 31) == 24 && r->end - r->p >= 2) {
+            key = r->p[1];
+            r->p += 2;
+        }
+        else
+            goto fallback;
+        PyObject *v = cbor_read_item(r, 1);
+        if (v == NULL)
+            goto error;
+        if (v == CBOR_GIVE_UP)
+            goto fallback;
+        if (key >= MAX_KEY || key_name[key] == NULL) {
+            Py_DECREF(v); /* unknown integer keys are ignored (FRM-4) */
+            continue;
+        }
+        int rc = put_field(d, key, v, &last, 1);
+        Py_DECREF(v);
+        if (rc == PUT_FALLBACK)
+            goto fallback;
+        if (rc == PUT_ERROR)
+            goto error;
+    }
+    if (r->p != r->end)
+        goto fallback; /* trailing bytes: the exact path names the error */
+    return finish_frame(d, 1);
+
+fallback:
+    Py_DECREF(d);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(d);
+    return NULL;
+}
+
 static PyObject *
 map_to_frame(PyObject *self, PyObject *m)
 {
@@ -339,19 +458,68 @@ decode_direct(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     CborReader r = {(const unsigned char *)view.buf + start,
                     (const unsigned char *)view.buf + stop};
-    PyObject *m = cbor_read_item(&r, 0);
-    int whole = r.p == r.end;
+    PyObject *result = read_frame(&r);
     PyBuffer_Release(&view);
-    if (m == NULL)
+    return result;
+}
+
+/* take_frame(data, offset, max_frame) -> (Frame, end) | None: the frame whose length prefix
+ * starts at ``offset`` of ``data`` (bytes or a buffer) and where it ends, for the decoder's
+ * in-place path. None when the frame is incomplete, longer than max_frame, or outside the
+ * direct reader's subset: the decoder's Python path then decides (and names any error). */
+static PyObject *
+take_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "take_frame(data, offset, max_frame)");
         return NULL;
-    if (m == CBOR_GIVE_UP)
-        Py_RETURN_NONE; /* outside the subset: cbor2 reads it */
-    if (!whole || !PyDict_CheckExact(m)) {
-        Py_DECREF(m); /* trailing bytes, or not a map: the exact path names the error */
-        Py_RETURN_NONE;
     }
-    PyObject *result = build_frame(m, 1);
-    Py_DECREF(m);
+    if (!configured) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups.configure() was not called");
+        return NULL;
+    }
+    Py_ssize_t off = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t max_frame = PyLong_AsSsize_t(args[2]);
+    if ((off == -1 || max_frame == -1) && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    const unsigned char *base = (const unsigned char *)view.buf;
+    if (off < 0 || view.len - off < PREFIX_LEN) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    const unsigned char *p = base + off;
+    Py_ssize_t n = ((Py_ssize_t)p[0] << 24) | ((Py_ssize_t)p[1] << 16) | ((Py_ssize_t)p[2] << 8) |
+                   (Py_ssize_t)p[3];
+    if (n > max_frame || n > view.len - off - PREFIX_LEN) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t end = off + PREFIX_LEN + n;
+    CborReader r = {p + PREFIX_LEN, base + end};
+    PyObject *frame = read_frame(&r);
+    if (frame == NULL || frame == Py_None) {
+        result = frame;
+        goto done;
+    }
+    PyObject *pos = PyLong_FromSsize_t(end);
+    if (pos == NULL) {
+        Py_DECREF(frame);
+        goto done;
+    }
+    result = PyTuple_New(2);
+    if (result == NULL) {
+        Py_DECREF(frame);
+        Py_DECREF(pos);
+        goto done;
+    }
+    PyTuple_SET_ITEM(result, 0, frame);
+    PyTuple_SET_ITEM(result, 1, pos);
+done:
+    PyBuffer_Release(&view);
     return result;
 }
 
@@ -419,6 +587,69 @@ prefixed(const unsigned char *body, Py_ssize_t n, Py_ssize_t max_frame)
     return wire;
 }
 
+/* The CBOR body of a frame's __dict__ written straight into ``w``: the same bytes as writing
+ * frame_map(d, seq), without building that map. 1 written, 0 error (exception set), -1
+ * anything unusual (the caller then takes the general path, which names any error). */
+static int
+write_frame(CborWriter *w, PyObject *d, PyObject *seq)
+{
+    if (!cbor_write_head(w, 5, (uint64_t)PyDict_GET_SIZE(d)))
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *name, *v;
+    while (PyDict_Next(d, &pos, &name, &v)) {
+        PyObject *k = PyDict_GetItemWithError(key_of, name);
+        if (k == NULL)
+            return PyErr_Occurred() ? 0 : -1;
+        long key = PyLong_AsLong(k);
+        if (key < 0 || key >= MAX_KEY) {
+            PyErr_Clear();
+            return -1;
+        }
+        if (!cbor_write_head(w, 0, (uint64_t)key))
+            return 0;
+        int rc;
+        if (key == 1) {
+            PyObject *conv = PyDict_GetItemWithError(frame_type_ints, v);
+            if (conv == NULL)
+                return PyErr_Occurred() ? 0 : -1;
+            rc = cbor_write_item(w, conv, 1);
+        }
+        else if (key == 2 || key == 13) {
+            PyObject *conv = PyObject_GetAttr(v, s_value);
+            if (conv == NULL) {
+                PyErr_Clear();
+                return -1;
+            }
+            rc = cbor_write_item(w, conv, 1);
+            Py_DECREF(conv);
+        }
+        else if (key == 3 && seq != Py_None)
+            rc = cbor_write_item(w, seq, 1);
+        else
+            rc = cbor_write_item(w, v, 1);
+        if (rc != 1)
+            return rc;
+    }
+    return 1;
+}
+
+/* The writer's buffer, whose first PREFIX_LEN bytes were reserved, as one bytes object with
+ * the length prefix filled in; None when the body exceeds a limit. */
+static PyObject *
+prefix_in_place(CborWriter *w, Py_ssize_t max_frame)
+{
+    Py_ssize_t n = w->len - PREFIX_LEN;
+    if (n > max_frame || n > hard_cap || n > 0xFFFFFFFFL)
+        Py_RETURN_NONE;
+    unsigned char *out = w->buf;
+    out[0] = (unsigned char)((n >> 24) & 0xFF);
+    out[1] = (unsigned char)((n >> 16) & 0xFF);
+    out[2] = (unsigned char)((n >> 8) & 0xFF);
+    out[3] = (unsigned char)(n & 0xFF);
+    return PyBytes_FromStringAndSize((const char *)out, w->len);
+}
+
 /* encode_small(frame_dict, seq, max_frame) -> bytes | None: prefix and body of a frame
  * without a large payload; None when the payload is large or the body exceeds a limit
  * (Python's path then takes over, and names the error). */
@@ -451,12 +682,24 @@ encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     else if (PyErr_Occurred())
         return NULL;
+    CborWriter w;
+    cbor_writer_init(&w, PREFIX_LEN);
+    int rc = write_frame(&w, d, args[1]);
+    if (rc == 1) {
+        PyObject *wire = prefix_in_place(&w, max_frame);
+        cbor_writer_free(&w);
+        return wire;
+    }
+    cbor_writer_free(&w);
+    if (rc == 0)
+        return NULL;
+    /* Outside the direct writer's subset: build the map and let the general writer, or
+     * cbor2, encode it (and raise what it raises). */
     PyObject *m = frame_map(d, args[1]);
     if (m == NULL)
         return NULL;
-    CborWriter w;
     cbor_writer_init(&w, 0);
-    int rc = cbor_write_item(&w, m, 0);
+    rc = cbor_write_item(&w, m, 0);
     PyObject *wire;
     if (rc == 1)
         wire = prefixed(w.buf, w.len, max_frame);
@@ -486,6 +729,8 @@ static PyMethodDef methods[] = {
      "A validated Frame from a decoded map, or None to let the Python path decide."},
     {"decode_direct", (PyCFunction)(void (*)(void))decode_direct, METH_FASTCALL,
      "decode_direct(data, start, stop) -> Frame | None (None: let Python read it)."},
+    {"take_frame", (PyCFunction)(void (*)(void))take_frame, METH_FASTCALL,
+     "take_frame(data, offset, max_frame) -> (Frame, end) | None (None: let Python read it)."},
     {"encode_small", (PyCFunction)(void (*)(void))encode_small, METH_FASTCALL,
      "encode_small(frame_dict, seq, max_frame) -> bytes | None (small frames only)."},
     {NULL, NULL, 0, NULL},
