@@ -474,6 +474,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         [sys.executable, "-m", "compileall", "-q", str(ROOT / "cartridge_runtime")], check=False
     )
     load_start = os.getloadavg()
+    cpu_start = _cpu_times()
     jobs = args.jobs if args.jobs is not None else (2 if args.quick else 1)
     started = time.monotonic()
     repeat = max(1, args.repeat if args.repeat is not None else (1 if args.quick else 3))
@@ -548,14 +549,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     notes.append(
         "CPU driver+cartridge: user+system CPU of each process during the timed section, "
-        "per MB or per call; it barely depends on other load, unlike the wall-clock "
-        "figures."
+        "per MB or per call; other processes of this machine barely change it, but a "
+        "contended host (steal, below) raises it too."
     )
     load_end = os.getloadavg()
     notes.append(
         f"load average (1 min) at start {load_start[0]:.1f}, at end {load_end[0]:.1f} "
         f"on {os.cpu_count()} cores: a busy machine slows every wall-clock figure."
     )
+    steal = _steal_share(cpu_start, _cpu_times())
+    if steal is not None:
+        notes.append(
+            f"CPU steal during the run: {steal:.1%} of the cores' time went to other guests "
+            "of the host (a virtual machine's /proc/stat); where it is more than a few "
+            "percent, the host is contended and every figure of ours is slowed with it, "
+            "while (b)'s call rates, paced by its 10 ms tick, are not."
+        )
     report: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": _machine(),
@@ -568,12 +577,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         "targets": _targets(results, args.rss_mib * MIB),
         "notes": notes,
         "load_average": {"start": load_start, "end": load_end},
+        "cpu_steal_share": steal,
     }
     _print_report(report)
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     failed = any("error" in r for per in results.values() for r in per.values())
     return 1 if failed else 0
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(steal, total) jiffies of all cores so far, from Linux's /proc/stat; None elsewhere."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    values = [int(v) for v in fields[1:]]
+    return values[7], sum(values[:8])  # steal; user..steal (guest time is inside user)
+
+
+def _steal_share(start: tuple[int, int] | None, end: tuple[int, int] | None) -> float | None:
+    """The share of the cores' time stolen by the hypervisor between two readings."""
+    if start is None or end is None or end[1] <= start[1]:
+        return None
+    return (end[0] - start[0]) / (end[1] - start[1])
 
 
 if __name__ == "__main__":

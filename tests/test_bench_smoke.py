@@ -55,6 +55,9 @@ def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
 
     assert report["quick"] is True
     assert set(report["pairs"]) == {*PAIRS, FLOOR}
+    if Path("/proc/stat").exists():  # Linux: the host's contention is on record
+        assert 0.0 <= report["cpu_steal_share"] <= 1.0
+        assert any(note.startswith("CPU steal during the run") for note in report["notes"])
     for pair in PAIRS:
         for metric in ("echo", "seq", "par", "cold", "rss"):
             result = report["results"][pair][metric]
@@ -102,6 +105,18 @@ def test_median_run_reports_the_middle_run_with_all_figures() -> None:
     assert failed == {"error": "boom"}
     once = bench.median_run("cold", [{"ms": 4.0}])  # type: ignore[attr-defined]
     assert once == {"ms": 4.0}
+
+
+def test_steal_share_is_the_stolen_part_of_the_time_between_readings() -> None:
+    bench = _bench_module()
+    share = bench._steal_share  # type: ignore[attr-defined]
+    assert share((10, 1_000), (60, 2_000)) == 0.05
+    assert share((10, 1_000), (10, 1_000)) is None  # no time passed
+    assert share(None, (60, 2_000)) is None  # no /proc/stat here
+    now = bench._cpu_times()  # type: ignore[attr-defined]
+    if now is not None:
+        steal, total = now
+        assert 0 <= steal <= total
 
 
 @pytest.mark.slow
