@@ -15,6 +15,7 @@ so no request sees another's context.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import contextvars
@@ -23,6 +24,7 @@ import traceback
 from typing import Any
 
 import anyio
+import sniffio
 
 from cartridge_runtime.protocol import ATTRIBUTION_CLASSES, frames
 
@@ -37,6 +39,24 @@ from ._writer import FrameWriter
 
 #: Worker tasks kept waiting for the next request; more than that end when they are done.
 IDLE_WORKERS = 64
+
+
+class _FutureWake:
+    """The wake-up of one idle worker on asyncio: a bare future. (``anyio.Event`` wraps an
+    ``asyncio.Event``, which makes a future per waiter and keeps a queue of them.) Setting it
+    after its waiter was cancelled does nothing."""
+
+    __slots__ = ("_fut",)
+
+    def __init__(self) -> None:
+        self._fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def set(self) -> None:
+        if not self._fut.done():
+            self._fut.set_result(None)
+
+    async def wait(self) -> None:
+        await self._fut
 
 
 def cancel_terminal(meta: Any) -> tuple[str, str, str]:
@@ -82,7 +102,7 @@ class HandlerRunner:
     #: Started requests not yet taken by a worker, and the wake-up events of idle workers
     #: (made by :meth:`_init_workers`).
     _ready: collections.deque[Active]
-    _waiting_workers: list[anyio.Event]
+    _waiting_workers: list[Any]  # anyio.Event or _FutureWake
 
     def _init_workers(self) -> None:
         self._ready = collections.deque()
@@ -90,13 +110,18 @@ class HandlerRunner:
         self._dry_cache: dict[tuple[str, str, str | None], DryContext] = {}
         self._new_event: Any = anyio.Event
         self._new_scope: Any = anyio.CancelScope
+        self._new_wake: Any = anyio.Event
 
     def _bind_backend(self) -> None:
         """Make events and cancel scopes with the running backend's own classes from now on:
         ``anyio.Event()`` and ``anyio.CancelScope()`` look the backend up on every call,
-        which cost about 3% of a small request."""
+        which cost about 3% of a small request. On asyncio an idle worker waits on a bare
+        future (:class:`_FutureWake`)."""
         self._new_event = type(anyio.Event())
         self._new_scope = type(anyio.CancelScope())
+        self._new_wake = (
+            _FutureWake if sniffio.current_async_library() == "asyncio" else self._new_event
+        )
 
     def _start(self, a: Active) -> None:
         a.started = True
@@ -124,7 +149,7 @@ class HandlerRunner:
                 continue
             if len(waiting) >= IDLE_WORKERS:
                 return
-            wake = self._new_event()
+            wake = self._new_wake()
             waiting.append(wake)
             await wake.wait()
 
