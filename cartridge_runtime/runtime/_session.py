@@ -14,7 +14,7 @@ Dispatch is synchronous: the replies it sends are queued even past the writer's 
 the reader takes no further frame while the queue is over it. So on asyncio, with the stdin
 stream of :mod:`._stdin`, the whole read path runs inside the event loop's reader callback:
 read, decode and dispatch, with no task switch and no coroutine per frame. Elsewhere (trio, or
-any other byte stream) a task runs the same steps.
+any other byte stream) a task runs the same steps. The read side lives in :mod:`._reader`.
 
 Exit statuses: 0 at EOF (running handlers get a short grace, then are cancelled), 1 for a
 handshake failure or a relay frame, 65 when the byte stream can no longer be trusted, 137 after
@@ -55,6 +55,7 @@ from cartridge_runtime.urn import CapUrn, UrnError
 
 from ._handlers import HandlerRunner, cancel_terminal
 from ._input import InputStream
+from ._reader import InputReader
 from ._runtime import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL
 from ._wire import Active, PeerState, peer_cancel_frame
 from ._writer import FrameWriter
@@ -62,8 +63,6 @@ from ._writer import FrameWriter
 if TYPE_CHECKING:
     from ._runtime import CartridgeRuntime
 
-#: Read size at a frame boundary.
-READ_SIZE = 1 << 20
 #: Smallest byte value whose CHUNK wire form is kept for pass-through (see ``WireOutput``).
 PASS_THROUGH_MIN = 4096
 #: Seconds running handlers may take to finish after stdin EOF before they are cancelled.
@@ -83,7 +82,7 @@ class _Stop(Exception):
         self.status = status
 
 
-class Session(HandlerRunner):
+class Session(HandlerRunner, InputReader):
     """The cartridge side of one connection (see the module docstring)."""
 
     def __init__(
@@ -125,25 +124,6 @@ class Session(HandlerRunner):
     def drops(self) -> int:
         """Frames dropped: not queueable, not encodable, or not writable."""
         return self.writer.drops
-
-    # -- input -------------------------------------------------------------------------------
-
-    async def _next_frame(self) -> Frame | None:
-        """The next frame, or ``None`` at a clean EOF. Decoder errors propagate."""
-        decoder = self.decoder
-        while True:
-            frame = decoder.next_frame()
-            if frame is not None:
-                return frame
-            try:
-                data = await self.receive_stream.receive(self._read_size())
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                decoder.feed(b"")
-                frame = decoder.next_frame()  # raises when EOF fell inside a frame
-                if frame is None:
-                    return None
-                return frame
-            decoder.feed(data)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -219,81 +199,6 @@ class Session(HandlerRunner):
             while any(x.started for x in self.active.values()):
                 self._idle = anyio.Event()
                 await self._idle.wait()
-
-    async def _read_loop(self) -> int:
-        """Read and dispatch until EOF (returns 0).
-
-        :raises ProtocolError: the input is not valid frames.
-        :raises _Stop: a frame ends the session.
-        """
-        if not self._drain():  # frames that came with the handshake's read
-            await self._until_drained()
-        pump = getattr(self.receive_stream, "pump", None)
-        if pump is not None and await pump(self._on_block, self._read_size, self._until_drained):
-            return EXIT_OK
-        receive = self.receive_stream.receive
-        while True:
-            try:
-                data = await receive(self._read_size())
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                data = b""
-            if not self._on_block(data):
-                await self._until_drained()
-            if not data:
-                return EXIT_OK
-
-    def _read_size(self) -> int:
-        """The size of the next read: a large block at a frame boundary, else just the rest of
-        the frame in progress, so that the next read starts on a boundary, where the decoder
-        parses the bytes in place (no copy into its buffer)."""
-        decoder = self.decoder
-        if decoder.at_frame_boundary:
-            return READ_SIZE
-        try:
-            return min(decoder.bytes_wanted, READ_SIZE)
-        except ProtocolError:  # the decoder failed: the next feed raises it
-            return READ_SIZE
-
-    def _on_block(self, data: bytes | memoryview) -> bool:
-        """Take a block of input (``b""``: end of file) and dispatch the frames it completes.
-
-        A view is of the reader's reusable buffer: the decoder parses it in place and keeps
-        none of it once this returns.
-
-        :returns: ``False`` when the writer's queue filled up first: the remaining frames wait
-            in the decoder until :meth:`_until_drained`, and no more is read meanwhile.
-        :raises ProtocolError: the input is not valid frames (also EOF inside a frame).
-        """
-        decoder = self.decoder
-        if type(data) is memoryview:
-            decoder.feed_borrowed(data)
-            if self._drain():
-                return True  # every frame taken: the decoder let go of the buffer
-            decoder.release_borrowed()
-            return False
-        decoder.feed(data)
-        return self._drain()
-
-    def _drain(self) -> bool:
-        """Dispatch the frames the decoder holds while the writer has room (see
-        :meth:`_on_block`)."""
-        next_frame = self.decoder.next_frame
-        dispatch = self._dispatch
-        writer = self.writer
-        while writer.has_room:
-            frame = next_frame()
-            if frame is None:
-                return True
-            dispatch(frame)
-        return False
-
-    async def _until_drained(self) -> None:
-        """Wait for room in the writer's queue and dispatch what the decoder holds, until it
-        is all dispatched."""
-        while True:
-            await self.writer.wait_room()
-            if self._drain():
-                return
 
     # -- dispatch ----------------------------------------------------------------------------
 
