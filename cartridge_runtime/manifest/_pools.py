@@ -261,11 +261,24 @@ class PoolTable(Generic[T]):
         :raises UnknownPoolError: ``cap`` is not a registered handler.
         """
         chain = self._chain(cap)
-        line_can_go = any(all(p.has_room() for p in w.chain) for w in self._line)
-        if not line_can_go and all(pool.has_room() for pool in chain):
+        line = self._line
+        # (Loops, not any()/all() over generators: this runs for every request.)
+        line_can_go = False
+        for waiter in line:
+            for p in waiter.chain:
+                if not p.has_room():
+                    break
+            else:
+                line_can_go = True
+                break
+        if not line_can_go:
             for pool in chain:
-                pool.active += 1
-            return None
+                if not pool.has_room():
+                    break
+            else:
+                for pool in chain:
+                    pool.active += 1
+                return None
         self._line.append(_Waiter(self._next_ticket, cap, chain, item))
         self._next_ticket += 1
         return sum(1 for waiter in self._line if waiter.cap == cap)
@@ -287,6 +300,8 @@ class PoolTable(Generic[T]):
         """Admit the longest-waiting request whose whole chain has room and
         return ``(cap, item)``; ``None`` when nobody in line can go. Call it
         repeatedly after a release or a limit change."""
+        if not self._line:
+            return None
         for index, waiter in enumerate(self._line):
             if all(pool.has_room() for pool in waiter.chain):
                 del self._line[index]
