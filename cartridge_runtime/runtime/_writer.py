@@ -2,8 +2,11 @@
 
 Theory of operation
 -------------------
-Every task of the session hands its frames to :meth:`FrameWriter.send`. While the queue has
-room that call does not yield to the event loop, so a handler that emits STREAM_START, CHUNK,
+Every task of the session hands its frames to :meth:`FrameWriter.send` (or, when that would
+neither wait nor yield, queues them with :meth:`FrameWriter.try_send`, without a coroutine);
+dispatch, which never waits, uses :meth:`FrameWriter.push`, which may go past the queue's
+bound (the session then reads no more input until there is room again). While the queue has
+room ``send`` does not yield to the event loop, so a handler that emits STREAM_START, CHUNK,
 STREAM_END and END in a row queues all four before the writer task runs; the writer then
 takes *everything* queued, numbers each frame (seq per flow, stragglers dropped), encodes it
 and sends the batch with one write (a gathering ``writev`` when the stream offers
