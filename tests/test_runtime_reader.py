@@ -181,7 +181,9 @@ def test_requests_from_a_pipe_are_answered_in_order(backend: str) -> None:
     anyio.run(_answered_from_pipe, data, rids, backend=backend)
 
 
-async def _answered_from_pipe(data: bytes, rids: list[MessageId]) -> None:
+async def _serve_pipe(data: bytes) -> tuple[int, _GatedSink]:
+    """A session served from a pipe holding ``data`` to a host that reads everything: its exit
+    status and what it wrote."""
     stream = _pipe_with(data)
     sink = _GatedSink()
     sink.gate.set()
@@ -191,6 +193,11 @@ async def _answered_from_pipe(data: bytes, rids: list[MessageId]) -> None:
     finally:
         stream.restore()
         os.close(stream.fd)
+    return status, sink
+
+
+async def _answered_from_pipe(data: bytes, rids: list[MessageId]) -> None:
+    status, sink = await _serve_pipe(data)
     assert status == EXIT_OK
     ends = [f.id for f in sink.frames() if f.frame_type is FrameType.END]
     assert sorted(ends, key=rids.index) == rids
@@ -206,15 +213,7 @@ def test_end_of_file_inside_a_frame_is_a_protocol_error(backend: str) -> None:
 
 
 async def _truncated(data: bytes, rid: MessageId) -> None:
-    stream = _pipe_with(data)
-    sink = _GatedSink()
-    sink.gate.set()
-    try:
-        with anyio.fail_after(10):
-            status = await Session(build_runtime(), stream, sink).run()
-    finally:
-        stream.restore()
-        os.close(stream.fd)
+    status, sink = await _serve_pipe(data)
     assert status == EXIT_PROTOCOL
     errs = [f for f in sink.frames() if f.frame_type is FrameType.ERR]
     # First why the session ends (id 0), then the request it cuts short.
