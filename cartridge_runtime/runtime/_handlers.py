@@ -108,19 +108,17 @@ class HandlerRunner:
         self._ready = collections.deque()
         self._waiting_workers = []
         self._dry_cache: dict[tuple[str, str, str | None], DryContext] = {}
-        self._new_event: Any = anyio.Event
         self._new_scope: Any = anyio.CancelScope
         self._new_wake: Any = anyio.Event
 
     def _bind_backend(self) -> None:
-        """Make events and cancel scopes with the running backend's own classes from now on:
-        ``anyio.Event()`` and ``anyio.CancelScope()`` look the backend up on every call,
-        which cost about 3% of a small request. On asyncio an idle worker waits on a bare
-        future (:class:`_FutureWake`)."""
-        self._new_event = type(anyio.Event())
+        """Make cancel scopes and worker wake-ups with the running backend's own classes from
+        now on: ``anyio.CancelScope()`` and ``anyio.Event()`` look the backend up on every
+        call, which cost about 3% of a small request. On asyncio an idle worker waits on a
+        bare future (:class:`_FutureWake`)."""
         self._new_scope = type(anyio.CancelScope())
         self._new_wake = (
-            _FutureWake if sniffio.current_async_library() == "asyncio" else self._new_event
+            _FutureWake if sniffio.current_async_library() == "asyncio" else type(anyio.Event())
         )
 
     def _start(self, a: Active) -> None:
