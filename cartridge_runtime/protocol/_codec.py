@@ -129,7 +129,8 @@ def speedups_enabled() -> bool:
     return _c_map_to_frame is not None
 
 
-def _bstr_head(n: int) -> bytes:
+def bytes_head(n: int) -> bytes:
+    """The shortest CBOR byte-string head for ``n`` bytes (what the encoder writes)."""
     if n < 24:
         return bytes((0x40 | n,))
     if n < 0x100:
@@ -175,7 +176,7 @@ def _encode_parts(frame: Frame, seq: int | None = None) -> tuple[bytes, ...]:
         before = {k: v for k, v in m.items() if k < Key.PAYLOAD}
         after = {k: v for k, v in m.items() if k > Key.PAYLOAD}
         n = len(m) + 1
-        head = b"".join((bytes((0xA0 | n,)), _dumps(before)[1:], b"\x06", _bstr_head(len(payload))))
+        head = b"".join((bytes((0xA0 | n,)), _dumps(before)[1:], b"\x06", bytes_head(len(payload))))
         if after:
             return (head, payload, _dumps(after)[1:])
         return (head, payload)

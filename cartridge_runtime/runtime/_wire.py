@@ -25,6 +25,7 @@ from cartridge_runtime.protocol import (
     OutgoingStream,
     frames,
 )
+from cartridge_runtime.protocol._codec import bytes_head
 
 from ._errors import RequestCancelled
 from ._input import InputPackage, InputStream, _noop
@@ -33,19 +34,6 @@ from ._peer import PeerCall
 
 if TYPE_CHECKING:
     from ._session import Session
-
-
-def _bstr_head(n: int) -> bytes:
-    """The shortest CBOR byte-string head for ``n`` bytes (what the encoder writes)."""
-    if n < 24:
-        return bytes((0x40 | n,))
-    if n < 0x100:
-        return bytes((0x58, n))
-    if n < 0x10000:
-        return b"\x59" + n.to_bytes(2, "big")
-    if n < 0x100000000:
-        return b"\x5a" + n.to_bytes(4, "big")
-    return b"\x5b" + n.to_bytes(8, "big")
 
 
 def _cls(attribution_class: str) -> str:
@@ -121,7 +109,7 @@ class WireOutput:
             or og.buffered
             or n > og.max_chunk
             or (og.coalesce and n < COALESCE_BYTES)
-            or payload[: len(head := _bstr_head(n))] != head
+            or payload[: len(head := bytes_head(n))] != head
             or len(payload) != len(head) + n
         ):
             return None
