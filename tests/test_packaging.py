@@ -45,7 +45,8 @@ def test_a_wheel_built_from_the_sdist_has_the_compiled_codec(tmp_path: Path) -> 
     with tarfile.open(sdist) as tar:
         names = tar.getnames()
     top = names[0].split("/")[0]
-    for source in ("_speedups.c", "_cbor_read.c", "_cbor_write.c", "_cbor.h", "_speedups.pyi"):
+    sources = ("_speedups.c", "_frame_read.c", "_frame_write.c", "_frames.h")
+    for source in (*sources, "_cbor_read.c", "_cbor_write.c", "_cbor.h", "_speedups.pyi"):
         assert f"{top}/cartridge_runtime/protocol/{source}" in names, source
     assert not any(n.endswith(".so") for n in names), "a built object leaked into the sdist"
 

@@ -1,0 +1,51 @@
+/* Shared parts of the frame fast paths: the tables configure() receives from _codec.py, and
+ * the functions that read a frame body into a Frame (_frame_read.c) and write one out
+ * (_frame_write.c). _speedups.c holds the module, its entry points and the tables.
+ */
+#ifndef CARTRIDGE_RUNTIME_FRAMES_H
+#define CARTRIDGE_RUNTIME_FRAMES_H
+
+#include "_cbor.h"
+
+/* Value kinds of the key table (must match _codec._c_kind). */
+enum { K_INT = 0, K_STR = 1, K_BOOL = 2, K_META = 3, K_BYTES = 4, K_ID = 5, K_CHECKSUM = 6 };
+
+#define MAX_KEY 32   /* wire keys are small integers; a larger one is unknown (FRM-4) */
+#define PREFIX_LEN 4 /* the big-endian u32 length before each frame body */
+
+typedef struct {
+    int configured;
+    PyObject *key_name[MAX_KEY]; /* key number -> interned field name, or NULL */
+    int key_kind[MAX_KEY];
+    PyObject *dumps;           /* cbor2.dumps */
+    PyObject *frame_types;     /* dict int -> FrameType */
+    PyObject *frame_type_ints; /* dict FrameType -> int */
+    PyObject *id_cache;        /* dict bytes|int -> MessageId (shared with Python) */
+    PyObject *new_id;          /* callable(key, value) -> MessageId, may raise */
+    PyObject *frame_class;     /* Frame */
+    PyObject *checks;          /* dict FrameType -> check(frame) */
+    PyObject *required;        /* dict FrameType -> tuple of names that pass it */
+    PyObject *key_of;          /* dict name -> int key */
+    PyObject *stream_start;    /* FrameType.STREAM_START */
+    Py_ssize_t hard_cap;
+    PyObject *id_class; /* MessageId */
+    Py_ssize_t id_cache_max;
+    PyObject *empty_tuple;
+    PyObject *s_value, *s_version, *s_frame_type, *s_id, *s_seq, *s_output, *s_payload;
+    PyObject *i_one, *i_two, *i_three, *i_thirteen; /* cached small ints: compared by identity */
+} CodecTables;
+
+extern CodecTables codec;
+
+/* Reading (_frame_read.c). Each returns a new reference: a Frame, Py_None to let Python
+ * decide, or NULL with an exception set. */
+PyObject *frame_from_map(PyObject *m, int validate);
+PyObject *frame_read(CborReader *r);
+
+/* Writing (_frame_write.c). */
+PyObject *frame_map(PyObject *d, PyObject *seq);
+int frame_write(CborWriter *w, PyObject *d, PyObject *seq);
+PyObject *frame_prefixed(const unsigned char *body, Py_ssize_t n, Py_ssize_t max_frame);
+PyObject *frame_prefix_in_place(CborWriter *w, Py_ssize_t max_frame);
+
+#endif
