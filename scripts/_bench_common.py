@@ -20,6 +20,7 @@ SCRIPTS = ROOT / "scripts"
 INTEROP = ROOT / "cartridges" / "interop.py"
 CAPDAG_CARTRIDGE = SCRIPTS / "_bench_capdag_cartridge.py"
 
+MIB = 1024 * 1024
 #: Block size used everywhere data is streamed (the protocol's default max_chunk).
 BLOCK = 256 * 1024
 #: Small-call request body (``double`` input); its answer is ``42``.

@@ -7,6 +7,7 @@ every target. Nothing here looks at the figures themselves: speed is never asser
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -83,12 +84,10 @@ def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
     assert "echo throughput" in proc.stdout
 
 
-def _bench_module() -> object:
+def _bench_module(name: str = "bench") -> object:
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        import bench
-
-        return bench
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "scripts"))
 
@@ -186,7 +185,7 @@ def test_floor_worker_echo_counts_every_byte() -> None:
 
 
 def test_mixed_pair_targets_name_the_side_that_did_the_work() -> None:
-    bench = _bench_module()
+    bench_report = _bench_module("_bench_report")
     results = {
         "b": {"echo": {"mb_s": 4.0}},
         # (d): our engine drives capdag's cartridge; (e): capdag's host drives ours.
@@ -197,7 +196,7 @@ def test_mixed_pair_targets_name_the_side_that_did_the_work() -> None:
             "echo": {"mb_s": 16.0, "bytes": 1_000_000, "cpu_driver_s": 0.2, "cpu_cartridge_s": 0.03}
         },
     }
-    targets = {t["target"]: t for t in bench._targets(results, 1 << 30)}  # type: ignore[attr-defined]
+    targets = {t["target"]: t for t in bench_report.targets(results, 1 << 30)}  # type: ignore[attr-defined]
     d = targets["echo (d) ≥ (b)"]
     assert d["met"] is False
     assert d["detail"].endswith("CPU ours 5.00 vs capdag's 250.00 ms/MB")
@@ -207,13 +206,13 @@ def test_mixed_pair_targets_name_the_side_that_did_the_work() -> None:
 
 
 def test_call_rate_targets_show_each_round_beside_cat() -> None:
-    bench = _bench_module()
+    bench_report = _bench_module("_bench_report")
     results = {
         "a": {"seq": {"calls_s": 80_000.0, "runs": [81_000.0, 80_000.0, 60_000.0]}},
         "b": {"seq": {"calls_s": 24.0}},
         "c": {"seq": {"calls_s": 2_000.0, "runs": [2_900.0, 2_000.0, 1_500.0]}},
     }
-    targets = {t["target"]: t for t in bench._targets(results, 1 << 30)}  # type: ignore[attr-defined]
+    targets = {t["target"]: t for t in bench_report.targets(results, 1 << 30)}  # type: ignore[attr-defined]
     seq = targets["sequential calls (c) ≥ 100 x (b)"]
     assert seq["met"] is False
     assert seq["detail"].endswith(
