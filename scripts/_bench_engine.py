@@ -40,7 +40,8 @@ async def _echo(engine: Engine, cap: str, media: str, total: int) -> int:
     return got
 
 
-async def _small(engine: Engine, cap: str, media: str) -> None:
+async def small_call(engine: Engine, cap: str, media: str) -> None:
+    """One ``double`` call with the small input; fails unless it answers 42."""
     parts: list[bytes] = []
     async with engine.call(cap, [(media, SMALL_INPUT)]) as response:
         async for event in response:
@@ -68,13 +69,13 @@ async def measure(
             t0 = time.perf_counter()
             async with Engine() as engine:
                 engine.add_cartridge(str(cartridge))
-                await _small(engine, double_cap, double_media)
+                await small_call(engine, double_cap, double_media)
                 times.append(time.perf_counter() - t0)
         return {"ms": statistics.median(times) * 1000, "samples_ms": [t * 1000 for t in times]}
 
     async with Engine() as engine:
         engine.add_cartridge(str(cartridge))
-        await _small(engine, double_cap, double_media)
+        await small_call(engine, double_cap, double_media)
         meter = CpuMeter(child_pids())
         result = await _timed(engine, caps, metric, args)
         return result | meter.stop()
@@ -102,7 +103,7 @@ async def _timed(
     if metric == "seq":
         t0 = time.perf_counter()
         for _ in range(args.calls):
-            await _small(engine, double_cap, double_media)
+            await small_call(engine, double_cap, double_media)
         dt = time.perf_counter() - t0
         return {"calls": args.calls, "seconds": dt, "calls_s": args.calls / dt}
     if metric == "par":
@@ -112,7 +113,7 @@ async def _timed(
 
         async def worker() -> None:
             for _ in range(per):
-                await _small(engine, double_cap, double_media)
+                await small_call(engine, double_cap, double_media)
 
         t0 = time.perf_counter()
         async with anyio.create_task_group() as group:
