@@ -62,16 +62,19 @@ text_keys(PyObject *m)
 /* Results of put_field. */
 enum { PUT_OK = 1, PUT_FALLBACK = 0, PUT_ERROR = -1 };
 
-/* Store the value ``v`` of wire key ``key`` (a known key) in the frame dict ``d``, checking
- * its type and the wire order (``*last``: the previous key stored). PUT_FALLBACK when Python
- * must decide (an unusual type, a null, keys out of order; with ``strict_ids``, also an
- * invalid id, whose error Python then names); PUT_ERROR with an exception set. */
+/* Store the value ``v`` of wire key ``key`` (0 <= key) in the frame dict ``d``, checking its
+ * type and the wire order (``*last``: the previous key stored). An unknown key is ignored
+ * (FRM-4): PUT_OK without a store. PUT_FALLBACK when Python must decide (an unusual type, a
+ * null, keys out of order; with ``strict_ids``, also an invalid id, whose error Python then
+ * names); PUT_ERROR with an exception set. */
 static int
 put_field(PyObject *d, long key, PyObject *v, long *last, int strict_ids)
 {
     PyObject *val = v;
     PyObject *owned = NULL;
     int overflow;
+    if (key >= MAX_KEY || codec.key_name[key] == NULL)
+        return PUT_OK;
     if (v == Py_None)
         return PUT_FALLBACK; /* null: absent for key > 3, an error below; Python sorts it */
     switch (codec.key_kind[key]) {
@@ -143,6 +146,17 @@ put_field(PyObject *d, long key, PyObject *v, long *last, int strict_ids)
     int rc = PyDict_SetItem(d, codec.key_name[key], val);
     Py_XDECREF(owned);
     return rc < 0 ? PUT_ERROR : PUT_OK;
+}
+
+/* Give up on the frame dict ``d`` (consumed) after ``rc``, PUT_FALLBACK or PUT_ERROR: Py_None
+ * (new reference) to let Python decide, or NULL with the exception left set. */
+static PyObject *
+abandon(PyObject *d, int rc)
+{
+    Py_DECREF(d);
+    if (rc == PUT_ERROR)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 /* The Frame whose __dict__ is ``d`` (filled by put_field; new reference), Py_None (new
@@ -228,25 +242,16 @@ frame_from_map(PyObject *m, int validate)
     long last = -1;
     while (PyDict_Next(m, &pos, &kobj, &v)) {
         if (!PyLong_CheckExact(kobj))
-            goto fallback;
+            return abandon(d, PUT_FALLBACK);
         int overflow;
         long key = PyLong_AsLongAndOverflow(kobj, &overflow);
-        if (overflow || key < 0 || key >= MAX_KEY || codec.key_name[key] == NULL)
+        if (overflow || key < 0)
             continue; /* unknown integer keys are ignored (FRM-4) */
         int rc = put_field(d, key, v, &last, 0);
-        if (rc == PUT_FALLBACK)
-            goto fallback;
-        if (rc == PUT_ERROR)
-            goto error;
+        if (rc != PUT_OK)
+            return abandon(d, rc);
     }
     return finish_frame(d, validate);
-
-fallback:
-    Py_DECREF(d);
-    Py_RETURN_NONE;
-error:
-    Py_DECREF(d);
-    return NULL;
 }
 
 /* The frame body in ``r`` (exactly one CBOR map, read to r->end) straight into a Frame: the
@@ -275,11 +280,11 @@ frame_read(CborReader *r)
     long last = -1;
     for (uint64_t i = 0; i < count; i++) {
         if (r->p >= r->end)
-            goto fallback;
+            return abandon(d, PUT_FALLBACK);
         unsigned char kb = *r->p;
         long key;
         if ((kb >> 5) != 0)
-            goto fallback; /* a key that is not an unsigned integer: Python decides */
+            return abandon(d, PUT_FALLBACK); /* a key that is not an unsigned integer */
         if ((kb & 31) < 24) {
             key = kb & 31;
             r->p++;
@@ -289,32 +294,19 @@ frame_read(CborReader *r)
             r->p += 2;
         }
         else
-            goto fallback;
+            return abandon(d, PUT_FALLBACK);
         PyObject *v = cbor_read_item(r, 1);
         if (v == NULL)
-            goto error;
+            return abandon(d, PUT_ERROR);
         if (v == CBOR_GIVE_UP)
-            goto fallback;
-        if (key >= MAX_KEY || codec.key_name[key] == NULL) {
-            Py_DECREF(v); /* unknown integer keys are ignored (FRM-4) */
-            continue;
-        }
+            return abandon(d, PUT_FALLBACK);
         int rc = put_field(d, key, v, &last, 1);
         Py_DECREF(v);
-        if (rc == PUT_FALLBACK)
-            goto fallback;
-        if (rc == PUT_ERROR)
-            goto error;
+        if (rc != PUT_OK)
+            return abandon(d, rc);
     }
     if (r->p != r->end)
-        goto fallback; /* trailing bytes: the exact path names the error */
+        return abandon(d, PUT_FALLBACK); /* trailing bytes: the exact path names the error */
     return finish_frame(d, 1);
-
-fallback:
-    Py_DECREF(d);
-    Py_RETURN_NONE;
-error:
-    Py_DECREF(d);
-    return NULL;
 }
 
