@@ -37,23 +37,13 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _bench_common import vm_hwm_mib  # noqa: E402
+
 from cartridge_runtime.engine import Engine, OutputData  # noqa: E402
 
 INTEROP = ROOT / "cartridges" / "interop.py"
 ECHO = "cap:echo"
 BLOCK = 1 << 20
-
-
-def _vm_hwm_mib(pid: int) -> float | None:
-    """Peak resident set of ``pid`` in MiB (Linux), ``None`` when unknown."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        return None
-    return None
 
 
 async def _blocks(mib: int) -> AsyncIterator[bytes]:
@@ -113,7 +103,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         out[f"par{args.inflight}_cpu_us_per_call"] = (time.process_time() - cpu) / calls * 1e6
 
         pid = engine.status()[0].pid
-        out["cartridge_peak_rss_mib"] = _vm_hwm_mib(pid) if pid is not None else None
+        out["cartridge_peak_rss_mib"] = vm_hwm_mib(pid) if pid is not None else None
     out["engine_peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
