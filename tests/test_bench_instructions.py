@@ -93,6 +93,54 @@ def test_without_valgrind_the_script_says_so_in_one_line() -> None:
     ]
 
 
+def test_calls_below_one_are_refused_before_anything_runs() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--calls", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2
+    assert "--calls and --inflight must be at least 1" in proc.stderr
+
+
+def _fake_valgrind(tmp_path: Path, body: str) -> dict[str, str]:
+    """An environment whose ``valgrind`` is a shell script running ``body``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "valgrind"
+    fake.write_text("#!/bin/sh\n" + body + "\n")
+    fake.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin"}
+
+
+def test_a_driver_that_fails_under_valgrind_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    env = _fake_valgrind(tmp_path, "echo 'warning: noise' >&2; echo 'it broke here' >&2; exit 3")
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--calls", "1", "--inflight", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "bench_instructions: the driver failed under valgrind (exit 3): it broke here"
+    ]
+
+
+def test_a_run_that_counts_no_process_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    env = _fake_valgrind(tmp_path, "exit 0")  # succeeds, writes no cachegrind output
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--calls", "1", "--inflight", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "bench_instructions: expected one engine and one cartridge process, counted: none"
+    ]
+
+
 @pytest.mark.slow
 @needs_valgrind
 def test_counts_instructions_per_call_of_engine_and_cartridge(tmp_path: Path) -> None:
