@@ -1,0 +1,105 @@
+"""The wirings of one machine as the resolver reads them: steps by cap URN, nodes by name.
+
+This is the form between the statements (:mod:`._syntax`) and a resolved strand
+(:mod:`._strand`): a step's alias is already looked up, machines in step position are already
+written out as their steps (:mod:`._include`), and every value knows the statement it came
+from, so that a refusal can say where.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from cartridge_runtime.manifest import CapDef
+from cartridge_runtime.urn import CapUrn
+
+from ._errors import MachineError, UnknownCapError
+from ._syntax import StepPolicy
+
+__all__ = ("Value", "WiredMember", "WiredTarget", "StepWiring", "Where", "CapTable")
+
+
+@attrs.frozen
+class Where:
+    """The statement something was written in."""
+
+    statement: int
+    line: int | None = None
+    column: int | None = None
+
+    def locate(self, error: MachineError) -> MachineError:
+        return error.located(self.statement, self.line, self.column)
+
+
+@attrs.frozen
+class Value:
+    """What a member gives its arg: a node by name, or a constant."""
+
+    node: str | None = None
+    constant: Any = None
+
+    @property
+    def is_constant(self) -> bool:
+        return self.node is None
+
+
+@attrs.frozen
+class WiredMember:
+    name: str | None
+    value: Value
+
+
+@attrs.define
+class WiredTarget:
+    name: str | None
+    node: str
+
+
+@attrs.define
+class StepWiring:
+    """One wiring: its members in the order written, its step, its targets."""
+
+    sources: list[WiredMember]
+    step: str  #: the step's alias (a header's alias, or ``use#n/i`` for an included step)
+    policy: StepPolicy
+    targets: list[WiredTarget]
+    where: Where
+    label: str | None  #: the alias the text gave the step; None for an included one
+    included_as: tuple[str, ...] = ()
+
+    def source_nodes(self) -> list[str]:
+        return [m.value.node for m in self.sources if m.value.node is not None]
+
+    def nodes(self) -> list[str]:
+        return self.source_nodes() + [t.node for t in self.targets]
+
+    def unnamed_nodes(self) -> list[str]:
+        return [m.value.node for m in self.sources if m.name is None and m.value.node is not None]
+
+
+class CapTable:
+    """The caps a machine is resolved against, by canonical cap URN."""
+
+    def __init__(self, caps: Any) -> None:
+        self._by_urn: dict[str, CapDef] = {}
+        for cap in caps:
+            if not isinstance(cap, CapDef):
+                raise TypeError(
+                    f"a machine is resolved against CapDef values, not {type(cap).__name__}"
+                )
+            self._by_urn.setdefault(cap.urn, cap)
+
+    def get(self, cap: CapUrn) -> CapDef:
+        """The definition of ``cap``.
+
+        :raises UnknownCapError: none of the caps has that URN.
+        """
+        found = self._by_urn.get(cap.text)
+        if found is None:
+            raise UnknownCapError(f"cap URN '{cap.text}' is none of the caps given")
+        return found
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._by_urn.values())
