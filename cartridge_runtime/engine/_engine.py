@@ -26,7 +26,7 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -41,6 +41,9 @@ from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
 from ._events import Result
 from ._peer import PeerLink, run_peer_link
 from ._proc import Counters, command_for, describe_returncode
+
+if TYPE_CHECKING:
+    from ..machine import Machine, MachineSource
 
 #: Most distinct cap texts whose routing result is remembered.
 _ROUTE_CACHE = 1024
@@ -253,6 +256,27 @@ class Engine:
         """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, or ``None``."""
         conn = self._slot(name).conn
         return conn.manifest if conn is not None else None
+
+    async def machine(
+        self,
+        text_or_path: str | os.PathLike[str],
+        *,
+        source: MachineSource | None = None,
+    ) -> Machine:
+        """Resolve machine notation against the caps of every cartridge added, starting those
+        not running only to read their manifests (no call is made).
+
+        :param text_or_path: the notation (a ``str``), or a file to read it from (a ``Path``);
+            a file's machine headers name files relative to it.
+        :param source: where machine headers are resolved (default: none for text, the
+            file's folder for a file).
+        :raises MachineError: the machine is refused (``kind`` says how).
+        :raises SpawnFailed: a cartridge failed to start.
+        :raises EngineError: the file cannot be read.
+        """
+        from ._machine_text import read_machine
+
+        return await read_machine(self, list(self._slots), text_or_path, source)
 
     async def probe(self, name: str) -> bool:
         """Send one health probe now; returns whether the cartridge answered in time."""
