@@ -30,6 +30,22 @@ from ._events import (
     Progress,
     Result,
 )
+from ._inputs import CborValue, ItemStream, ValueStream
+from ._machine_events import (
+    ItemFinished,
+    ItemStarted,
+    MachineEvent,
+    MachineInputError,
+    MachineLog,
+    MachineOutputData,
+    MachineProgress,
+    MachineResult,
+    MachineRunError,
+    StepFinished,
+    StepReport,
+    StepStarted,
+)
+from ._machine_run import MachineRun
 
 __all__ = (
     "Engine",
@@ -55,4 +71,22 @@ __all__ = (
     "SpawnFailed",
     "NoRoute",
     "EngineClosed",
+    # streamed inputs
+    "CborValue",
+    "ValueStream",
+    "ItemStream",
+    # machines
+    "MachineRun",
+    "MachineResult",
+    "StepReport",
+    "MachineEvent",
+    "StepStarted",
+    "StepFinished",
+    "ItemStarted",
+    "ItemFinished",
+    "MachineProgress",
+    "MachineLog",
+    "MachineOutputData",
+    "MachineRunError",
+    "MachineInputError",
 )

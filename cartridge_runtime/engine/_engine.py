@@ -39,6 +39,8 @@ from ._config import EngineConfig
 from ._conn import Connection
 from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
 from ._events import Result
+from ._machine_events import MachineResult
+from ._machine_run import DEFAULT_WINDOW, MachineRun, open_run
 from ._peer import PeerLink, run_peer_link
 from ._proc import Counters, command_for, describe_returncode
 
@@ -277,6 +279,55 @@ class Engine:
         from ._machine_text import read_machine
 
         return await read_machine(self, list(self._slots), text_or_path, source)
+
+    def stream_machine(
+        self,
+        machine: Machine,
+        inputs: Mapping[str, Any],
+        *,
+        window: int = DEFAULT_WINDOW,
+        keep_outputs: bool = False,
+    ) -> MachineRun:
+        """Run a resolved machine, streaming: ``async with engine.stream_machine(m, inputs) as
+        run: async for event in run``. The events are the steps' and items' starts and ends,
+        progress, logs and the machine's output data as it is produced (see
+        :mod:`cartridge_runtime.engine` for the event types).
+
+        :param inputs: each machine input, by the node name the text wrote, as a value
+            :meth:`call` takes (bytes, text, ``Path``, async iterable of bytes, list of items),
+            or a ``(media_urn, value)`` pair that states the value's type.
+        :param window: items of one map in flight at once.
+        :param keep_outputs: also keep the output data in ``run.result``.
+        :raises MachineInputError: an input missing, unknown or not of its node's type
+            (before anything starts).
+        :raises MachineRunError: (while iterating) a step failed; names the step, its cap, the
+            item, and carries the call's code, attribution class and ``arg_urn``.
+        """
+        return open_run(self, machine, inputs, window=window, keep_outputs=keep_outputs)
+
+    async def run_machine(
+        self,
+        machine: Machine | str | os.PathLike[str],
+        inputs: Mapping[str, Any],
+        *,
+        window: int = DEFAULT_WINDOW,
+    ) -> MachineResult:
+        """Run a machine (a :class:`Machine`, its notation, or a file of it) to the end.
+
+        :returns: every output by the node name the text wrote, and per step what it did.
+        :raises MachineError: the text is refused.
+        :raises MachineInputError: the inputs do not fit the machine.
+        :raises MachineRunError: a step failed (the run is cancelled at the first failure).
+        """
+        from ..machine import Machine
+
+        if not isinstance(machine, Machine):
+            machine = await self.machine(machine)
+        async with self.stream_machine(machine, inputs, window=window, keep_outputs=True) as run:
+            async for _ in run:
+                pass
+        result: MachineResult = run.result
+        return result
 
     async def probe(self, name: str) -> bool:
         """Send one health probe now; returns whether the cartridge answered in time."""

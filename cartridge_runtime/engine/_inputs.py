@@ -23,14 +23,48 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import attrs
 
 from .. import protocol as P
 from ..protocol import Frame, FrameType, MessageId
 from ._events import Item
 
+
+@attrs.frozen
+class CborValue:
+    """One scalar input sent as a CBOR value (an int, a map, ...): the stream carries the value
+    itself, not bytes that encode it."""
+
+    value: Any
+
+
+@attrs.frozen
+class ValueStream:
+    """A scalar input whose pieces arrive later: each ``bytes`` piece is sent as bytes, any
+    other piece (text included) as a CBOR value, one CHUNK (or more, when large) per piece."""
+
+    source: AsyncIterable[Any] = attrs.field(repr=False)
+
+
+@attrs.frozen
+class ItemStream:
+    """A sequence input whose items arrive later (each an :class:`Item` or a plain value)."""
+
+    source: AsyncIterable[Any] = attrs.field(repr=False)
+
+
 #: What one input value may be.
 InputValue = (
-    bytes | bytearray | memoryview | str | os.PathLike[str] | AsyncIterable[bytes] | Sequence[Any]
+    bytes
+    | bytearray
+    | memoryview
+    | str
+    | os.PathLike[str]
+    | AsyncIterable[bytes]
+    | Sequence[Any]
+    | CborValue
+    | ValueStream
+    | ItemStream
 )
 #: Inputs: ``[(media_urn, value), ...]`` or ``{media_urn: value}``.
 Inputs = Sequence[tuple[str, InputValue]] | Mapping[str, InputValue]
@@ -195,7 +229,7 @@ class InputSender:
 
     async def _send_one(self, index: int, media: str, value: Any) -> None:
         size = self.limits.effective_chunk
-        is_seq = isinstance(value, list | tuple)
+        is_seq = isinstance(value, list | tuple | ItemStream)
         stream = _stream(self.rid, self.xid, self.limits, index, media, is_seq)
         self.streams[stream.stream_id] = stream
         self.current = stream
@@ -214,6 +248,22 @@ class InputSender:
                     await self._emit(stream, stream.write_bytes(block))
         elif is_seq:
             for item in value:
+                if isinstance(item, Item):
+                    await self._emit(stream, stream.emit_item(item.value, item.meta))
+                else:
+                    await self._emit(stream, stream.emit_item(item))
+        elif isinstance(value, CborValue):
+            await self._emit(stream, stream.emit_value(value.value))
+        elif isinstance(value, ValueStream):
+            async for piece in value.source:
+                if isinstance(piece, _BYTES_LIKE):
+                    view = memoryview(piece).cast("B")
+                    for pos in range(0, len(view), size):
+                        await self._emit(stream, stream.write_bytes(view[pos : pos + size]))
+                else:
+                    await self._emit(stream, stream.emit_value(piece))
+        elif isinstance(value, ItemStream):
+            async for item in value.source:
                 if isinstance(item, Item):
                     await self._emit(stream, stream.emit_item(item.value, item.meta))
                 else:

@@ -24,8 +24,16 @@ from ._iteration import place_steps
 from ._strand import ResolvedStrand, step_shapes
 from ._syntax import StepPolicy
 
-__all__ = ("Node", "Binding", "TakenOutput", "StepPlacement", "Step", "Strand", "Machine",
-           "build_machine")  # fmt: skip
+__all__ = (
+    "Node",
+    "Binding",
+    "TakenOutput",
+    "StepPlacement",
+    "Step",
+    "Strand",
+    "Machine",
+    "build_machine",
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -145,6 +153,7 @@ class Strand:
     inputs: tuple[str, ...]  #: nodes no step makes
     outputs: tuple[str, ...]  #: nodes no step is given
     scope_parents: tuple[int, ...]  #: the parent of every scope; scope 0 is the machine
+    scope_sources: tuple[tuple[str, ...], ...]  #: the nodes each map zips (none for scope 0)
 
 
 @attrs.frozen(eq=False)
@@ -291,35 +300,67 @@ def build_machine(resolved: Sequence[ResolvedStrand]) -> Machine:
             outputs = []
             for taken in step.outputs:
                 declared = step.definition.output_named(taken.name)
-                outputs.append(TakenOutput(
-                    output=taken.name, media=taken.media, node=names[taken.node],
-                    optional=bool(declared and declared.optional),
-                    is_sequence=bool(declared and declared.is_sequence),
-                ))  # fmt: skip
-            steps.append(Step(
-                alias=f"edge_{next_step}", label=step.label, cap=step.cap,
-                definition=step.definition,
-                bindings=tuple(Binding(arg=b.arg, arg_media=b.slot,
-                                       node=None if b.node is None else names[b.node],
-                                       constant=b.constant) for b in step.bindings),
-                outputs=tuple(outputs), policy=step.policy,
-                placement=StepPlacement(placed_in=placement.placed_in, map=placement.map,
-                                        mapped=tuple(names[n] for n in placement.mapped)),
-                strand=index, included_as=step.included_as,
-            ))  # fmt: skip
+                outputs.append(
+                    TakenOutput(
+                        output=taken.name,
+                        media=taken.media,
+                        node=names[taken.node],
+                        optional=bool(declared and declared.optional),
+                        is_sequence=bool(declared and declared.is_sequence),
+                    )
+                )
+            steps.append(
+                Step(
+                    alias=f"edge_{next_step}",
+                    label=step.label,
+                    cap=step.cap,
+                    definition=step.definition,
+                    bindings=tuple(
+                        Binding(
+                            arg=b.arg,
+                            arg_media=b.slot,
+                            node=None if b.node is None else names[b.node],
+                            constant=b.constant,
+                        )
+                        for b in step.bindings
+                    ),
+                    outputs=tuple(outputs),
+                    policy=step.policy,
+                    placement=StepPlacement(
+                        placed_in=placement.placed_in,
+                        map=placement.map,
+                        mapped=tuple(names[n] for n in placement.mapped),
+                    ),
+                    strand=index,
+                    included_as=step.included_as,
+                )
+            )
             next_step += 1
         order = sorted(names, key=lambda n: int(names[n][1:]))
         nodes = tuple(
-            Node(name=names[n], label=strand.labels[n], media=strand.nodes[n],
-                 is_sequence=strand.is_sequence[n], strand=index, scope=scope_of.get(n, 0))
+            Node(
+                name=names[n],
+                label=strand.labels[n],
+                media=strand.nodes[n],
+                is_sequence=strand.is_sequence[n],
+                strand=index,
+                scope=scope_of.get(n, 0),
+            )
             for n in order
-        )  # fmt: skip
+        )
         made = {n for step in strand.steps for n in step.output_nodes()}
         given = {n for step in strand.steps for n in step.source_nodes()}
-        strands.append(Strand(
-            index=index, steps=tuple(steps), nodes=nodes,
-            inputs=tuple(names[n] for n in order if n not in made),
-            outputs=tuple(names[n] for n in order if n not in given),
-            scope_parents=iteration.scope_parents,
-        ))  # fmt: skip
+        strands.append(
+            Strand(
+                index=index,
+                steps=tuple(steps),
+                nodes=nodes,
+                inputs=tuple(names[n] for n in order if n not in made),
+                outputs=tuple(names[n] for n in order if n not in given),
+                scope_parents=iteration.scope_parents,
+                scope_sources=tuple(
+                    tuple(names[n] for n in sources) for sources in iteration.scope_sources
+                ),
+            )
+        )
     return Machine(tuple(strands))

@@ -1,0 +1,761 @@
+"""Running a machine on the engine: the IO shell over the machine plan.
+
+The plan (:func:`cartridge_runtime.machine.plan_machine`) decides what each step is given and
+where it runs; this module only moves values and starts calls, through the engine's public
+call API. A *scope instance* is the machine itself, or one item of a map; each holds a
+:class:`Flow` per node that lives in it (and per node an inner map collects into it). Every
+consumer takes its reader when the instance is set up, then every step, map and output runs
+as a task of the instance:
+
+* a step waits until each node it is given is decided; if one is absent it is skipped and its
+  outputs are absent (MCH-12); otherwise it calls its cap, streaming a lone streamed input from
+  its flow and the rest whole, and streams each output it takes into that output's flow;
+* a map reads the sequences it zips item by item and runs one instance of its scope per item,
+  at most ``window`` at once; what an item makes that is needed outside the map is handed on
+  in item order;
+* the machine's outputs are read as they are produced and become events.
+
+The first step that fails cancels the run (every call in flight is cancelled, so CANCEL
+reaches each cartridge) and the run raises :class:`MachineRunError`; a step with ``retry=N``
+calls again after an environment-class failure, and one with ``on_error=absent`` makes its
+outputs absent instead of failing. Such steps hold their inputs and outputs whole, since a
+stream cannot be sent twice.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ..machine import Machine, OnError, Step, constant_text
+from ..machine._plan import Feed, FeedKind, Plan, ScopePlan, StepPlan, plan_machine
+from ..urn import MediaUrn, UrnError
+from ._call import Response
+from ._errors import CallError
+from ._events import Item, Log, OutputData, OutputEnded, OutputItem, OutputStarted, Progress
+from ._flow import Flow, FlowReader, whole_value
+from ._inputs import CborValue, ItemStream, ValueStream
+from ._machine_events import (
+    ItemFinished,
+    ItemStarted,
+    MachineEvent,
+    MachineInputError,
+    MachineLog,
+    MachineOutputData,
+    MachineProgress,
+    MachineRunError,
+    StepFinished,
+    StepStarted,
+)
+from ._machine_report import Reports
+
+
+class Caller(Protocol):
+    """What a run needs of the engine: its public call API."""
+
+    def call(self, cap: str, inputs: Any = None) -> AbstractAsyncContextManager[Response]: ...
+
+
+__all__ = ("MachineRunner", "MachineRun", "open_run", "DEFAULT_WINDOW")
+
+#: Items of one map in flight at once (the cartridge's pool admits what it can of them).
+DEFAULT_WINDOW: Final = 64
+#: Bytes per piece when the run reads a machine input it was given whole or from a file.
+_PIECE: Final = 256 * 1024
+_ABSENT: Final = object()
+
+
+def _label(machine: Machine, name: str) -> str:
+    node = machine.node(name)
+    return node.label or node.name
+
+
+def _item_value(item: Any) -> Any:
+    """An item given to an arg that takes one value, as a call input."""
+    value = item.value if isinstance(item, Item) else item
+    if isinstance(value, bytes | str):
+        return value
+    return CborValue(value)
+
+
+def _as_items(pieces: list[Any], is_sequence: bool) -> list[Item]:
+    if is_sequence:
+        return [p if isinstance(p, Item) else Item(value=p) for p in pieces]
+    return [Item(value=whole_value(pieces))]
+
+
+class _Instance:
+    """One scope instance: the machine itself, or one item of a map."""
+
+    def __init__(
+        self, scope: ScopePlan, parent: _Instance | None, item: int | None, items: Mapping[str, Any]
+    ) -> None:
+        self.scope = scope
+        self.parent = parent
+        self.item = item
+        self.items = dict(items)
+        self.flows: dict[str, Flow] = {}
+        #: Whole values of this instance that steps of inner instances take (OUTER feeds).
+        self.wholes: dict[str, _Whole] = {}
+        #: Each step's readers, one per feed (None where the feed reads no flow here).
+        self.step_readers: dict[int, list[FlowReader | None]] = {}
+        #: Each inner map's readers of the sequences it zips.
+        self.map_readers: dict[int, list[FlowReader]] = {}
+        #: Readers of what this item hands to the enclosing instance, by node.
+        self.exports: list[tuple[str, FlowReader]] = []
+        #: Readers of the machine's outputs (the machine's own instance only).
+        self.outputs: list[tuple[str, FlowReader]] = []
+
+    def flow(self, name: str) -> Flow:
+        at: _Instance | None = self
+        while at is not None:
+            if name in at.flows:
+                return at.flows[name]
+            at = at.parent
+        raise KeyError(name)
+
+    def item_of(self, name: str, scope: int) -> Any:
+        at: _Instance | None = self
+        while at is not None:
+            if at.scope.index == scope and name in at.items:
+                return at.items[name]
+            at = at.parent
+        raise KeyError(name)
+
+    def whole_of(self, name: str) -> _Whole:
+        at: _Instance | None = self
+        while at is not None:
+            if name in at.wholes:
+                return at.wholes[name]
+            at = at.parent
+        raise KeyError(name)
+
+
+class _Whole:
+    """A value read whole once, for every step that needs it so."""
+
+    def __init__(self, reader: FlowReader) -> None:
+        self.reader = reader
+        self.done = anyio.Event()
+        self.value: list[Any] | None = None
+
+    async def run(self) -> None:
+        if await self.reader.present():
+            self.value = await self.reader.whole()
+        else:
+            self.reader.close()
+        self.done.set()
+
+    async def get(self) -> list[Any] | None:
+        await self.done.wait()
+        return self.value
+
+
+class MachineRunner:
+    """One run of a machine (internal: :meth:`Engine.stream_machine` makes it)."""
+
+    def __init__(
+        self,
+        engine: Caller,
+        machine: Machine,
+        inputs: Mapping[str, Any],
+        events: MemoryObjectSendStream[MachineEvent],
+        window: int,
+        keep_outputs: bool,
+    ) -> None:
+        self.engine = engine
+        self.machine = machine
+        self.plan: Plan = plan_machine(machine)
+        self.events = events
+        self.window = max(1, window)
+        self.inputs = self._validate(inputs)
+        self.reports = Reports(machine, keep_outputs)
+        self._exported = self._exports()
+
+    # -- before anything starts -------------------------------------------------------------
+
+    def _validate(self, given: Mapping[str, Any]) -> dict[str, tuple[str | None, Any]]:
+        by_label = {node.label or node.name: node for node in self.machine.inputs}
+        for name in given:
+            if name not in by_label:
+                known = ", ".join(sorted(by_label)) or "none"
+                raise MachineInputError(
+                    name, f"the machine has no such input (its inputs: {known})"
+                )
+        out: dict[str, tuple[str | None, Any]] = {}
+        for label, node in by_label.items():
+            if label not in given:
+                raise MachineInputError(label, f"not given (it takes {node.media})")
+            value = given[label]
+            media: str | None = None
+            if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+                media, value = value
+                try:
+                    conforms = MediaUrn.parse(media).conforms_to(node.media)
+                except UrnError as error:
+                    raise MachineInputError(
+                        label, f"its media URN does not parse: {error}"
+                    ) from None
+                if not conforms:
+                    raise MachineInputError(label, f"'{media}' does not conform to {node.media}")
+            if isinstance(value, list | tuple):
+                for step in self.machine.steps:
+                    for binding in step.bindings:
+                        arg = step.definition.arg_named(binding.arg)
+                        if binding.node == node.name and arg is not None and not arg.is_sequence:
+                            raise MachineInputError(
+                                label,
+                                f"a list was given, but arg '{binding.arg}' of step "
+                                f"'{step.label or step.alias}' takes one value",
+                            )
+            elif isinstance(value, os.PathLike) and not Path(value).is_file():
+                raise MachineInputError(label, f"no file at {os.fspath(value)}")
+            elif not isinstance(
+                value, bytes | bytearray | memoryview | str | os.PathLike
+            ) and not hasattr(value, "__aiter__"):
+                raise MachineInputError(label, f"a {type(value).__name__} is not an input value")
+            out[node.name] = (media, value)
+        return out
+
+    def _exports(self) -> dict[tuple[int, int], set[str]]:
+        """For each scope, the nodes of inner scopes collected into it."""
+        exported: dict[tuple[int, int], set[str]] = {}
+        machine = self.machine
+        outputs = {n.name for n in machine.outputs}
+        for strand in machine.strands:
+            parents = strand.scope_parents
+            need: dict[str, int] = {}  # node -> the outermost scope that needs it
+
+            depth = _depth_of(parents)
+
+            def needs(
+                node: str, scope: int, need: dict[str, int] = need, depth: Any = depth
+            ) -> None:
+                at = need.get(node)
+                need[node] = scope if at is None else min(at, scope, key=depth)
+
+            for sp in (self.plan.scope(strand.index, i) for i in range(len(parents))):
+                for step in sp.steps:
+                    for feed in step.feeds:
+                        if feed.kind is FeedKind.COLLECTED and feed.node is not None:
+                            needs(feed.node.name, sp.index)
+                if sp.index:
+                    for source in sp.sources:
+                        needs(source, sp.parent)
+            for node in strand.nodes:
+                if node.name in outputs and node.scope:
+                    needs(node.name, 0)
+            for name, outer in need.items():
+                at = machine.node(name).scope
+                while at != outer and at != 0:
+                    at = parents[at]
+                    exported.setdefault((strand.index, at), set()).add(name)
+        return exported
+
+    # -- the run ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run every strand; raises :class:`MachineRunError` for the first failing step."""
+        async with anyio.create_task_group() as tg:
+            for root in self.plan.roots:
+                instance = _Instance(root, None, None, {})
+                self._setup(instance)
+                for node in self.machine.strands[root.strand].inputs:
+                    tg.start_soon(self._feed_input, instance.flows[node], *self.inputs[node])
+                self._start(instance, tg)
+        self.reports.finish()
+
+    def _setup(self, instance: _Instance) -> None:
+        """Make the instance's flows and take every reader its tasks need."""
+        sp = instance.scope
+        flows = instance.flows
+        for name in sp.nodes:
+            flows[name] = Flow(name)
+        for name in sorted(self._exported.get((sp.strand, sp.index), ())):
+            flows[name] = Flow(name)
+        for index, step in enumerate(sp.steps):
+            instance.step_readers[index] = [
+                flows[f.node.name].reader()
+                if f.node is not None and f.kind in (FeedKind.LOCAL, FeedKind.COLLECTED)
+                else None
+                for f in step.feeds
+            ]
+        for child in sp.children:
+            csp = self.plan.scope(sp.strand, child)
+            instance.map_readers[child] = [flows[source].reader() for source in csp.sources]
+            for step in self._steps_within(csp):
+                for feed in step.feeds:
+                    name = feed.node.name if feed.node is not None else ""
+                    if (
+                        feed.kind is FeedKind.OUTER
+                        and name in sp.nodes
+                        and name not in instance.wholes
+                    ):
+                        instance.wholes[name] = _Whole(flows[name].reader())
+        if instance.parent is not None:
+            handed = self._exported.get((sp.strand, instance.parent.scope.index), set())
+            instance.exports = [(n, flows[n].reader()) for n in sorted(handed) if n in flows]
+        else:
+            strand = self.machine.strands[sp.strand]
+            instance.outputs = [(n, flows[n].reader()) for n in strand.outputs]
+
+    def _steps_within(self, sp: ScopePlan) -> list[StepPlan]:
+        steps = list(sp.steps)
+        for child in sp.children:
+            steps += self._steps_within(self.plan.scope(sp.strand, child))
+        return steps
+
+    def _start(self, instance: _Instance, tg: TaskGroup) -> None:
+        sp = instance.scope
+        for whole in instance.wholes.values():
+            tg.start_soon(whole.run)
+        for index, step in enumerate(sp.steps):
+            tg.start_soon(self._run_step, instance, index, step)
+        for child in sp.children:
+            tg.start_soon(self._run_map, instance, self.plan.scope(sp.strand, child))
+        for name, reader in instance.outputs:
+            tg.start_soon(self._read_output, name, reader)
+
+    async def _emit(self, event: MachineEvent) -> None:
+        self.reports.on_event(event)
+        await self.events.send(event)
+
+    async def _feed_input(self, flow: Flow, media: str | None, value: Any) -> None:
+        flow.start()
+        try:
+            if isinstance(value, bytes | bytearray | memoryview):
+                view = memoryview(value).cast("B")
+                for pos in range(0, max(len(view), 1), _PIECE):
+                    await flow.put(view[pos : pos + _PIECE])
+            elif isinstance(value, str):
+                await flow.put(value)
+            elif isinstance(value, os.PathLike):
+                async with await anyio.open_file(Path(value), "rb") as f:
+                    while block := await f.read(_PIECE):
+                        await flow.put(block)
+            elif isinstance(value, list | tuple):
+                for item in value:
+                    await flow.put(item if isinstance(item, Item) else Item(value=item))
+            else:
+                async for piece in value:
+                    await flow.put(piece.encode("utf-8") if isinstance(piece, str) else piece)
+        finally:
+            flow.close()
+
+    async def _read_output(self, name: str, reader: FlowReader) -> None:
+        label = _label(self.machine, name)
+        if not await reader.present():
+            reader.close()
+            self.reports.output_absent(label)
+            return
+        self.reports.output_present(label, self.machine.node(name))
+        async for piece in reader.pieces():
+            if isinstance(piece, Item):
+                await self._emit(
+                    MachineOutputData(
+                        output=label, value=piece.value, is_item=True, meta=piece.meta
+                    )
+                )
+            else:
+                await self._emit(MachineOutputData(output=label, value=piece, is_item=False))
+
+    # -- maps ---------------------------------------------------------------------------------
+
+    async def _run_map(self, parent: _Instance, sp: ScopePlan) -> None:
+        readers = parent.map_readers[sp.index]
+        exported = sorted(self._exported.get((sp.strand, parent.scope.index), ()))
+        mine = [n for n in exported if self._lives_within(sp, n)]
+        outflows = [parent.flows[n] for n in mine]
+        present = [await r.present() for r in readers]
+        if not all(present):
+            for reader in readers:
+                reader.close()
+            for flow in outflows:
+                flow.absent()
+            self._skip_all(sp, parent.item)
+            return
+        for flow in outflows:
+            flow.start()
+        name = self._map_name(sp)
+        limiter = anyio.Semaphore(self.window)
+        done: dict[int, dict[str, list[Any] | None]] = {}
+        flushed = 0
+        in_order = anyio.Lock()
+        iterators = [r.pieces().__aiter__() for r in readers]
+
+        async def flush() -> None:
+            nonlocal flushed
+            async with in_order:
+                await flush_ready()
+
+        async def flush_ready() -> None:
+            nonlocal flushed
+            while flushed in done:
+                values = done.pop(flushed)
+                for node, flow in zip(mine, outflows, strict=True):
+                    pieces = values.get(node)
+                    if pieces is None:
+                        continue
+                    seq = (
+                        self.machine.node(node).is_sequence
+                        or self.machine.node(node).scope != sp.index
+                    )
+                    for item in _as_items(pieces, seq):
+                        await flow.put(item)
+                flushed += 1
+                limiter.release()
+
+        async def one(index: int, items: dict[str, Any]) -> None:
+            await self._emit(ItemStarted(map=name, item=index))
+            instance = _Instance(sp, parent, index, items)
+            self._setup(instance)
+            values: dict[str, list[Any] | None] = {}
+            async with anyio.create_task_group() as tg:
+                for node, reader in instance.exports:
+                    tg.start_soon(_collect_into, values, node, reader)
+                self._start(instance, tg)
+            await self._emit(ItemFinished(map=name, item=index))
+            done[index] = values
+            await flush()
+
+        async with anyio.create_task_group() as tg:
+            index = 0
+            while True:
+                items: dict[str, Any] = {}
+                try:
+                    for source, iterator in zip(sp.sources, iterators, strict=True):
+                        items[source] = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                await limiter.acquire()
+                self.reports.item_seen(sp)
+                tg.start_soon(one, index, items)
+                index += 1
+            for reader in readers:
+                reader.close()
+        for flow in outflows:
+            flow.close()
+
+    def _lives_within(self, sp: ScopePlan, name: str) -> bool:
+        strand = self.machine.strands[sp.strand]
+        at = self.machine.node(name).scope
+        while True:
+            if at == sp.index:
+                return True
+            if at == 0:
+                return False
+            at = strand.scope_parents[at]
+
+    def _map_name(self, sp: ScopePlan) -> str:
+        opener = next((s for s in sp.steps if s.step.placement.map == sp.index), None)
+        step = opener.step if opener is not None else (sp.steps[0].step if sp.steps else None)
+        return (step.label or step.alias) if step is not None else f"map {sp.index}"
+
+    def _skip_all(self, sp: ScopePlan, item: int | None) -> None:
+        for step in self._steps_within(sp):
+            self.reports.skipped(step.step)
+
+    # -- steps --------------------------------------------------------------------------------
+
+    async def _run_step(self, instance: _Instance, index: int, sp: StepPlan) -> None:
+        step = sp.step
+        label = step.label or step.alias
+        readers = instance.step_readers[index]
+        outflows = {o.node: instance.flows[o.node] for o in step.outputs}
+        given: list[tuple[Feed, Any]] = []
+        present = True
+        for feed, reader in zip(sp.feeds, readers, strict=True):
+            value = await self._given(instance, feed, reader, sp.buffered)
+            present = present and value is not _ABSENT
+            given.append((feed, value))
+        if not present:
+            for reader in readers:
+                if reader is not None:
+                    reader.close()
+            for flow in outflows.values():
+                flow.absent()
+            self.reports.skipped(step)
+            await self._finished(label, instance.item, "skipped", time.monotonic())
+            return
+        attempts = 1 + step.policy.retry
+        started = time.monotonic()
+        for attempt in range(attempts):
+            await self._emit(StepStarted(step=label, cap=step.cap.text, item=instance.item))
+            try:
+                await self._call(instance, sp, given, outflows)
+            except CallError as error:
+                self.reports.failed_call(step, time.monotonic() - started)
+                if attempt + 1 < attempts and error.attribution_class == "environment":
+                    continue
+                if step.policy.on_error is OnError.ABSENT:
+                    for flow in outflows.values():
+                        flow.absent()
+                    self.reports.absent(step)
+                    await self._finished(label, instance.item, "absent", started)
+                    return
+                raise MachineRunError(label, step.cap.text, instance.item, error) from None
+            break
+        await self._finished(label, instance.item, "ok", started)
+
+    async def _finished(self, label: str, item: int | None, outcome: str, started: float) -> None:
+        seconds = time.monotonic() - started
+        await self._emit(StepFinished(step=label, item=item, outcome=outcome, seconds=seconds))
+        overall = self.reports.overall()
+        await self._emit(MachineProgress(step=label, item=item, fraction=1.0, overall=overall))
+
+    async def _given(
+        self, instance: _Instance, feed: Feed, reader: FlowReader | None, buffered: bool
+    ) -> Any:
+        """What a feed gives: a reader (streamed), whole pieces, an item, or _ABSENT."""
+        if feed.node is None:
+            return feed.binding.constant
+        if feed.kind is FeedKind.ITEM:
+            return ("item", instance.item_of(feed.node.name, feed.scope))
+        if feed.kind is FeedKind.OUTER:
+            pieces = await instance.whole_of(feed.node.name).get()
+            return _ABSENT if pieces is None else ("whole", pieces)
+        assert reader is not None
+        if not await reader.present():
+            return _ABSENT
+        if feed.streamed:
+            return ("stream", reader)
+        return ("whole", await reader.whole())
+
+    def _inputs(self, sp: StepPlan, given: Sequence[tuple[Feed, Any]]) -> list[tuple[str, Any]]:
+        step = sp.step
+        by_arg: dict[str, list[tuple[Feed, Any]]] = {}
+        for feed, value in given:
+            by_arg.setdefault(feed.binding.arg, []).append((feed, value))
+        inputs: list[tuple[str, Any]] = []
+        for arg_name, values in by_arg.items():
+            arg = step.definition.arg_named(arg_name)
+            assert arg is not None
+            if len(values) > 1:
+                items: list[Item] = []
+                for feed, value in values:
+                    items += self._items_of(feed, value)
+                inputs.append((arg.stream_urn, items))
+                continue
+            feed, value = values[0]
+            inputs.append((arg.stream_urn, self._input_of(step, feed, value)))
+        return inputs
+
+    def _items_of(self, feed: Feed, value: Any) -> list[Item]:
+        if feed.node is None:
+            return [Item(value=value)]
+        kind, payload = value
+        if kind == "item":
+            return [payload if isinstance(payload, Item) else Item(value=payload)]
+        return _as_items(payload, bool(feed.node.is_sequence or feed.kind is FeedKind.COLLECTED))
+
+    def _input_of(self, step: Step, feed: Feed, value: Any) -> Any:
+        if feed.node is None:
+            text = value if isinstance(value, str) else constant_text(value)
+            return text.encode("utf-8")
+        kind, payload = value
+        if kind == "item":
+            self.reports.count_in(step, [payload])
+            return _item_value(payload)
+        sequence = feed.node.is_sequence or feed.kind is FeedKind.COLLECTED
+        if kind == "stream":
+            counted = self.reports.counting_in(step, payload.pieces())
+            return ItemStream(counted) if sequence else ValueStream(counted)
+        self.reports.count_in(step, payload)
+        if sequence:
+            return _as_items(payload, True)
+        if all(isinstance(p, bytes | bytearray | memoryview) for p in payload):
+            return b"".join(payload)
+        return ValueStream(_iterate(payload))
+
+    async def _call(
+        self,
+        instance: _Instance,
+        sp: StepPlan,
+        given: Sequence[tuple[Feed, Any]],
+        outflows: Mapping[str, Flow],
+    ) -> None:
+        step = sp.step
+        label = step.label or step.alias
+        inputs = self._inputs(sp, given)
+        outputs = {o.node: o for o in step.outputs}
+        main_out = step.cap.out_spec
+        stream_to: dict[str, Flow | None] = {}
+        opened: set[str] = set()
+        held: dict[str, list[Any]] = {}
+
+        def target(key: str | None) -> str | None:
+            try:
+                urn = main_out if key is None else MediaUrn.parse(key)
+            except UrnError:
+                return None
+            return next((n for n, out in outputs.items() if out.media.is_equivalent(urn)), None)
+
+        async with self.engine.call(step.cap.text, inputs) as response:
+            self.reports.call_started(step)
+            async for ev in response:
+                if isinstance(ev, OutputStarted):
+                    node = target(ev.output)
+                    stream_to[ev.stream_id] = outflows[node] if node is not None else None
+                    if node is not None:
+                        opened.add(node)
+                        if sp.buffered:
+                            held.setdefault(node, [])
+                        else:
+                            outflows[node].start()
+                elif isinstance(ev, OutputData | OutputItem):
+                    flow = stream_to.get(ev.stream_id)
+                    if flow is None:
+                        continue
+                    piece = (
+                        Item(value=ev.value, meta=ev.meta)
+                        if isinstance(ev, OutputItem)
+                        else ev.value
+                    )
+                    self.reports.count_out(step, piece)
+                    if sp.buffered:
+                        held[flow.name].append(piece)
+                    else:
+                        await flow.put(piece)
+                elif isinstance(ev, OutputEnded):
+                    flow = stream_to.get(ev.stream_id)
+                    if flow is not None and not sp.buffered:
+                        flow.close()
+                elif isinstance(ev, Progress):
+                    fraction = self.reports.progress(step, instance.item, ev.progress)
+                    await self._emit(
+                        MachineProgress(
+                            step=label,
+                            item=instance.item,
+                            fraction=ev.progress,
+                            overall=fraction,
+                            message=ev.message,
+                        )
+                    )
+                elif isinstance(ev, Log):
+                    await self._emit(
+                        MachineLog(
+                            step=label, item=instance.item, level=ev.level, message=ev.message
+                        )
+                    )
+        self.reports.call_finished(step)
+        for node, flow in outflows.items():
+            if node in opened:
+                if sp.buffered:
+                    flow.start()
+                    for piece in held[node]:
+                        await flow.put(piece)
+                flow.close()
+            elif outputs[node].optional:
+                flow.absent()
+            else:
+                flow.start()
+                flow.close()
+
+
+async def _iterate(pieces: list[Any]) -> AsyncIterator[Any]:
+    for piece in pieces:
+        yield piece
+
+
+async def _collect_into(values: dict[str, list[Any] | None], node: str, reader: FlowReader) -> None:
+    if await reader.present():
+        values[node] = await reader.whole()
+    else:
+        reader.close()
+        values[node] = None
+
+
+def _depth_of(parents: tuple[int, ...]) -> Any:
+    def depth(scope: int) -> int:
+        n = 0
+        while scope:
+            n, scope = n + 1, parents[scope]
+        return n
+
+    return depth
+
+
+class MachineRun:
+    """``async with engine.stream_machine(machine, inputs) as run: async for event in run``.
+
+    The run starts on entering the block and its events come in the order things happen;
+    iteration ends when the run is done, and raises :class:`MachineRunError` when a step
+    failed. Leaving the block early cancels the run (and every call in flight). After the
+    loop, :attr:`result` has the step reports (and the outputs when ``keep_outputs``).
+    """
+
+    def __init__(
+        self, runner: MachineRunner, receive: MemoryObjectReceiveStream[MachineEvent]
+    ) -> None:
+        self._runner = runner
+        self._receive = receive
+        self._tg: TaskGroup | None = None
+        self._error: BaseException | None = None
+
+    async def __aenter__(self) -> MachineRun:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._drive)
+        return self
+
+    async def _drive(self) -> None:
+        try:
+            await self._runner.run()
+        except MachineRunError as error:
+            self._error = error
+        finally:
+            self._runner.events.close()
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        self._receive.close()
+        return await self._tg.__aexit__(*exc_info)
+
+    def __aiter__(self) -> MachineRun:
+        return self
+
+    async def __anext__(self) -> MachineEvent:
+        try:
+            event: MachineEvent = await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            if self._error is not None:
+                raise self._error from None
+            raise StopAsyncIteration from None
+        return event
+
+    @property
+    def result(self) -> Any:
+        """The :class:`MachineResult`, once the run ended."""
+        return self._runner.reports.result
+
+
+def open_run(
+    engine: Caller,
+    machine: Machine,
+    inputs: Mapping[str, Any],
+    *,
+    window: int,
+    keep_outputs: bool,
+    buffer: int = 64,
+) -> MachineRun:
+    """A run of ``machine``; the inputs are checked here, before anything starts.
+
+    :raises MachineInputError: an input missing, unknown, or not of its node's type.
+    """
+    send, receive = anyio.create_memory_object_stream[MachineEvent](buffer)
+    try:
+        runner = MachineRunner(engine, machine, inputs, send, window, keep_outputs)
+    except BaseException:
+        send.close()
+        receive.close()
+        raise
+    return MachineRun(runner, receive)
