@@ -38,9 +38,14 @@ COUNT_WORDS: Final = f'cap:in="{WORD}";op=count;out="{COUNT}"'
 BANG: Final = f'cap:in="{WORD}";op=bang;out="{WORD}"'
 SLOW: Final = f'cap:in="{WORD}";op=slow;out="{WORD}"'
 FLAKY: Final = f'cap:in="{WORD}";op=flaky;out="{WORD}"'
+PAIR: Final = f'cap:in="{WORD}";op=pair;out="{WORD}"'
+QUIET: Final = f'cap:in="{WORD}";op=quiet;out="{WORD}"'
+RIGHT: Final = "media:enc=utf-8;right;word"
 
 #: A file the flaky cap creates on its first call (and dies); later calls succeed.
 FLAKY_MARK_ENV: Final = "WORDKIT_FLAKY_MARK"
+#: A file every call appends a line to (``op word``, and ``slow-end word`` when slow ends).
+CALL_LOG_ENV: Final = "WORDKIT_CALL_LOG"
 
 
 def _out(media: str, name: str, description: str, **kw: bool) -> OutputDef:
@@ -118,6 +123,31 @@ CAPS: Final = (
         "Returns the word after a pause (WORDKIT_SLOW_SECONDS, default 0.05 s).",
         _out(WORD, "word", "The word"),
     ),
+    CapDef(
+        urn=PAIR,
+        title="Pair",
+        aliases=("pair",),
+        cap_description="Joins two words with a hyphen: word-right.",
+        args=[
+            ArgDef.stdin(WORD, name="word", description="The first word"),
+            ArgDef.flag(
+                RIGHT,
+                "--right",
+                name="right",
+                description="The second word",
+                required=True,
+                accepts=WORD,
+            ),
+        ],
+        outputs=[_out(WORD, "pair", "word-right")],
+    ),
+    _word_cap(
+        QUIET,
+        "quiet",
+        "Quiet",
+        "Reads a word and writes nothing (its output is required: it is an empty value).",
+        _out(WORD, "word", "Nothing"),
+    ),
     _word_cap(
         FLAKY,
         "flaky",
@@ -135,8 +165,17 @@ MANIFEST: Final = Manifest.build(
 )
 
 
-async def _word(wet: WetContext) -> str:
-    return await wet.request.take_input().require_stream_str(WORD)
+async def _log(line: str) -> None:
+    path = os.environ.get(CALL_LOG_ENV)
+    if path:
+        async with await anyio.open_file(path, "a") as f:
+            await f.write(line + "\n")
+
+
+async def _word(wet: WetContext, op: str) -> str:
+    word = await wet.request.take_input().require_stream_str(WORD)
+    await _log(f"{op} {word}")
+    return word
 
 
 class Split(Op):
@@ -150,13 +189,14 @@ class Split(Op):
 
 class Upper(Op):
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
-        await wet.request.output().write((await _word(wet)).upper().encode("utf-8"))
+        await wet.request.output().write((await _word(wet, "upper")).upper().encode("utf-8"))
 
 
 class Route(Op):
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
         package = wet.request.take_input()
         word = await package.require_stream_str(WORD)
+        await _log(f"route {word}")
         given = await package.find_stream_str(MIN_LENGTH)
         try:
             least = int(given) if given is not None else 4
@@ -195,7 +235,7 @@ class Count(Op):
 
 class Bang(Op):
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
-        word = await _word(wet)
+        word = await _word(wet, "bang")
         if word == "boom":
             raise OpError("BANG", "the word is 'boom'", "input", arg_urn=WORD)
         await wet.request.output().write(word.encode("utf-8"))
@@ -203,19 +243,34 @@ class Bang(Op):
 
 class Slow(Op):
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
-        word = await _word(wet)
+        word = await _word(wet, "slow")
         await anyio.sleep(float(os.environ.get("WORDKIT_SLOW_SECONDS", "0.05")))
+        await _log(f"slow-end {word}")
         await wet.request.output().write(word.encode("utf-8"))
 
 
 class Flaky(Op):
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
-        word = await _word(wet)
+        word = await _word(wet, "flaky")
         mark = os.environ.get(FLAKY_MARK_ENV)
         if mark and not await anyio.Path(mark).exists():
             await anyio.Path(mark).write_text("died once\n")
             os._exit(3)
         await wet.request.output().write(word.encode("utf-8"))
+
+
+class Pair(Op):
+    async def perform(self, dry: DryContext, wet: WetContext) -> None:
+        package = wet.request.take_input()
+        word = await package.require_stream_str(WORD)
+        right = await package.require_stream_str(RIGHT)
+        await _log(f"pair {word}")
+        await wet.request.output().write(f"{word}-{right}".encode())
+
+
+class Quiet(Op):
+    async def perform(self, dry: DryContext, wet: WetContext) -> None:
+        await _word(wet, "quiet")
 
 
 runtime = CartridgeRuntime(MANIFEST)
@@ -228,6 +283,8 @@ for _urn, _op in (
     (BANG, Bang),
     (SLOW, Slow),
     (FLAKY, Flaky),
+    (PAIR, Pair),
+    (QUIET, Quiet),
 ):
     runtime.register_op(_urn, _op)
 

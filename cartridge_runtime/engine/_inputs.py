@@ -246,7 +246,7 @@ class InputSender:
             async with await anyio.open_file(Path(value), "rb") as f:
                 while block := await f.read(size):
                     await self._emit(stream, stream.write_bytes(block))
-        elif is_seq:
+        elif isinstance(value, list | tuple):
             for item in value:
                 if isinstance(item, Item):
                     await self._emit(stream, stream.emit_item(item.value, item.meta))

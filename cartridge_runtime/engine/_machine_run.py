@@ -179,6 +179,8 @@ class MachineRunner:
         self.inputs = self._validate(inputs)
         self.reports = Reports(machine, keep_outputs)
         self._exported = self._exports()
+        #: The first step failure of the run (the one the run reports).
+        self.failure: MachineRunError | None = None
 
     # -- before anything starts -------------------------------------------------------------
 
@@ -501,7 +503,10 @@ class MachineRunner:
                     self.reports.absent(step)
                     await self._finished(label, instance.item, "absent", started)
                     return
-                raise MachineRunError(label, step.cap.text, instance.item, error) from None
+                failure = MachineRunError(label, step.cap.text, instance.item, error)
+                if self.failure is None:
+                    self.failure = failure
+                raise failure from None
             break
         await self._finished(label, instance.item, "ok", started)
 
@@ -709,8 +714,11 @@ class MachineRun:
     async def _drive(self) -> None:
         try:
             await self._runner.run()
-        except MachineRunError as error:
-            self._error = error
+        except BaseException:
+            # The first step that failed; what it cancelled (task groups nest) is not news.
+            if self._runner.failure is None:
+                raise
+            self._error = self._runner.failure
         finally:
             self._runner.events.close()
 
@@ -718,7 +726,10 @@ class MachineRun:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         self._receive.close()
-        return await self._tg.__aexit__(*exc_info)
+        # The block's own exception (a step failure raised by the loop, a cancel) goes on
+        # unchanged: the run's tasks were only cancelled, which is not news to the caller.
+        await self._tg.__aexit__(None, None, None)
+        return None
 
     def __aiter__(self) -> MachineRun:
         return self
