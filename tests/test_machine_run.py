@@ -361,10 +361,10 @@ async def test_cancelling_the_caller_cancels_every_call_in_flight(tmp_path: Path
                             break
                 # The four calls reached the cartridge, whose handlers are now sleeping.
                 with anyio.fail_after(10):
-                    while len(calls(log, "slow")) < 4:
+                    while len(calls(log, "slow")) < 4:  # noqa: ASYNC110
                         await anyio.sleep(0.02)
         with anyio.fail_after(10):
-            while any(s.in_flight for s in engine.status()):
+            while any(s.in_flight for s in engine.status()):  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         await anyio.sleep(3.5)  # longer than a slow call: a handler still running would end now
         status = engine.status()[0]

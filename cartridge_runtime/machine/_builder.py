@@ -63,8 +63,9 @@ class MachineBuilder:
 
     def _name(self, name: str, what: str) -> str:
         if not isinstance(name, str) or not is_name(name):
-            raise ParseError(f"{what} {name!r} is not a name (a letter or _, then letters, "
-                               "digits, _ or -)")  # fmt: skip
+            raise ParseError(
+                f"{what} {name!r} is not a name (a letter or _, then letters, digits, _ or -)"
+            )
         if name in RESERVED_NODE_NAMES:
             raise ReservedNodeNameError(f"'{name}' is a constant, not a node name")
         return name
@@ -132,11 +133,21 @@ class MachineBuilder:
                     members.append(WiredMember(arg, Value(constant=checked_constant(given))))
                 except ValueError as error:
                     raise ParseError(f"step '{alias}', arg '{arg}': {error}") from None
-        targets = [WiredTarget(output, self._name(node, f"the node output '{output}' goes to"))
-                   for output, node in (outputs or {}).items()]  # fmt: skip
+        targets = [
+            WiredTarget(output, self._name(node, f"the node output '{output}' goes to"))
+            for output, node in (outputs or {}).items()
+        ]
         policy = StepPolicy(retry=retry, on_error=OnError(on_error))
-        self._steps.append(StepWiring(sources=members, step=alias, policy=policy, targets=targets,
-                                      where=Where(len(self._steps)), label=alias))  # fmt: skip
+        self._steps.append(
+            StepWiring(
+                sources=members,
+                step=alias,
+                policy=policy,
+                targets=targets,
+                where=Where(len(self._steps)),
+                label=alias,
+            )
+        )
         return self
 
     def build(self) -> Machine:

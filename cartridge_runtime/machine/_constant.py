@@ -126,8 +126,15 @@ def constants_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-_ESCAPED: Final = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n",
-                   "\r": "\\r", "\t": "\\t"}  # fmt: skip
+_ESCAPED: Final = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
 
 
 def _string_text(text: str) -> str:

@@ -19,8 +19,16 @@ from typing import Final, TypeVar
 
 import attrs
 
-__all__ = ("RawMember", "RawTarget", "RawWiring", "RawHeader", "RawMachineHeader",
-           "RawStatement", "GrammarError", "parse_tree")  # fmt: skip
+__all__ = (
+    "RawMember",
+    "RawTarget",
+    "RawWiring",
+    "RawHeader",
+    "RawMachineHeader",
+    "RawStatement",
+    "GrammarError",
+    "parse_tree",
+)
 
 _T = TypeVar("_T")
 
@@ -305,8 +313,11 @@ class _Parser:
         start = self.pos
         if self.composite("{", "}", self.pair) or self.composite("[", "]", self.constant):
             return Span(start, self.pos)
-        for pattern, what in ((_STRING, "a string"), (_NUMBER, "a number"),
-                              (_KEYWORD, "true, false or null")):  # fmt: skip
+        for pattern, what in (
+            (_STRING, "a string"),
+            (_NUMBER, "a number"),
+            (_KEYWORD, "true, false or null"),
+        ):
             span = self.token(pattern, what)
             if span is not None:
                 return span

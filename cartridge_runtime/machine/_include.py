@@ -39,9 +39,17 @@ from ._syntax import StepPolicy
 from ._types import MachineShape, type_nodes
 from ._wiring import CapTable, StepWiring, Value, WiredMember, WiredTarget
 
-__all__ = ("LoadedMachine", "MachineSourceError", "MachineSource", "MappingMachineSource",
-           "FileMachineSource", "IncludedMachine", "included_view", "write_in_machines",
-           "components")  # fmt: skip
+__all__ = (
+    "LoadedMachine",
+    "MachineSourceError",
+    "MachineSource",
+    "MappingMachineSource",
+    "FileMachineSource",
+    "IncludedMachine",
+    "included_view",
+    "write_in_machines",
+    "components",
+)
 
 
 @attrs.frozen
@@ -141,10 +149,12 @@ def included_view(machine: Machine) -> IncludedMachine:
         label = {node.name: node.label or node.name for node in strand.nodes}
         by_label = sorted(((label[n.name], n.media) for n in strand.nodes), key=lambda p: p[0])
         held.extend(by_label)
-        inputs.extend(sorted(((label[n], machine.node(n).media) for n in strand.inputs),
-                             key=lambda p: p[0]))  # fmt: skip
-        outputs.extend(sorted(((label[n], machine.node(n).media) for n in strand.outputs),
-                              key=lambda p: p[0]))  # fmt: skip
+        inputs.extend(
+            sorted(((label[n], machine.node(n).media) for n in strand.inputs), key=lambda p: p[0])
+        )
+        outputs.extend(
+            sorted(((label[n], machine.node(n).media) for n in strand.outputs), key=lambda p: p[0])
+        )
         for step in strand.steps:
             members = tuple(
                 (b.arg, Value(constant=b.constant) if b.node is None else Value(node=label[b.node]))
@@ -211,8 +221,9 @@ def _name_targets(wiring: StepWiring, machine: IncludedMachine) -> None:
             target.name = left[0]
 
 
-def _bind_inputs(wiring: StepWiring, machine: IncludedMachine,
-                 held: Mapping[str, MediaUrn]) -> dict[str, Value]:  # fmt: skip
+def _bind_inputs(
+    wiring: StepWiring, machine: IncludedMachine, held: Mapping[str, MediaUrn]
+) -> dict[str, Value]:
     bound: dict[str, Value] = {}
     for member in wiring.sources:
         if member.name is None:
@@ -247,18 +258,26 @@ def _bind_inputs(wiring: StepWiring, machine: IncludedMachine,
                     f"machine step '{wiring.step}': member '{unnamed[failure.source]}' fits no "
                     "input left for it"
                 ) from None
-            which = "; ".join(f"'{unnamed[s]}' could be {' or '.join(free[a][0] for a in on)}"
-                              for s, on in failure.undecided)  # fmt: skip
+            which = "; ".join(
+                f"'{unnamed[s]}' could be {' or '.join(free[a][0] for a in on)}"
+                for s, on in failure.undecided
+            )
             raise AmbiguousMachineMembersError(
                 f"machine step '{wiring.step}': the types do not say which input these members "
                 f"are for ({which}); name them"
             ) from None
         placed = [False] * len(unnamed)
         for input_urn, source_urn in pairs:
-            at = next(i for i, (name, urn) in enumerate(free)
-                      if name not in bound and urn.text == input_urn.text)  # fmt: skip
-            which_member = next(i for i in range(len(unnamed))
-                                if not placed[i] and sources[i].text == source_urn.text)  # fmt: skip
+            at = next(
+                i
+                for i, (name, urn) in enumerate(free)
+                if name not in bound and urn.text == input_urn.text
+            )
+            which_member = next(
+                i
+                for i in range(len(unnamed))
+                if not placed[i] and sources[i].text == source_urn.text
+            )
             placed[which_member] = True
             bound[free[at][0]] = Value(node=unnamed[which_member])
     for name, _ in machine.inputs:
@@ -330,7 +349,15 @@ def write_in_machines(
                     targets.append(WiredTarget(output, taken_by[node]))
                 elif machine.output(node) is None:
                     targets.append(WiredTarget(output, f"{instance}/{node}"))
-            written.append(StepWiring(sources=members, step=alias, policy=step.policy,
-                                      targets=targets, where=wiring.where, label=None,
-                                      included_as=(instance, *step.included_as)))  # fmt: skip
+            written.append(
+                StepWiring(
+                    sources=members,
+                    step=alias,
+                    policy=step.policy,
+                    targets=targets,
+                    where=wiring.where,
+                    label=None,
+                    included_as=(instance, *step.included_as),
+                )
+            )
     return written

@@ -14,8 +14,12 @@ from cartridge_runtime.urn import CapEffect, CapUrn, MediaUrn
 
 __all__ = ("media_key", "cap_key")
 
-_EFFECT_RANK: Final = {CapEffect.DECLARED: 0, CapEffect.NONE: 1, CapEffect.PATCH: 2,
-                       CapEffect.ANY: 3}  # fmt: skip
+_EFFECT_RANK: Final = {
+    CapEffect.DECLARED: 0,
+    CapEffect.NONE: 1,
+    CapEffect.PATCH: 2,
+    CapEffect.ANY: 3,
+}
 
 MediaKey = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -27,5 +31,9 @@ def media_key(media: MediaUrn) -> MediaKey:
 
 def cap_key(cap: CapUrn) -> tuple[MediaKey, MediaKey, int, tuple[tuple[str, str], ...]]:
     """The sort key of a cap URN."""
-    return (media_key(cap.in_spec), media_key(cap.out_spec), _EFFECT_RANK[cap.effect],
-            tuple(sorted(cap.tags.items())))  # fmt: skip
+    return (
+        media_key(cap.in_spec),
+        media_key(cap.out_spec),
+        _EFFECT_RANK[cap.effect],
+        tuple(sorted(cap.tags.items())),
+    )

@@ -84,9 +84,15 @@ def _wiring_of(statement: Statement) -> StepWiring:
     )
 
 
-def _include(alias: str, reference: str, table: CapTable, source: MachineSource | None,
-             origin: str | None, aliases: Mapping[str, str],
-             including: list[str]) -> IncludedMachine:  # fmt: skip
+def _include(
+    alias: str,
+    reference: str,
+    table: CapTable,
+    source: MachineSource | None,
+    origin: str | None,
+    aliases: Mapping[str, str],
+    including: list[str],
+) -> IncludedMachine:
     if source is None:
         raise MachineReferenceWithoutSourceError(
             f"machine step '{alias}' names machine \"{reference}\", but this text is read with no "
@@ -118,8 +124,14 @@ def _include(alias: str, reference: str, table: CapTable, source: MachineSource 
     return included_view(inner)
 
 
-def _parse(text: str, table: CapTable, source: MachineSource | None, origin: str | None,
-           aliases: Mapping[str, str], including: list[str]) -> Machine:  # fmt: skip
+def _parse(
+    text: str,
+    table: CapTable,
+    source: MachineSource | None,
+    origin: str | None,
+    aliases: Mapping[str, str],
+    including: list[str],
+) -> Machine:
     text = text.strip()
     if not text:
         raise EmptyMachineError("the machine text is empty")
@@ -136,9 +148,11 @@ def _parse(text: str, table: CapTable, source: MachineSource | None, origin: str
                 cap = CapUrn.parse(statement.cap_urn)
             except UrnError as error:
                 reason = f" ({error.reason})" if getattr(error, "reason", None) else ""
-                raise where.locate(InvalidCapUrnError(
-                    f"header '{statement.alias}': the cap URN does not parse: {error}{reason}"
-                )) from None  # fmt: skip
+                raise where.locate(
+                    InvalidCapUrnError(
+                        f"header '{statement.alias}': the cap URN does not parse: {error}{reason}"
+                    )
+                ) from None
             cap_of.setdefault(statement.alias, cap)
         elif statement.kind is StatementKind.MACHINE_HEADER:
             machine_headers.append(statement)
@@ -147,10 +161,12 @@ def _parse(text: str, table: CapTable, source: MachineSource | None, origin: str
             continue
         first = declared.setdefault(statement.alias, statement)
         if first is not statement:
-            raise where.locate(DuplicateAliasError(
-                f"alias '{statement.alias}' is declared twice (first in statement "
-                f"{first.position + 1}, line {first.line})"
-            ))  # fmt: skip
+            raise where.locate(
+                DuplicateAliasError(
+                    f"alias '{statement.alias}' is declared twice (first in statement "
+                    f"{first.position + 1}, line {first.line})"
+                )
+            )
     if not wirings:
         if declared:
             raise NoEdgesError("the machine has headers but no wiring (sources -> step -> targets)")
@@ -160,8 +176,9 @@ def _parse(text: str, table: CapTable, source: MachineSource | None, origin: str
     for header in machine_headers:
         where = Where(header.position, header.line, header.column)
         try:
-            machines[header.alias] = _include(header.alias, header.reference, table, source,
-                                              origin, aliases, including)  # fmt: skip
+            machines[header.alias] = _include(
+                header.alias, header.reference, table, source, origin, aliases, including
+            )
         except MachineError as error:
             raise where.locate(error) from None
 
@@ -172,20 +189,24 @@ def _parse(text: str, table: CapTable, source: MachineSource | None, origin: str
         try:
             cap_of[name] = CapUrn.parse(aliases[name])
         except UrnError:
-            raise wiring.where.locate(AliasNotACapError(
-                f"step '{name}' is an alias of '{aliases[name]}', which is not a cap URN"
-            )) from None  # fmt: skip
+            raise wiring.where.locate(
+                AliasNotACapError(
+                    f"step '{name}' is an alias of '{aliases[name]}', which is not a cap URN"
+                )
+            ) from None
 
     for wiring in wirings:
         if wiring.step not in cap_of and wiring.step not in machines:
-            raise wiring.where.locate(UndefinedAliasError(
-                f"step '{wiring.step}' is defined by no header (write '{wiring.step} cap:...')"
-            ))  # fmt: skip
+            raise wiring.where.locate(
+                UndefinedAliasError(
+                    f"step '{wiring.step}' is defined by no header (write '{wiring.step} cap:...')"
+                )
+            )
         for node in wiring.nodes():
             if node in cap_of or node in machines:
-                raise wiring.where.locate(NodeAliasCollisionError(
-                    f"node '{node}' has the name of a step"
-                ))  # fmt: skip
+                raise wiring.where.locate(
+                    NodeAliasCollisionError(f"node '{node}' has the name of a step")
+                )
 
     included_media: dict[str, MediaUrn] = {}
     if any(w.step in machines for w in wirings):

@@ -40,8 +40,14 @@ from ._syntax import StepPolicy
 from ._types import is_main_input, main_input_media, media
 from ._wiring import CapTable, StepWiring, Where
 
-__all__ = ("ResolvedBinding", "ResolvedOutput", "ResolvedStep", "ResolvedStrand",
-           "resolve_strand", "step_shapes")  # fmt: skip
+__all__ = (
+    "ResolvedBinding",
+    "ResolvedOutput",
+    "ResolvedStep",
+    "ResolvedStrand",
+    "resolve_strand",
+    "step_shapes",
+)
 
 
 @attrs.frozen
@@ -90,8 +96,13 @@ def _declared(names: Sequence[str]) -> str:
     return ", ".join(f"'{n}'" for n in names) or "none"
 
 
-def _outputs(wiring: StepWiring, cap: CapUrn, definition: CapDef, ids: Mapping[str, int],
-             is_sequence: list[bool]) -> tuple[ResolvedOutput, ...]:  # fmt: skip
+def _outputs(
+    wiring: StepWiring,
+    cap: CapUrn,
+    definition: CapDef,
+    ids: Mapping[str, int],
+    is_sequence: list[bool],
+) -> tuple[ResolvedOutput, ...]:
     taken: list[ResolvedOutput] = []
     for target in wiring.targets:
         if target.name is None:
@@ -120,8 +131,13 @@ def _outputs(wiring: StepWiring, cap: CapUrn, definition: CapDef, ids: Mapping[s
     return tuple(taken)
 
 
-def _bind(wiring: StepWiring, cap: CapUrn, definition: CapDef, nodes: Sequence[MediaUrn],
-          ids: Mapping[str, int]) -> list[ResolvedBinding]:  # fmt: skip
+def _bind(
+    wiring: StepWiring,
+    cap: CapUrn,
+    definition: CapDef,
+    nodes: Sequence[MediaUrn],
+    ids: Mapping[str, int],
+) -> list[ResolvedBinding]:
     args = definition.args
     step = wiring.label or wiring.step
     in_spec = main_input_media(cap)
@@ -171,8 +187,9 @@ def _bind(wiring: StepWiring, cap: CapUrn, definition: CapDef, nodes: Sequence[M
         free_accepts = [accepts[i] for i in free]
         must_bind = free.index(primary) if primary in free else None
         try:
-            matched = match_sources(sources, free_accepts, [args[i].is_sequence for i in free],
-                                    must_bind)  # fmt: skip
+            matched = match_sources(
+                sources, free_accepts, [args[i].is_sequence for i in free], must_bind
+            )
         except MatchFailure as failure:
             if failure.undecided is None:
                 raise UnmatchedSourceInCapArgsError(
@@ -191,8 +208,11 @@ def _bind(wiring: StepWiring, cap: CapUrn, definition: CapDef, nodes: Sequence[M
         consumed = [False] * len(unnamed)
         for arg_urn, source_urn in matched:
             at = next(i for i, a in enumerate(free_accepts) if a.is_equivalent(arg_urn))
-            position = next(p for p, n in enumerate(unnamed)
-                            if not consumed[p] and nodes[n].is_equivalent(source_urn))  # fmt: skip
+            position = next(
+                p
+                for p, n in enumerate(unnamed)
+                if not consumed[p] and nodes[n].is_equivalent(source_urn)
+            )
             consumed[position] = True
             bindings.append(
                 ResolvedBinding(slots[free[at]], args[free[at]].name, unnamed[position])
@@ -224,10 +244,11 @@ def step_shapes(steps: Sequence[ResolvedStep], is_sequence: Sequence[bool]) -> l
 
 def _order_key(step: ResolvedStep, nodes: Sequence[MediaUrn]) -> tuple[Any, ...]:
     bindings = tuple(
-        (media_key(b.slot), True, constant_text(b.constant)) if b.node is None
+        (media_key(b.slot), True, constant_text(b.constant))
+        if b.node is None
         else (media_key(b.slot), False, media_key(nodes[b.node]))
         for b in step.bindings
-    )  # fmt: skip
+    )
     outputs = tuple((media_key(o.media), media_key(nodes[o.node])) for o in step.outputs)
     return (cap_key(step.cap), bindings, outputs, step.is_loop)
 
@@ -296,8 +317,19 @@ def resolve_strand(
             bindings = _bind(wiring, cap, definition, nodes, ids)
         except MachineError as error:
             raise wiring.where.locate(error) from None
-        steps.append(ResolvedStep(cap, definition, tuple(bindings), taken, wiring.policy, False,
-                                  wiring.label, wiring.included_as, wiring.where))  # fmt: skip
+        steps.append(
+            ResolvedStep(
+                cap,
+                definition,
+                tuple(bindings),
+                taken,
+                wiring.policy,
+                False,
+                wiring.label,
+                wiring.included_as,
+                wiring.where,
+            )
+        )
     try:
         iteration = place_steps(step_shapes(steps, is_sequence))
     except CyclicSteps as cyclic:
@@ -305,8 +337,11 @@ def resolve_strand(
         raise wirings[cyclic.steps[0]].where.locate(
             CyclicMachineStrandError(f"steps {names} wait on one another")
         ) from None
-    steps = [attrs.evolve(step, is_loop=p.maps) for step, p in zip(steps, iteration.placements,
-                                                                     strict=True)]  # fmt: skip
+    steps = [
+        attrs.evolve(step, is_loop=p.maps)
+        for step, p in zip(steps, iteration.placements, strict=True)
+    ]
     order = _canonical_order(steps, nodes)
-    return ResolvedStrand(tuple(nodes), tuple(is_sequence), tuple(labels),
-                          tuple(steps[i] for i in order))  # fmt: skip
+    return ResolvedStrand(
+        tuple(nodes), tuple(is_sequence), tuple(labels), tuple(steps[i] for i in order)
+    )

@@ -156,8 +156,10 @@ class _Reader:
             line, column = self.lines.at(span.start)
             raise ReservedNodeNameError(
                 f"'{name}' is a constant, not a node name",
-                statement=position, line=line, column=column,
-            )  # fmt: skip
+                statement=position,
+                line=line,
+                column=column,
+            )
         return name
 
     def constant(self, span: Span, position: int) -> Any:
@@ -168,8 +170,10 @@ class _Reader:
             line, column = self.lines.at(span.start)
             raise ParseError(
                 f"a constant is not a JSON value: {error}",
-                statement=position, line=line, column=column,
-            ) from None  # fmt: skip
+                statement=position,
+                line=line,
+                column=column,
+            ) from None
 
     def policy(self, raw: RawWiring, step: str, position: int) -> StepPolicy:
         retry, on_error = 0, OnError.FAIL
@@ -209,11 +213,14 @@ class _Reader:
                 if name is None:
                     raise UnnamedConstantError(
                         "a constant must name the arg it is for (name=value)",
-                        statement=position, line=line, column=column,
-                    )  # fmt: skip
+                        statement=position,
+                        line=line,
+                        column=column,
+                    )
                 value = self.constant(member.value, position)
-                sources.append(Member(name=name, node=None, constant=value, line=line,
-                                      column=column))  # fmt: skip
+                sources.append(
+                    Member(name=name, node=None, constant=value, line=line, column=column)
+                )
             else:
                 node = self.node(member.value, position)
                 sources.append(Member(name=name, node=node, line=line, column=column))
@@ -231,8 +238,10 @@ class _Reader:
             raise SeveralUnnamedTargetsError(
                 f"step '{step}': only one target takes the main output; name the others "
                 f"(output=node): {names}",
-                statement=position, line=unnamed[1].line, column=unnamed[1].column,
-            )  # fmt: skip
+                statement=position,
+                line=unnamed[1].line,
+                column=unnamed[1].column,
+            )
         return Wiring(sources=tuple(sources), step=step, policy=policy, targets=tuple(targets))
 
 
@@ -257,17 +266,32 @@ def read_statements(text: str) -> list[Statement]:
     for position, raw in enumerate(tree):
         line, column = reader.lines.at(raw.start)
         if isinstance(raw, RawHeader):
-            statement = Statement(kind=StatementKind.CAP_HEADER, alias=reader.word(raw.alias),
-                                  cap_urn=reader.word(raw.cap_urn), position=position, line=line,
-                                  column=column)  # fmt: skip
+            statement = Statement(
+                kind=StatementKind.CAP_HEADER,
+                alias=reader.word(raw.alias),
+                cap_urn=reader.word(raw.cap_urn),
+                position=position,
+                line=line,
+                column=column,
+            )
         elif isinstance(raw, RawMachineHeader):
             reference = reader.constant(raw.reference, position)
             assert isinstance(reference, str)  # the grammar read a JSON string
-            statement = Statement(kind=StatementKind.MACHINE_HEADER, alias=reader.word(raw.alias),
-                                  reference=reference, position=position, line=line,
-                                  column=column)  # fmt: skip
+            statement = Statement(
+                kind=StatementKind.MACHINE_HEADER,
+                alias=reader.word(raw.alias),
+                reference=reference,
+                position=position,
+                line=line,
+                column=column,
+            )
         else:
-            statement = Statement(kind=StatementKind.WIRING, wiring=reader.wiring(raw, position),
-                                  position=position, line=line, column=column)  # fmt: skip
+            statement = Statement(
+                kind=StatementKind.WIRING,
+                wiring=reader.wiring(raw, position),
+                position=position,
+                line=line,
+                column=column,
+            )
         statements.append(statement)
     return statements

@@ -164,10 +164,12 @@ def type_nodes(
         untyped = [node for node in wiring.unnamed_nodes() if node not in held]
         if untyped:
             names = ", ".join(f"'{n}'" for n in untyped)
-            raise wiring.where.locate(UntypedMachineMemberError(
-                f"machine step '{wiring.step}': nothing gives {names} a media URN, and a "
-                "machine has no main input to match them by; name the input each is for"
-            ))  # fmt: skip
+            raise wiring.where.locate(
+                UntypedMachineMemberError(
+                    f"machine step '{wiring.step}': nothing gives {names} a media URN, and a "
+                    "machine has no main input to match them by; name the input each is for"
+                )
+            )
     return held
 
 
