@@ -2,7 +2,9 @@
 """The main job: the engine drives the bundled cartridges on the bundled samples.
 
 It shows several caps, sequence outputs with per-item meta, a cap with two outputs, a peer
-call routed through the engine, progress, and a handled error, then prints a summary table.
+call routed through the engine, progress, and a handled error; then three machines over the
+wordkit cartridge (a chain, a per-item map, a router whose optional outputs skip what is
+downstream of them), and prints a summary table.
 Run it with ``./scripts/demo`` (which also does the set-up).
 """
 
@@ -31,6 +33,7 @@ from cartridge_runtime.engine import (
     Result,
 )
 from cartridge_runtime.engine import Progress as ProgressEvent
+from cartridge_runtime.machine import MachineError
 from cartridge_runtime.manifest import CapDef
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +61,33 @@ class Demo:
         self.engine = engine
         self.rows: list[tuple[str, str, str, str]] = []
         self.failures = 0
+
+    async def machine(self, title: str, path: Path, doc: bytes) -> None:
+        """Run the machine in ``path`` on ``doc`` and show its outputs and step counts."""
+        console.rule(f"[bold]{title}[/]")
+        console.print(f"  [dim]{path.relative_to(ROOT)}[/]")
+        started = time.perf_counter()
+        try:
+            machine = await self.engine.machine(path)
+            for line in machine.to_notation().splitlines()[len(machine.steps) :]:
+                console.print(f"  [cyan]{line}[/]")
+            result = await self.engine.run_machine(machine, {"doc": doc})
+        except (CallError, MachineError) as exc:
+            self.failures += 1
+            self.rows.append((title, path.name, "[red]failed[/]", str(exc)))
+            return
+        ms = (time.perf_counter() - started) * 1000
+        for name, out in result.outputs.items():
+            shown = out.text if not out.items else ", ".join(repr(i.value) for i in out.items)
+            console.print(f"  [bold]{name}[/] = {shown[:160]}")
+        for name in result.absent:
+            console.print(f"  [bold]{name}[/] is absent")
+        steps = ", ".join(
+            f"{n}: {r.calls} call{'s' if r.calls != 1 else ''}"
+            + (f" ({r.skipped} skipped)" if r.skipped else "")
+            for n, r in result.steps.items()
+        )
+        self.rows.append((title, path.name, "[green]ok[/]", f"{steps} in {ms:.0f} ms"))
 
     async def cap(self, cartridge: str, alias: str) -> CapDef:
         await self.engine.start(cartridge)
@@ -176,7 +206,7 @@ async def main() -> int:
     sample_tgz = (SAMPLES / "sample.tar.gz").read_bytes()
 
     async with Engine() as engine:
-        for script in ("text.py", "jsonkit.py", "archive.py", "interop.py"):
+        for script in ("text.py", "jsonkit.py", "archive.py", "interop.py", "wordkit.py"):
             engine.add_cartridge(CARTRIDGES / script)
         demo = Demo(engine)
 
@@ -266,6 +296,13 @@ async def main() -> int:
             str,
             expect_error="ENTRY_NOT_FOUND",
         )
+
+        for name, title in (
+            ("chain", "Machine: a chain (split -> join)"),
+            ("shout", "Machine: a per-item map (upper runs once per word)"),
+            ("route", "Machine: a router with optional outputs"),
+        ):
+            await demo.machine(title, SAMPLES / "machines" / f"{name}.machine", sample_txt)
 
         table = Table(title="cartridge-runtime demo: the engine driving the bundled cartridges")
         for col in ("scenario", "cap", "result", "detail"):

@@ -1,7 +1,7 @@
 """The ``cartridge`` command-line tool (typer app).
 
 Sub-commands are registered by their own modules (``call``, ``manifest``, ``conform``,
-``trace``, ``tee``, ``new``) so that each stays small; this module only assembles the app.
+``trace``, ``tee``, ``new``, ``machine``) so that each stays small; this module only assembles the app.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _register_subcommands() -> None:
     """Import the sub-command modules that exist; each adds itself to ``app``."""
     import importlib
 
-    for name in ("call", "manifest_cmd", "conform", "trace", "tee", "new"):
+    for name in ("call", "manifest_cmd", "conform", "trace", "tee", "new", "machine_cmd", "run_cmd"):
         try:
             importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as exc:
