@@ -32,6 +32,12 @@ __all__ = (
 
 _T = TypeVar("_T")
 
+#: How deep a constant's arrays and objects may nest. Reading is recursive, so without a bound a
+#: text of a few hundred ``[`` exhausts Python's stack (a RecursionError, not a refusal). The
+#: reference refuses from about 80 (objects) or 105 (arrays) levels, where its own stack runs
+#: out; a fixed bound below both refuses the same texts wherever the parser is called from.
+MAX_NESTING: Final = 64
+
 _WS: Final = re.compile(r"[ \t\r\n]*")
 _ALIAS: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*+")
 _NUMBER: Final = re.compile(
@@ -119,6 +125,7 @@ class _Parser:
         self.pos = 0
         self.furthest = 0
         self.expected: list[str] = []
+        self.depth = 0
 
     # -- terminals -------------------------------------------------------------------------
 
@@ -327,6 +334,15 @@ class _Parser:
         start = self.pos
         if not self.literal(opening):
             return False
+        if self.depth >= MAX_NESTING:
+            raise GrammarError(start, (f"a constant nested at most {MAX_NESTING} deep",))
+        self.depth += 1
+        try:
+            return self._composite_rest(start, closing, item)
+        finally:
+            self.depth -= 1
+
+    def _composite_rest(self, start: int, closing: str, item: Callable[[], Span | None]) -> bool:
         self.skip()
         if item() is not None:
             while True:
