@@ -154,50 +154,82 @@ def _summary(result: Any) -> None:
     for column in ("step", "calls", "items", "skipped", "absent", "bytes in", "bytes out", "s"):
         table.add_column(column, justify="left" if column == "step" else "right")
     for name, report in result.steps.items():
-        table.add_row(name, str(report.calls), str(report.items), str(report.skipped),
-                      str(report.absent), str(report.bytes_in), str(report.bytes_out),
-                      f"{report.seconds:.2f}")  # fmt: skip
+        table.add_row(
+            name,
+            str(report.calls),
+            str(report.items),
+            str(report.skipped),
+            str(report.absent),
+            str(report.bytes_in),
+            str(report.bytes_out),
+            f"{report.seconds:.2f}",
+        )
     Console(stderr=True).print(table)
 
 
-async def _run(file: Path, cartridges: list[str], inputs_text: list[str],
-               output_dir: Path | None, as_json: bool) -> int:  # fmt: skip
+def _usage(file: Path, cartridges: list[str], inputs_text: list[str]) -> dict[str, Any]:
+    """The parsed inputs, once the arguments are checked (before anything is started).
+
+    :raises _Usage: a missing file or cartridge, a malformed input.
+    """
+    if not file.is_file():
+        raise _Usage(f"no machine file at {file}")
+    if not cartridges:
+        raise _Usage("give at least one --cartridge")
+    for path in cartridges:
+        if not Path(path).exists():
+            raise _Usage(f"no cartridge at {path}")
+    return _parse_inputs(inputs_text)
+
+
+def _fail(as_json: bool, payload: dict[str, Any], line: str, code: int) -> int:
+    if as_json:
+        print(json.dumps({"ok": False, **payload}))
+    print(line, file=sys.stderr)
+    return code
+
+
+async def _run(
+    file: Path,
+    cartridges: list[str],
+    inputs: dict[str, Any],
+    output_dir: Path | None,
+    as_json: bool,
+) -> int:
     from ..engine import Engine, MachineInputError, MachineOutputData, MachineRunError, SpawnFailed
     from ..machine import MachineError
 
     err = sys.stderr
 
     def fail(payload: dict[str, Any], line: str, code: int) -> int:
-        if as_json:
-            print(json.dumps({"ok": False, **payload}))
-        print(line, file=err)
-        return code
+        return _fail(as_json, payload, line, code)
 
-    if not file.is_file():
-        return fail({"error": "usage"}, f"error: no machine file at {file}", _USAGE)
-    for path in cartridges:
-        if not Path(path).exists():
-            return fail({"error": "usage"}, f"error: no cartridge at {path}", _USAGE)
-    if not cartridges:
-        return fail({"error": "usage"}, "error: give at least one --cartridge", _USAGE)
-    try:
-        inputs = _parse_inputs(inputs_text)
-    except _Usage as error:
-        return fail({"error": "usage"}, f"error: {error}", _USAGE)
     async with Engine() as engine:
         for path in cartridges:
             engine.add_cartridge(path)
         try:
             machine = await engine.machine(file)
         except MachineError as error:
-            return fail({"kind": error.kind, "message": error.message, "line": error.line,
-                         "column": error.column}, f"{error.kind}: {error}", _FAILED)  # fmt: skip
+            return fail(
+                {
+                    "kind": error.kind,
+                    "message": error.message,
+                    "line": error.line,
+                    "column": error.column,
+                },
+                f"{error.kind}: {error}",
+                _FAILED,
+            )
         except SpawnFailed as error:
             return fail({"code": error.code, "message": error.message}, error.one_line(), _FAILED)
         outputs = [node.label or node.name for node in machine.outputs]
         if output_dir is None and len(outputs) > 1 and not as_json:
-            return fail({"error": "usage"}, f"error: the machine has {len(outputs)} outputs "
-                        f"({', '.join(outputs)}); give --output-dir", _USAGE)  # fmt: skip
+            return fail(
+                {"error": "usage"},
+                f"error: the machine has {len(outputs)} outputs "
+                f"({', '.join(outputs)}); give --output-dir",
+                _USAGE,
+            )
         try:
             run = engine.stream_machine(
                 machine, inputs, keep_outputs=as_json and output_dir is None
@@ -216,9 +248,18 @@ async def _run(file: Path, cartridges: list[str], inputs_text: list[str],
             view.stop()
             if sinks is not None:
                 sinks.discard()
-            return fail({"code": error.code, "attribution_class": error.attribution_class,
-                         "message": error.message, "step": error.step, "item": error.item,
-                         "arg_urn": error.arg_urn}, error.one_line(), _FAILED)  # fmt: skip
+            return fail(
+                {
+                    "code": error.code,
+                    "attribution_class": error.attribution_class,
+                    "message": error.message,
+                    "step": error.step,
+                    "item": error.item,
+                    "arg_urn": error.arg_urn,
+                },
+                error.one_line(),
+                _FAILED,
+            )
         view.stop()
         result = run.result
         paths = sinks.commit(result.absent) if sinks is not None else {}
@@ -235,11 +276,22 @@ async def _run(file: Path, cartridges: list[str], inputs_text: list[str],
                 else:
                     entry["text"] = _jsonable(out.data)
             report[name] = entry
-        steps = {n: {"calls": r.calls, "items": r.items, "skipped": r.skipped, "absent": r.absent,
-                     "bytes_in": r.bytes_in, "bytes_out": r.bytes_out}
-                 for n, r in result.steps.items()}  # fmt: skip
-        print(json.dumps({"ok": True, "outputs": report, "absent": list(result.absent),
-                          "steps": steps}))  # fmt: skip
+        steps = {
+            n: {
+                "calls": r.calls,
+                "items": r.items,
+                "skipped": r.skipped,
+                "absent": r.absent,
+                "bytes_in": r.bytes_in,
+                "bytes_out": r.bytes_out,
+            }
+            for n, r in result.steps.items()
+        }
+        print(
+            json.dumps(
+                {"ok": True, "outputs": report, "absent": list(result.absent), "steps": steps}
+            )
+        )
     else:
         for name in result.absent:
             print(f"output {name}: absent (an optional output upstream did not fire)", file=err)
@@ -274,7 +326,11 @@ def run_command(
 ) -> None:
     """Run a machine across cartridges and write its outputs."""
     try:
-        code = anyio.run(_run, file, list(cartridge), list(input_), output_dir, as_json)
+        inputs = _usage(file, list(cartridge), list(input_))
+    except _Usage as error:
+        raise typer.Exit(_fail(as_json, {"error": "usage"}, f"error: {error}", _USAGE)) from None
+    try:
+        code = anyio.run(_run, file, list(cartridge), inputs, output_dir, as_json)
     except BrokenPipeError:
         # The reader went away (`| head`): end quietly, as a pipeline expects.
         with contextlib.suppress(OSError):
