@@ -130,14 +130,16 @@ class ReferenceRegistry:
 
 def reference_notation(text: str, caps: list[Any], machines: dict[str, str] | None = None) -> Any:
     """capdag's canonical (line, bracketed) texts for ``text``, or the class name of the error
-    it refuses it with."""
+    it refuses it with; machine headers are read from ``machines`` (none without it)."""
     from capdag.machine import serializer
-    from capdag.machine.include import MapMachineSource
+    from capdag.machine.include import MapMachineSource, NoMachineSource
     from capdag.machine.parser import parse_machine_with_sources
 
-    source = MapMachineSource()
-    for reference, notation in (machines or {}).items():
-        source.insert(reference, notation)
+    source: Any = NoMachineSource()
+    if machines is not None:
+        source = MapMachineSource()
+        for reference, notation in machines.items():
+            source.insert(reference, notation)
     try:
         machine, _ = parse_machine_with_sources(text, ReferenceRegistry(caps), source, None)
     except Exception as error:
