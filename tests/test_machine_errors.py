@@ -204,3 +204,19 @@ def test_policy_values(policy: str, why: str) -> None:
     with pytest.raises(_errors.InvalidPolicyError) as caught:
         parse_machine(H("words") + f"\ndoc -> words{{{policy}}} -> ws", CAPS)
     assert why in caught.value.message and caught.value.line == 2
+
+
+def test_the_spec_table_names_every_kind_with_its_family_and_rule() -> None:
+    import re
+
+    chapter = Path(__file__).resolve().parent.parent / "protocol_spec" / "12-machines.md"
+    rows = re.findall(r"^\| `(\w+)` \| (syntax|abstraction) \| (MCH-\d+) \|$",
+                      chapter.read_text(encoding="utf-8"), re.MULTILINE)  # fmt: skip
+    table = {kind: (family, rule) for kind, family, rule in rows}
+    assert len(table) == len(rows)
+    kinds = [name for name in _errors.__all__
+             if name not in {"MachineError", "MachineSyntaxError", "MachineAbstractionError"}]  # fmt: skip
+    assert set(table) == set(kinds)
+    for kind in kinds:
+        cls = getattr(_errors, kind)
+        assert table[kind] == (cls.family, cls.rule), kind
