@@ -38,7 +38,16 @@ def _register_subcommands() -> None:
     """Import the sub-command modules that exist; each adds itself to ``app``."""
     import importlib
 
-    for name in ("call", "manifest_cmd", "conform", "trace", "tee", "new", "machine_cmd", "run_cmd"):
+    for name in (
+        "call",
+        "manifest_cmd",
+        "conform",
+        "trace",
+        "tee",
+        "new",
+        "machine_cmd",
+        "run_cmd",
+    ):
         try:
             importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as exc:

@@ -27,6 +27,8 @@ from . import app
 if TYPE_CHECKING:
     from ..machine import Machine, MachineError, Step
 
+__all__ = ("machine_app", "check_command", "show_command", "Format")
+
 _REFUSED = 1
 _USAGE = 2
 
