@@ -40,7 +40,7 @@ from ._conn import Connection
 from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
 from ._events import Result
 from ._machine_events import MachineResult
-from ._machine_run import DEFAULT_WINDOW, MachineRun, open_run
+from ._machine_run import DEFAULT_WINDOW, MachineRun, open_run, run_to_end
 from ._peer import PeerLink, run_peer_link
 from ._proc import Counters, command_for, describe_returncode
 
@@ -323,11 +323,7 @@ class Engine:
 
         if not isinstance(machine, Machine):
             machine = await self.machine(machine)
-        async with self.stream_machine(machine, inputs, window=window, keep_outputs=True) as run:
-            async for _ in run:
-                pass
-        result: MachineResult = run.result
-        return result
+        return await run_to_end(self, machine, inputs, window=window)
 
     async def probe(self, name: str) -> bool:
         """Send one health probe now; returns whether the cartridge answered in time."""

@@ -17,7 +17,7 @@ from typing import Any, Final
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-__all__ = ("Flow", "FlowReader", "FLOW_BUFFER", "whole_value")
+__all__ = ("Flow", "FlowReader", "FlowCollector", "FLOW_BUFFER", "whole_value")
 
 #: Pieces a reader may have waiting before the producer waits for it.
 FLOW_BUFFER: Final = 8
@@ -32,7 +32,7 @@ class FlowReader:
 
     async def present(self) -> bool:
         """Wait until the flow's producer decided; whether the value is present."""
-        await self._flow.decided.wait()
+        await self._flow.wait_decided()
         return self._flow.is_present
 
     async def pieces(self) -> AsyncIterator[Any]:
@@ -50,15 +50,53 @@ class FlowReader:
         self._receive.close()
 
 
+class FlowCollector:
+    """A consumer that takes the value whole: the producer appends each piece to ``pieces``
+    without waiting (the value is held whole anyway), and ``done`` is set at the end."""
+
+    def __init__(self, flow: Flow) -> None:
+        self._flow = flow
+        self.pieces: list[Any] = []
+        self.is_done = False
+        self._done: anyio.Event | None = None  # made only when somebody waits
+
+    def finish(self) -> None:
+        self.is_done = True
+        if self._done is not None:
+            self._done.set()
+
+    async def whole(self) -> list[Any] | None:
+        """Every piece once the flow is closed, or None when the value is absent."""
+        if not self.is_done:
+            if self._done is None:
+                self._done = anyio.Event()
+            await self._done.wait()
+        return self.value()
+
+    def value(self) -> list[Any] | None:
+        """Every piece, or None when the value is absent (once the flow ended)."""
+        assert self.is_done, f"{self._flow.name} read before it ended"
+        return self.pieces if self._flow.is_present else None
+
+
 class Flow:
     """One node's value in one scope instance (see the module docstring)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.decided = anyio.Event()
+        self.is_decided = False
         self.is_present = False
+        self._decided: anyio.Event | None = None  # made only when somebody waits
         self._senders: list[MemoryObjectSendStream[Any]] = []
+        self._collectors: list[FlowCollector] = []
         self._sealed = False
+
+    def collector(self) -> FlowCollector:
+        """A new whole-value consumer (taken, like readers, before the producer starts)."""
+        assert not self._sealed, f"a collector of {self.name} taken after its flow started"
+        collector = FlowCollector(self)
+        self._collectors.append(collector)
+        return collector
 
     def reader(self) -> FlowReader:
         """A new reader; all readers are taken before the producer starts."""
@@ -69,27 +107,43 @@ class Flow:
 
     @property
     def readers(self) -> int:
-        return len(self._senders)
+        return len(self._senders) + len(self._collectors)
+
+    async def wait_decided(self) -> None:
+        if not self.is_decided:
+            if self._decided is None:
+                self._decided = anyio.Event()
+            await self._decided.wait()
+
+    def _decide(self, present: bool) -> None:
+        self._sealed = True
+        if not self.is_decided:
+            self.is_decided = True
+            self.is_present = present
+            if self._decided is not None:
+                self._decided.set()
 
     def start(self) -> None:
         """The value is present; pieces follow."""
-        self._sealed = True
-        if not self.decided.is_set():
-            self.is_present = True
-            self.decided.set()
+        self._decide(True)
 
     def absent(self) -> None:
         """The value is absent (nothing follows)."""
-        self._sealed = True
-        if not self.decided.is_set():
-            self.decided.set()
+        self._decide(False)
         self.close()
 
     async def put(self, piece: Any) -> None:
         """Hand ``piece`` to every reader, waiting for room in each."""
+        for collector in self._collectors:
+            collector.pieces.append(piece)
         for send in self._senders:
             try:
-                await send.send(piece)
+                send.send_nowait(piece)
+            except anyio.WouldBlock:
+                try:
+                    await send.send(piece)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    continue
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 continue  # that reader stopped reading
 
@@ -97,6 +151,8 @@ class Flow:
         self._sealed = True
         for send in self._senders:
             send.close()
+        for collector in self._collectors:
+            collector.finish()
 
 
 def whole_value(pieces: list[Any]) -> Any:

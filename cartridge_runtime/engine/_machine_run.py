@@ -41,7 +41,7 @@ from ..urn import MediaUrn, UrnError
 from ._call import Response
 from ._errors import CallError
 from ._events import Item, Log, OutputData, OutputEnded, OutputItem, OutputStarted, Progress
-from ._flow import Flow, FlowReader, whole_value
+from ._flow import Flow, FlowCollector, FlowReader, whole_value
 from ._inputs import CborValue, ItemStream, ValueStream
 from ._machine_events import (
     ItemFinished,
@@ -51,6 +51,7 @@ from ._machine_events import (
     MachineLog,
     MachineOutputData,
     MachineProgress,
+    MachineResult,
     MachineRunError,
     StepFinished,
     StepStarted,
@@ -64,7 +65,7 @@ class Caller(Protocol):
     def call(self, cap: str, inputs: Any = None) -> AbstractAsyncContextManager[Response]: ...
 
 
-__all__ = ("MachineRunner", "MachineRun", "open_run", "DEFAULT_WINDOW")
+__all__ = ("MachineRunner", "MachineRun", "open_run", "run_to_end", "DEFAULT_WINDOW")
 
 #: Items of one map in flight at once (the cartridge's pool admits what it can of them).
 DEFAULT_WINDOW: Final = 64
@@ -92,6 +93,27 @@ def _as_items(pieces: list[Any], is_sequence: bool) -> list[Item]:
     return [Item(value=whole_value(pieces))]
 
 
+class _Window:
+    """At most ``size`` items of a map in flight, or done and waiting to be handed on in item
+    order (so memory stays bounded however slow the first item is)."""
+
+    def __init__(self, size: int) -> None:
+        self.free = size
+        self._wakeup: anyio.Event | None = None
+
+    async def acquire(self) -> None:
+        while self.free == 0:
+            self._wakeup = anyio.Event()
+            await self._wakeup.wait()
+        self.free -= 1
+
+    def release(self) -> None:
+        self.free += 1
+        if self._wakeup is not None:
+            self._wakeup.set()
+            self._wakeup = None
+
+
 class _Instance:
     """One scope instance: the machine itself, or one item of a map."""
 
@@ -104,13 +126,14 @@ class _Instance:
         self.items = dict(items)
         self.flows: dict[str, Flow] = {}
         #: Whole values of this instance that steps of inner instances take (OUTER feeds).
-        self.wholes: dict[str, _Whole] = {}
-        #: Each step's readers, one per feed (None where the feed reads no flow here).
-        self.step_readers: dict[int, list[FlowReader | None]] = {}
+        self.wholes: dict[str, FlowCollector] = {}
+        #: Each step's readers, one per feed: a reader for a streamed feed, a collector for a
+        #: whole one, None where the feed reads no flow here.
+        self.step_readers: dict[int, list[FlowReader | FlowCollector | None]] = {}
         #: Each inner map's readers of the sequences it zips.
         self.map_readers: dict[int, list[FlowReader]] = {}
         #: Readers of what this item hands to the enclosing instance, by node.
-        self.exports: list[tuple[str, FlowReader]] = []
+        self.exports: list[tuple[str, FlowCollector]] = []
         #: Readers of the machine's outputs (the machine's own instance only).
         self.outputs: list[tuple[str, FlowReader]] = []
 
@@ -130,33 +153,13 @@ class _Instance:
             at = at.parent
         raise KeyError(name)
 
-    def whole_of(self, name: str) -> _Whole:
+    def whole_of(self, name: str) -> FlowCollector:
         at: _Instance | None = self
         while at is not None:
             if name in at.wholes:
                 return at.wholes[name]
             at = at.parent
         raise KeyError(name)
-
-
-class _Whole:
-    """A value read whole once, for every step that needs it so."""
-
-    def __init__(self, reader: FlowReader) -> None:
-        self.reader = reader
-        self.done = anyio.Event()
-        self.value: list[Any] | None = None
-
-    async def run(self) -> None:
-        if await self.reader.present():
-            self.value = await self.reader.whole()
-        else:
-            self.reader.close()
-        self.done.set()
-
-    async def get(self) -> list[Any] | None:
-        await self.done.wait()
-        return self.value
 
 
 class MachineRunner:
@@ -167,7 +170,7 @@ class MachineRunner:
         engine: Caller,
         machine: Machine,
         inputs: Mapping[str, Any],
-        events: MemoryObjectSendStream[MachineEvent],
+        events: MemoryObjectSendStream[MachineEvent] | None,
         window: int,
         keep_outputs: bool,
     ) -> None:
@@ -181,6 +184,8 @@ class MachineRunner:
         self._exported = self._exports()
         #: The first step failure of the run (the one the run reports).
         self.failure: MachineRunError | None = None
+        #: Per step, the node each output stream key (None: the main output) goes to.
+        self._targets: dict[int, dict[str | None, str | None]] = {}
 
     # -- before anything starts -------------------------------------------------------------
 
@@ -285,7 +290,7 @@ class MachineRunner:
             flows[name] = Flow(name)
         for index, step in enumerate(sp.steps):
             instance.step_readers[index] = [
-                flows[f.node.name].reader()
+                (flows[f.node.name].reader() if f.streamed else flows[f.node.name].collector())
                 if f.node is not None and f.kind in (FeedKind.LOCAL, FeedKind.COLLECTED)
                 else None
                 for f in step.feeds
@@ -301,10 +306,10 @@ class MachineRunner:
                         and name in sp.nodes
                         and name not in instance.wholes
                     ):
-                        instance.wholes[name] = _Whole(flows[name].reader())
+                        instance.wholes[name] = flows[name].collector()
         if instance.parent is not None:
             handed = self._exported.get((sp.strand, instance.parent.scope.index), set())
-            instance.exports = [(n, flows[n].reader()) for n in sorted(handed) if n in flows]
+            instance.exports = [(n, flows[n].collector()) for n in sorted(handed) if n in flows]
         else:
             strand = self.machine.strands[sp.strand]
             instance.outputs = [(n, flows[n].reader()) for n in strand.outputs]
@@ -317,8 +322,6 @@ class MachineRunner:
 
     def _start(self, instance: _Instance, tg: TaskGroup) -> None:
         sp = instance.scope
-        for whole in instance.wholes.values():
-            tg.start_soon(whole.run)
         for index, step in enumerate(sp.steps):
             tg.start_soon(self._run_step, instance, index, step)
         for child in sp.children:
@@ -328,7 +331,12 @@ class MachineRunner:
 
     async def _emit(self, event: MachineEvent) -> None:
         self.reports.on_event(event)
-        await self.events.send(event)
+        if self.events is None:
+            return  # a run to the end: the reports are all that is kept
+        try:
+            self.events.send_nowait(event)
+        except anyio.WouldBlock:
+            await self.events.send(event)
 
     async def _feed_input(self, flow: Flow, media: str | None, value: Any) -> None:
         flow.start()
@@ -387,45 +395,45 @@ class MachineRunner:
         for flow in outflows:
             flow.start()
         name = self._map_name(sp)
-        limiter = anyio.Semaphore(self.window)
+        window = _Window(self.window)
         done: dict[int, dict[str, list[Any] | None]] = {}
-        flushed = 0
-        in_order = anyio.Lock()
+        # Handed on as items: a node made once per item is one item, a sequence its items.
+        flatten = [
+            self.machine.node(n).is_sequence or self.machine.node(n).scope != sp.index for n in mine
+        ]
+        state = {"flushed": 0, "flushing": False}
         iterators = [r.pieces().__aiter__() for r in readers]
 
         async def flush() -> None:
-            nonlocal flushed
-            async with in_order:
-                await flush_ready()
-
-        async def flush_ready() -> None:
-            nonlocal flushed
-            while flushed in done:
-                values = done.pop(flushed)
-                for node, flow in zip(mine, outflows, strict=True):
-                    pieces = values.get(node)
-                    if pieces is None:
-                        continue
-                    seq = (
-                        self.machine.node(node).is_sequence
-                        or self.machine.node(node).scope != sp.index
-                    )
-                    for item in _as_items(pieces, seq):
-                        await flow.put(item)
-                flushed += 1
-                limiter.release()
+            # One flusher at a time; another one that finds it busy leaves the work to it (it
+            # goes on while the next item in order is done).
+            if state["flushing"]:
+                return
+            state["flushing"] = True
+            try:
+                while state["flushed"] in done:
+                    values = done.pop(state["flushed"])
+                    for node, flow, seq in zip(mine, outflows, flatten, strict=True):
+                        pieces = values.get(node)
+                        if pieces is not None:
+                            for item in _as_items(pieces, seq):
+                                await flow.put(item)
+                    state["flushed"] += 1
+                    window.release()
+            finally:
+                state["flushing"] = False
 
         async def one(index: int, items: dict[str, Any]) -> None:
             await self._emit(ItemStarted(map=name, item=index))
             instance = _Instance(sp, parent, index, items)
             self._setup(instance)
-            values: dict[str, list[Any] | None] = {}
-            async with anyio.create_task_group() as tg:
-                for node, reader in instance.exports:
-                    tg.start_soon(_collect_into, values, node, reader)
-                self._start(instance, tg)
+            if len(sp.steps) == 1 and not sp.children:
+                await self._run_step(instance, 0, sp.steps[0])  # the common case: no task
+            else:
+                async with anyio.create_task_group() as tg:
+                    self._start(instance, tg)
             await self._emit(ItemFinished(map=name, item=index))
-            done[index] = values
+            done[index] = {node: c.value() for node, c in instance.exports}
             await flush()
 
         async with anyio.create_task_group() as tg:
@@ -437,7 +445,7 @@ class MachineRunner:
                         items[source] = await iterator.__anext__()
                 except StopAsyncIteration:
                     break
-                await limiter.acquire()
+                await window.acquire()
                 self.reports.item_seen(sp)
                 tg.start_soon(one, index, items)
                 index += 1
@@ -475,12 +483,12 @@ class MachineRunner:
         given: list[tuple[Feed, Any]] = []
         present = True
         for feed, reader in zip(sp.feeds, readers, strict=True):
-            value = await self._given(instance, feed, reader, sp.buffered)
+            value = await self._given(instance, feed, reader)
             present = present and value is not _ABSENT
             given.append((feed, value))
         if not present:
             for reader in readers:
-                if reader is not None:
+                if isinstance(reader, FlowReader):
                     reader.close()
             for flow in outflows.values():
                 flow.absent()
@@ -517,7 +525,7 @@ class MachineRunner:
         await self._emit(MachineProgress(step=label, item=item, fraction=1.0, overall=overall))
 
     async def _given(
-        self, instance: _Instance, feed: Feed, reader: FlowReader | None, buffered: bool
+        self, instance: _Instance, feed: Feed, reader: FlowReader | FlowCollector | None
     ) -> Any:
         """What a feed gives: a reader (streamed), whole pieces, an item, or _ABSENT."""
         if feed.node is None:
@@ -525,14 +533,15 @@ class MachineRunner:
         if feed.kind is FeedKind.ITEM:
             return ("item", instance.item_of(feed.node.name, feed.scope))
         if feed.kind is FeedKind.OUTER:
-            pieces = await instance.whole_of(feed.node.name).get()
+            pieces = await instance.whole_of(feed.node.name).whole()
+            return _ABSENT if pieces is None else ("whole", pieces)
+        if isinstance(reader, FlowCollector):
+            pieces = await reader.whole()
             return _ABSENT if pieces is None else ("whole", pieces)
         assert reader is not None
         if not await reader.present():
             return _ABSENT
-        if feed.streamed:
-            return ("stream", reader)
-        return ("whole", await reader.whole())
+        return ("stream", reader)
 
     def _inputs(self, sp: StepPlan, given: Sequence[tuple[Feed, Any]]) -> list[tuple[str, Any]]:
         step = sp.step
@@ -591,22 +600,42 @@ class MachineRunner:
         label = step.label or step.alias
         inputs = self._inputs(sp, given)
         outputs = {o.node: o for o in step.outputs}
-        main_out = step.cap.out_spec
+        targets = self._targets.setdefault(id(step), {})
         stream_to: dict[str, Flow | None] = {}
         opened: set[str] = set()
         held: dict[str, list[Any]] = {}
 
         def target(key: str | None) -> str | None:
+            if key in targets:
+                return targets[key]
             try:
-                urn = main_out if key is None else MediaUrn.parse(key)
+                urn = step.cap.out_spec if key is None else MediaUrn.parse(key)
             except UrnError:
-                return None
-            return next((n for n, out in outputs.items() if out.media.is_equivalent(urn)), None)
+                found = None
+            else:
+                found = next((n for n, o in outputs.items() if o.media.is_equivalent(urn)), None)
+            targets[key] = found
+            return found
 
         async with self.engine.call(step.cap.text, inputs) as response:
             self.reports.call_started(step)
             async for ev in response:
-                if isinstance(ev, OutputStarted):
+                kind = type(ev)
+                if kind is OutputData or kind is OutputItem:
+                    flow = stream_to.get(ev.stream_id)  # type: ignore[union-attr]
+                    if flow is None:
+                        continue
+                    piece = (
+                        Item(value=ev.value, meta=ev.meta)  # type: ignore[union-attr]
+                        if kind is OutputItem
+                        else ev.value  # type: ignore[union-attr]
+                    )
+                    self.reports.count_out(step, piece)
+                    if sp.buffered:
+                        held[flow.name].append(piece)
+                    else:
+                        await flow.put(piece)
+                elif isinstance(ev, OutputStarted):
                     node = target(ev.output)
                     stream_to[ev.stream_id] = outflows[node] if node is not None else None
                     if node is not None:
@@ -615,20 +644,6 @@ class MachineRunner:
                             held.setdefault(node, [])
                         else:
                             outflows[node].start()
-                elif isinstance(ev, OutputData | OutputItem):
-                    flow = stream_to.get(ev.stream_id)
-                    if flow is None:
-                        continue
-                    piece = (
-                        Item(value=ev.value, meta=ev.meta)
-                        if isinstance(ev, OutputItem)
-                        else ev.value
-                    )
-                    self.reports.count_out(step, piece)
-                    if sp.buffered:
-                        held[flow.name].append(piece)
-                    else:
-                        await flow.put(piece)
                 elif isinstance(ev, OutputEnded):
                     flow = stream_to.get(ev.stream_id)
                     if flow is not None and not sp.buffered:
@@ -668,14 +683,6 @@ class MachineRunner:
 async def _iterate(pieces: list[Any]) -> AsyncIterator[Any]:
     for piece in pieces:
         yield piece
-
-
-async def _collect_into(values: dict[str, list[Any] | None], node: str, reader: FlowReader) -> None:
-    if await reader.present():
-        values[node] = await reader.whole()
-    else:
-        reader.close()
-        values[node] = None
 
 
 def _depth_of(parents: tuple[int, ...]) -> Any:
@@ -720,7 +727,8 @@ class MachineRun:
                 raise
             self._error = self._runner.failure
         finally:
-            self._runner.events.close()
+            if self._runner.events is not None:
+                self._runner.events.close()
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         assert self._tg is not None
@@ -770,3 +778,21 @@ def open_run(
         receive.close()
         raise
     return MachineRun(runner, receive)
+
+
+async def run_to_end(
+    engine: Caller, machine: Machine, inputs: Mapping[str, Any], *, window: int
+) -> MachineResult:
+    """Run ``machine`` and gather its outputs, with no event stream in between.
+
+    :raises MachineInputError: the inputs do not fit (nothing is started).
+    :raises MachineRunError: the first step that failed.
+    """
+    runner = MachineRunner(engine, machine, inputs, None, window, True)
+    try:
+        await runner.run()
+    except BaseException:
+        if runner.failure is None:
+            raise
+        raise runner.failure from None
+    return runner.reports.result
