@@ -103,3 +103,22 @@ def test_included_machines_are_written_in_alike(text: str) -> None:
     mine = ours(text, machines)
     assert isinstance(mine, tuple), mine
     assert mine == reference(text, machines)
+
+
+@SOME
+@given(st.data())
+def test_generated_includes_are_written_in_alike(data: st.DataObject) -> None:
+    inner = data.draw(texts(data.draw(plans(max_steps=5))))
+    sub = parse_machine(inner, CAPS)
+    inputs = [node.label for node in sub.inputs]
+    outputs = [node.label for node in sub.outputs]
+    lines = ['sub machine "p"']
+    for use in range(data.draw(st.integers(1, 2))):
+        taken = data.draw(st.lists(st.sampled_from(outputs), unique=True)) if outputs else []
+        members = ", ".join(f"{name}=u{use}x{k}" for k, name in enumerate(inputs))
+        targets = ", ".join(f"{name}=u{use}y{k}" for k, name in enumerate(taken))
+        lines.append(f"({members}) -> sub -> ({targets})")
+    text = "\n".join(lines)
+    mine = ours(text, {"p": inner})
+    assert isinstance(mine, tuple), mine
+    assert mine == reference(text, {"p": inner})
