@@ -50,12 +50,15 @@ MAP = (
 UPPER = 'cap:in="media:enc=utf-8;word";op=upper;out="media:enc=utf-8;word"'
 
 
-def _cpu_all() -> float:
+def _cpu_split() -> tuple[float, float]:
+    """CPU seconds so far of this (the engine's) process, and of its cartridges."""
     me = resource.getrusage(resource.RUSAGE_SELF)
-    total = me.ru_utime + me.ru_stime
-    for pid in child_pids(os.getpid()):
-        total += cpu_seconds(pid) or 0.0
-    return total
+    children = sum(cpu_seconds(pid) or 0.0 for pid in child_pids(os.getpid()))
+    return me.ru_utime + me.ru_stime, children
+
+
+def _cpu_all() -> float:
+    return sum(_cpu_split())
 
 
 async def _blocks(total: int):  # type: ignore[no-untyped-def]
@@ -74,12 +77,14 @@ async def bench_chain(size_mib: int) -> dict[str, Any]:
         machine = await engine.machine(CHAIN)
         await engine.call_bytes("cap:echo", [("media:", b"warm")])
         # three single calls, one after another, each SIZE bytes through echo
+        split0 = _cpu_split()
         cpu0, t0 = _cpu_all(), time.perf_counter()
         for _ in range(3):
             async with engine.call("cap:echo", [("media:", _blocks(total))]) as response:
                 async for _ev in response:
                     pass
         calls_wall, calls_cpu = time.perf_counter() - t0, _cpu_all() - cpu0
+        split1 = _cpu_split()
         cpu0, t0 = _cpu_all(), time.perf_counter()
         async with engine.stream_machine(machine, {"doc": _blocks(total)}) as run:
             got = 0
@@ -87,6 +92,7 @@ async def bench_chain(size_mib: int) -> dict[str, Any]:
                 if isinstance(event, MachineOutputData):
                     got += len(event.value)
         chain_wall, chain_cpu = time.perf_counter() - t0, _cpu_all() - cpu0
+        split2 = _cpu_split()
         assert got == total, (got, total)
     mb = total / 1e6
     return {
@@ -97,6 +103,10 @@ async def bench_chain(size_mib: int) -> dict[str, Any]:
         "calls_cpu_per_mb_ms": calls_cpu / mb * 1e3,
         "chain_cpu_per_mb_ms": chain_cpu / mb * 1e3,
         "cpu_ratio": chain_cpu / calls_cpu,
+        "calls_cpu_engine_s": split1[0] - split0[0],
+        "calls_cpu_cartridges_s": split1[1] - split0[1],
+        "chain_cpu_engine_s": split2[0] - split1[0],
+        "chain_cpu_cartridges_s": split2[1] - split1[1],
     }
 
 
