@@ -384,3 +384,37 @@ async def test_a_step_whose_handler_calls_a_peer_works() -> None:
         engine.add_cartridge(INTEROP)
         result = await engine.run_machine(text, {"doc": b"through the host"})
     assert result["out"].data == b"through the host"
+
+
+# -- scale -------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_gigabyte_through_a_three_step_chain_keeps_every_process_small(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    report = tmp_path / "memory.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_machine.py"), "--only", "memory",
+         "--gib", "1", "--json", str(report)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    peaks = json.loads(report.read_text())["memory"]["peak_rss_mib"]
+    assert len(peaks) == 2, peaks  # the engine and the one interop cartridge
+    assert all(0 < mib < 100 for mib in peaks.values()), peaks
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_a_map_of_ten_thousand_items(tmp_path: Path) -> None:
+    words = [f"w{i}" for i in range(10_000)]
+    text = machine_text("doc -> split -> ws", "ws -> upper -> up", "up -> count -> n")
+    engine, log = wordkit_engine(tmp_path)
+    async with engine:
+        result = await engine.run_machine(text, {"doc": " ".join(words)})
+    assert result["n"].data == b"10000"
+    assert len(calls(log, "upper")) == 10_000
+    assert result.steps["upper"].calls == 10_000 == result.steps["upper"].items
