@@ -289,7 +289,7 @@ def _how_to_give(arg: ArgDef) -> str:
         if isinstance(source, CliFlagSource):
             ways.append(f"{source.flag} <{arg.name}>")
         elif isinstance(source, PositionSource):
-            ways.append(f"positional argument {source.index + 1}")
+            ways.append(f"position {source.index}")
         else:
             ways.append("standard input")
     return " or ".join(ways)
@@ -471,5 +471,5 @@ def _describe_source(arg: ArgDef, source: Any) -> str:
     if isinstance(source, CliFlagSource):
         return f"{source.flag} <value> or {source.flag}=<value>"
     if isinstance(source, PositionSource):
-        return f"positional argument {source.index + 1}"
+        return f"position {source.index} (positions count from 0, as in the manifest)"
     return f"standard input (as {source.media_urn})"
