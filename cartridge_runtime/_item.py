@@ -7,6 +7,8 @@ from typing import Any
 
 import attrs
 
+from ._redact import describe, describe_meta
+
 
 @attrs.frozen
 class Item:
@@ -14,5 +16,5 @@ class Item:
     CHUNK). Put it in an input list to attach meta: ``Item(b"x", {"page": 1})`` or
     ``Item(value=b"x", meta={"page": 1})``; responses report items the same way."""
 
-    value: Any
-    meta: Mapping[str, Any] | None = None
+    value: Any = attrs.field(repr=describe)
+    meta: Mapping[str, Any] | None = attrs.field(default=None, repr=describe_meta)

@@ -25,6 +25,7 @@ import anyio
 import anyio.lowlevel
 
 from .. import protocol as P
+from .._redact import describe
 from ..protocol import Frame, FrameType, MessageId
 from ._events import Item
 
@@ -51,9 +52,11 @@ def normalize_inputs(inputs: Inputs | None) -> list[tuple[str, Any]]:
     if inputs is None:
         return []
     pairs = list(inputs.items()) if isinstance(inputs, Mapping) else list(inputs)
-    for pair in pairs:
+    for index, pair in enumerate(pairs):
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
-            raise TypeError(f"each input must be a (media_urn, value) pair, got {pair!r}")
+            raise TypeError(
+                f"input {index}: each input must be a (media_urn, value) pair, got {describe(pair)}"
+            )
     return pairs
 
 

@@ -212,8 +212,11 @@ def parse_tokens(cap: CapDef, tokens: Sequence[str]) -> ParsedTokens:
         flags[name] = value
     limit = _position_count(cap)
     if len(positionals) > limit:
-        extra = " ".join(positionals[limit:])
-        raise CliUsageError(f"'{alias}' takes {limit} positional argument(s); unexpected: {extra}")
+        extra = len(positionals) - limit
+        raise CliUsageError(
+            f"'{alias}' takes {limit} positional argument(s); got {extra} more "
+            f"(from position {limit}, counting from 0)"
+        )
     return ParsedTokens(flags=flags, positionals=tuple(positionals), help=want_help)
 
 

@@ -15,6 +15,7 @@ import attrs
 import cbor2
 
 from cartridge_runtime._item import Item as Item  # re-exported for the harness
+from cartridge_runtime._redact import describe, describe_items, describe_meta, describe_values
 from cartridge_runtime.protocol import (
     BodyReceiver,
     Frame,
@@ -44,10 +45,10 @@ class Input:
     """
 
     media_urn: str
-    value: Any
+    value: Any = attrs.field(repr=describe)
     unbounded: bool = False
     is_sequence: bool | None = None
-    meta: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = attrs.field(default=None, repr=describe_meta)
 
 
 #: What ``call()`` / ``start_call()`` accept as one argument.
@@ -67,7 +68,9 @@ def as_input(spec: Any) -> Input:
     elif isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str):
         inp = Input(spec[0], spec[1])
     else:
-        raise TypeError(f"an input must be Input(...) or a (media_urn, value) pair, got {spec!r}")
+        raise TypeError(
+            f"an input must be Input(...) or a (media_urn, value) pair, got {describe(spec)}"
+        )
     if inp.is_sequence is False and isinstance(inp.value, list | tuple):
         raise TypeError(f"input {inp.media_urn}: is_sequence=False but the value is a list")
     return inp
@@ -96,9 +99,9 @@ class StreamResult:
     output: str | None = None
     is_sequence: bool = False
     unbounded: bool = False
-    meta: Any = None
-    values: list[Any] = attrs.field(factory=list)
-    items: list[tuple[Any, Any]] = attrs.field(factory=list)
+    meta: Any = attrs.field(default=None, repr=describe_meta)
+    values: list[Any] = attrs.field(factory=list, repr=describe_values)
+    items: list[tuple[Any, Any]] = attrs.field(factory=list, repr=describe_items)
     chunk_count: int | None = None
     closed: bool = False
 
@@ -131,9 +134,9 @@ class CallResult:
     streams: list[StreamResult] = attrs.field(factory=list)
     logs: list[LogReceived] = attrs.field(factory=list)
     progress: list[tuple[float, str]] = attrs.field(factory=list)
-    end: Any = None
+    end: Any = attrs.field(default=None, repr=describe_meta)
     error: ErrorInfo | None = None
-    frames: list[Frame] = attrs.field(factory=list)
+    frames: list[Frame] = attrs.field(factory=list, repr=describe_items)
 
     @property
     def ok(self) -> bool:
