@@ -101,7 +101,7 @@ class StreamResult:
     unbounded: bool = False
     meta: Any = attrs.field(default=None, repr=describe_meta)
     values: list[Any] = attrs.field(factory=list, repr=describe_values)
-    items: list[tuple[Any, Any]] = attrs.field(factory=list, repr=describe_items)
+    items: list[Item] = attrs.field(factory=list, repr=describe_items)
     chunk_count: int | None = None
     closed: bool = False
 
@@ -114,6 +114,11 @@ class StreamResult:
                 v if isinstance(v, bytes) else v.encode() if isinstance(v, str) else cbor2.dumps(v)
             )
         return b"".join(out)
+
+    @property
+    def text(self) -> str:
+        """:attr:`data` as UTF-8 text."""
+        return self.data.decode("utf-8")
 
 
 @attrs.frozen(kw_only=True)
@@ -150,6 +155,36 @@ class CallResult:
     def main_bytes(self) -> bytes:
         m = self.main
         return m.data if m is not None else b""
+
+    # The names and shapes of the engine's Result: ``data``, ``items``, ``outputs``,
+    # ``end_meta``, ``message``.
+
+    @property
+    def data(self) -> bytes:
+        """The main output's bytes (``b""`` when there is none), as ``Result.data``."""
+        return self.main_bytes
+
+    @property
+    def items(self) -> list[Any]:
+        """The main output's sequence item values, as ``Result.items``."""
+        m = self.main
+        return [item.value for item in m.items] if m is not None else []
+
+    @property
+    def outputs(self) -> dict[str | None, StreamResult]:
+        """Every output stream keyed as ``Result.outputs`` is: ``None`` for the main output,
+        else the media URN the cartridge gave in STREAM_START key 21."""
+        return {s.output: s for s in self.streams}
+
+    @property
+    def end_meta(self) -> Any:
+        """END's meta, as ``Result.end_meta`` (``None`` before END or after ERR)."""
+        return self.end
+
+    @property
+    def message(self) -> str | None:
+        """END's message, as ``Result.message``."""
+        return (self.end or {}).get("message")
 
     def output(self, media_urn: str) -> StreamResult | None:
         """The stream whose key 21 (or, for the main output, media) is ``media_urn``."""
