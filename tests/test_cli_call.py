@@ -326,3 +326,29 @@ def test_valid_cap_nobody_handles_lists_closest() -> None:
     (line,) = lines(out)
     assert line.startswith("NO_HANDLER (environment):")
     assert "closest:" in line and "ended" in line.split("closest:", 1)[1]
+
+
+def test_renderer_keeps_status_lines_off_the_data_line(tmp_path: Path) -> None:
+    """Unit level: on a terminal that shows the data, a status line never starts in the middle
+    of a data line, and no bar is drawn; with the main output in a file a bar may be."""
+    import io
+
+    from cartridge_runtime.cli._call_outputs import Renderer, plan_outputs
+
+    out, err = io.BytesIO(), io.StringIO()
+    shown = Renderer(plan_outputs(None, [], None), out, err, out_tty=True, err_tty=True, label="x")
+    shown.data(None, b"partial", item=False)
+    shown.progress(0.5, "half")
+    shown.data(None, b" rest", item=False)
+    shown.finish()
+    assert out.getvalue() == b"partial rest\n"  # the data itself is untouched
+    assert err.getvalue() == "\n[PROGRESS 50%] half\n"  # starts on a fresh line
+    to_file = Renderer(
+        plan_outputs(None, [str(tmp_path / "f")], None),
+        io.BytesIO(),
+        io.StringIO(),
+        out_tty=True,
+        err_tty=True,
+        label="x",
+    )
+    assert to_file._bar_wanted and not shown._bar_wanted

@@ -156,3 +156,14 @@ def test_trio_backend_same_objects() -> None:
         return texts(result, *result.frames)
 
     assert SECRET not in anyio.run(main, backend="trio")
+
+
+def test_cli_mode_values_hide_values() -> None:
+    from cartridge_runtime.runtime._cli_args import CliInput, ParsedTokens
+
+    objs = [
+        CliInput(media_urn="media:", arg_name="a", data=SECRET_B),
+        CliInput(media_urn="media:", arg_name="a", items=(SECRET_B,)),
+        ParsedTokens(flags={"--key": SECRET}, positionals=(SECRET,)),
+    ]
+    assert SECRET not in texts(*objs)

@@ -227,7 +227,8 @@ class Renderer:
         self._err = err
         self._out_tty = out_tty
         self._label = label
-        self._bar_wanted = err_tty and not out_tty
+        # A bar redraws its line: only where no data is shown on the same terminal.
+        self._bar_wanted = err_tty and (not out_tty or plan.sink(None) is not None)
         self._bar: Any = None
         self._task: Any = None
         self._open_line = False  # the terminal's data line has no newline yet

@@ -37,6 +37,7 @@ from typing import Any, BinaryIO, Final
 
 import attrs
 
+from cartridge_runtime._redact import describe, describe_meta
 from cartridge_runtime.manifest import (
     ArgDef,
     CapDef,
@@ -85,8 +86,8 @@ class CliInput:
 
     media_urn: str
     arg_name: str
-    data: bytes | None = None
-    items: tuple[bytes, ...] | None = None
+    data: bytes | None = attrs.field(default=None, repr=describe)
+    items: tuple[bytes, ...] | None = attrs.field(default=None, repr=describe)
     reader: StdinReader | None = attrs.field(default=None, eq=False)
 
     @property
@@ -160,8 +161,8 @@ class StdinReader:
 class ParsedTokens:
     """The tokens after the alias, split into declared flags and positionals."""
 
-    flags: dict[str, str]
-    positionals: tuple[str, ...]
+    flags: dict[str, str] = attrs.field(repr=describe_meta)
+    positionals: tuple[str, ...] = attrs.field(repr=describe)
     help: bool = False
 
 
@@ -282,7 +283,7 @@ class _Raw:
 
     arg: ArgDef
     media_urn: str
-    data: bytes | None = None
+    data: bytes | None = attrs.field(default=None, repr=describe)
     reader: StdinReader | None = None
 
 
