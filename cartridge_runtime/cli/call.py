@@ -136,8 +136,14 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
     cap_urn = cap_def.urn if cap_def is not None else opts.cap
     plan = plan_outputs(cap_def, list(opts.outputs), opts.output_dir)
     stdin = getattr(sys.stdin, "buffer", None)
+    # Reading stdin may block; a signal or --timeout abandons the thread instead of waiting.
     runs = await anyio.to_thread.run_sync(
-        plan_call_inputs, cap_def, list(opts.args), list(opts.tokens), StdinReader(stdin)
+        plan_call_inputs,
+        cap_def,
+        list(opts.args),
+        list(opts.tokens),
+        StdinReader(stdin),
+        abandon_on_cancel=True,
     )
     out = sys.stdout.buffer
     renderer = Renderer(
