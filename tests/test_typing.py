@@ -1,9 +1,9 @@
 """A cartridge project outside this repository type-checks against the installed package.
 
 ``mypy --strict`` runs in a fresh directory (not the checkout), on a small cartridge with an
-async ``Op``, a synchronous ``Op`` and both decorator forms, and on the handler guide's two
-synchronous examples as written. The blocking protocols must name every public method of the
-object each stands for.
+async ``Op``, a synchronous ``Op`` and both decorator forms, on the handler guide's two
+synchronous examples and on what ``cartridge new`` writes, as written. The blocking
+protocols must name every public method of the object each stands for.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from cartridge_runtime import runtime as rt
+from cartridge_runtime.cli.new import render
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = (ROOT / "docs" / "handler-guide.md").read_text(encoding="utf-8")
@@ -119,6 +120,9 @@ def test_outside_project_type_checks_strict(tmp_path: Path) -> None:
             "cartridge.py": PROJECT,
             "guide_decorator.py": _guide_block("### The decorator form"),
             "guide_sync.py": _guide_block("## Synchronous handlers"),
+            # what `cartridge new` writes, as written
+            "tpl.py": render("cartridge.py.tmpl", "tpl"),
+            "test_tpl.py": render("test_cartridge.py.tmpl", "tpl"),
         },
     )
 
