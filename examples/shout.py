@@ -1,30 +1,15 @@
-#!/usr/bin/env python3
-"""shout: upper-cases text, and splits it into words. A complete cartridge."""
-
 from cartridge_runtime.manifest import CapDef, Manifest
-from cartridge_runtime.runtime import CartridgeRuntime, DryContext, Op, OpError, WetContext
+from cartridge_runtime.runtime import (
+    CartridgeRuntime,
+    DryContext,
+    Op,
+    OpError,
+    Request,
+    WetContext,
+)
 
 SHOUT = 'cap:in="media:enc=utf-8";out="media:enc=utf-8";shout'
 WORDS = 'cap:in="media:enc=utf-8";out="media:enc=utf-8;list";words'
-
-
-class Shout(Op):
-    async def perform(self, dry: DryContext, wet: WetContext) -> None:
-        text = await wet.request.take_input().require_stream_str("media:enc=utf-8")
-        if not text.strip():
-            raise OpError("EMPTY_TEXT", "nothing to shout", "input", arg_urn="media:enc=utf-8")
-        await wet.request.output().emit_cbor(text.upper())
-
-
-class Words(Op):
-    async def perform(self, dry: DryContext, wet: WetContext) -> None:
-        text = await wet.request.take_input().require_stream_str("media:enc=utf-8")
-        out = wet.request.output()
-        words = text.split()
-        for i, word in enumerate(words, 1):
-            await out.emit_list_item(word, meta={"index": i})
-            await out.progress((i - 1) / len(words), f"word {i}")
-
 
 manifest = Manifest.build(
     name="shout",
@@ -42,7 +27,26 @@ manifest = Manifest.build(
     ],
 )
 runtime = CartridgeRuntime(manifest)
-runtime.register_op(SHOUT, Shout)
+
+
+@runtime.op(SHOUT)  # the decorator form: a function that gets the Request
+async def shout(req: Request) -> None:
+    text = await req.take_input().require_stream_str("media:enc=utf-8")
+    if not text.strip():
+        raise OpError("EMPTY_TEXT", "nothing to shout", "input", arg_urn="media:enc=utf-8")
+    await req.output().emit_cbor(text.upper())
+
+
+class Words(Op):  # the class form: perform(dry, wet), a fresh instance per request
+    async def perform(self, dry: DryContext, wet: WetContext) -> None:
+        text = await wet.request.take_input().require_stream_str("media:enc=utf-8")
+        out = wet.request.output()
+        words = text.split()
+        for i, word in enumerate(words, 1):
+            await out.emit_list_item(word, meta={"index": i})
+            await out.progress((i - 1) / len(words), f"word {i}")
+
+
 runtime.register_op(WORDS, Words)
 
 if __name__ == "__main__":

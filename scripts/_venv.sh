@@ -11,13 +11,17 @@ ensure_venv() {
     fi
     # The C fast paths are built at install, so their sources are part of the stamp too.
     local stamp
-    stamp=.venv/.installed-$name-$(cat pyproject.toml cartridge_runtime/protocol/*.c \
+    stamp=.venv/.installed-$name-$(cat pyproject.toml scripts/_venv.sh cartridge_runtime/protocol/*.c \
         cartridge_runtime/protocol/*.h | sha256sum | cut -c1-16)
     if [ ! -f "$stamp" ]; then
         echo "setting up .venv (installing the project; once per pyproject change)..." >&2
         # pip's and setuptools' chatter goes to a log, shown only when the install fails.
+        # The compat editable mode puts the checkout on sys.path with a plain .pth line, which
+        # type checkers follow (the default mode's import hook hides the package and its
+        # py.typed from mypy run in another project).
         if ! { .venv/bin/python -m pip install --quiet --upgrade pip &&
-                .venv/bin/python -m pip install --quiet -e "$target"; } > .venv/install.log 2>&1; then
+                .venv/bin/python -m pip install --quiet -e "$target" \
+                    --config-settings editable_mode=compat; } > .venv/install.log 2>&1; then
             cat .venv/install.log >&2
             echo "error: installing the project failed (log above, also in .venv/install.log)" >&2
             exit 1

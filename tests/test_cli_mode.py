@@ -318,7 +318,7 @@ def test_missing_required_arg_is_named() -> None:
         (("concat", "a", "--bogus", "x"), "has no option '--bogus'"),
         (("concat", "a", "--suffix"), "option --suffix of 'concat' needs a value"),
         (("concat", "a", "--suffix", "b", "--suffix", "c"), "given more than once"),
-        (("double", "1", "2"), "takes 1 positional argument(s); unexpected: 2"),
+        (("double", "1", "2"), "takes 1 positional argument(s); got 1 more (from position 1"),
         (("manifest", "extra"), "'manifest' takes no arguments"),
     ],
 )

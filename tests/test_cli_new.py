@@ -40,7 +40,18 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_new_writes_the_cartridge_and_its_test(generated: Path) -> None:
-    assert sorted(p.name for p in generated.iterdir()) == ["Demo-Tool.py", "test_Demo-Tool.py"]
+    assert sorted(p.name for p in generated.iterdir()) == [
+        "Demo-Tool.py",
+        "pytest.ini",
+        "test_Demo-Tool.py",
+    ]
+
+
+def test_existing_pytest_configuration_is_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = []\n")
+    written = scaffold("mine", tmp_path)
+    assert sorted(p.name for p in written) == ["mine.py", "test_mine.py"]
+    assert not (tmp_path / "pytest.ini").exists()
 
 
 def test_generated_cartridge_manifest_and_cli(generated: Path) -> None:
@@ -76,6 +87,8 @@ def test_generated_test_passes(generated: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 passed" in done.stdout
+    # The first run is quiet: the generated pytest.ini settles pytest-asyncio's options.
+    assert "warning" not in (done.stdout + done.stderr).lower(), done.stdout + done.stderr
 
 
 @pytest.mark.slow

@@ -49,8 +49,40 @@ def test_readme_lists_the_two_commands() -> None:
 
 def test_example_cartridge_in_readme_is_the_file() -> None:
     example = (ROOT / "examples" / "shout.py").read_text()
-    (block,) = [b for b in _blocks("python") if "class Shout(Op)" in b]
+    (block,) = [b for b in _blocks("python") if "@runtime.op(SHOUT)" in b]
     assert block.strip() in example
+
+
+def test_first_example_shows_the_decorator_form_and_the_contexts() -> None:
+    first = _blocks("python")[0]
+    assert "@runtime.op(SHOUT)" in first and "async def shout(req: Request)" in first
+    assert "class Words(Op)" in first  # the class form, beside it
+    prose = README.split(first, 1)[1].split("```", 2)[1]  # up to the next code block
+    for name in ("`DryContext`", "`WetContext`"):
+        (line,) = [ln for ln in prose.splitlines() if ln.startswith(f"- {name}")]
+        assert len(line) <= 100
+
+
+def test_testing_snippet_runs_under_pytest_as_written(tmp_path: Path) -> None:
+    """The "Testing it" block, saved as a test file next to the example cartridge, passes
+    under pytest with the configuration ``cartridge new`` writes, and warns of nothing."""
+    from cartridge_runtime.cli.new import render
+
+    (block,) = [b for b in _blocks("python") if "CartridgeHarness(runtime)" in b]
+    (tmp_path / "test_snippet.py").write_text(block)
+    (tmp_path / "shout.py").write_text((ROOT / "examples" / "shout.py").read_text())
+    (tmp_path / "pytest.ini").write_text(render("pytest.ini.tmpl", "shout"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_snippet.py"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "1 passed" in out and "warning" not in out.lower(), out
 
 
 @pytest.mark.parametrize("command", _commands())
@@ -66,7 +98,7 @@ def test_readme_command_runs(command: str, tmp_path: Path) -> None:
 
 
 def test_readme_harness_and_engine_samples_run(tmp_path: Path) -> None:
-    harness = next(b for b in _blocks("python") if "CartridgeHarness" in b)
+    harness = next(b for b in _blocks("python") if "CartridgeHarness(runtime)" in b)
     engine = next(b for b in _blocks("python") if "async with Engine()" in b)
     script = tmp_path / "samples.py"
     script.write_text(

@@ -19,6 +19,7 @@ from _runtime_cartridge import (
     build_runtime,
 )
 
+from cartridge_runtime.manifest import CapDef, Manifest
 from cartridge_runtime.protocol import (
     ZERO_ID,
     Frame,
@@ -28,7 +29,7 @@ from cartridge_runtime.protocol import (
     encode_frame,
     frames,
 )
-from cartridge_runtime.runtime import EXIT_FAILURE, EXIT_OK, EXIT_PROTOCOL
+from cartridge_runtime.runtime import EXIT_FAILURE, EXIT_OK, EXIT_PROTOCOL, CartridgeRuntime
 from cartridge_runtime.testing import CartridgeHarness, memory_byte_pipe
 
 
@@ -148,7 +149,7 @@ async def test_op_error_keeps_code_class_and_arg_urn() -> None:
 async def test_plain_exception_is_handler_error(capsys: pytest.CaptureFixture[str]) -> None:
     async with CartridgeHarness(build_runtime()) as h:
         r = await h.call(BOOM, [("media:", b"x")])
-    assert err_meta(r) == ("HANDLER_ERROR", "internal") and r.error.message == "kaboom"
+    assert err_meta(r) == ("HANDLER_ERROR", "internal") and r.error.message == "ValueError: kaboom"
     assert "Traceback" in capsys.readouterr().err
 
 
@@ -242,3 +243,25 @@ async def test_version_mismatch_exits_1_writing_nothing(capsys: pytest.CaptureFi
 async def test_eof_before_anything_is_clean() -> None:
     status, out = await _raw_session(b"")
     assert status == EXIT_OK and out == b""
+
+
+@pytest.mark.asyncio
+async def test_handler_error_names_the_exception_type() -> None:
+    """``KeyError('x')`` reads ``KeyError: 'x'`` (its text alone, ``'x'``, says nothing)."""
+    from cartridge_runtime.runtime import Request
+
+    cap = 'cap:in="media:";out="media:";keyerr'
+    runtime = CartridgeRuntime(
+        Manifest.build(
+            name="k", version="1.0.0", description="k", caps=[CapDef.simple(cap, "K", aliases="k")]
+        )
+    )
+
+    @runtime.op(cap)
+    async def keyerr(req: Request) -> None:
+        raise KeyError("x")
+
+    async with CartridgeHarness(runtime) as h:
+        r = await h.call(cap, [("media:", b"")])
+    assert r.error is not None and r.error.code == "HANDLER_ERROR"
+    assert r.error.message == "KeyError: 'x'"

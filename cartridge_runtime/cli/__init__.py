@@ -7,6 +7,7 @@ Sub-commands are registered by their own modules (``call``, ``manifest``, ``conf
 from __future__ import annotations
 
 import typer
+import typer.main
 
 from .._version import __version__
 
@@ -57,5 +58,8 @@ def _register_subcommands() -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    from ._help import plain_help
+
     _register_subcommands()
-    app()
+    command = plain_help(typer.main.get_command(app))
+    command(prog_name="cartridge")

@@ -1,199 +1,403 @@
-"""``cartridge call TARGET CAP [--arg MEDIA_URN=VALUE | MEDIA_URN=@PATH]... [-o FILE]``.
+"""``cartridge call TARGET CAP [ARGS...] [--arg MEDIA_URN=VALUE | NAME=VALUE]... [-o FILE]``.
 
 Starts TARGET (and any ``--cartridge``) in an :class:`~cartridge_runtime.engine.Engine`, calls
-CAP (a cap URN, or an alias from TARGET's manifest) and streams the main output raw to stdout
-(or FILE); sequence items go one per line. Piped stdin feeds the main input. Progress and logs
-go to stderr: a progress bar on a terminal, plain lines otherwise. Exit status: 0 success, 1 a
-call error (one line ``CODE (class): message`` on stderr), 2 a usage error.
+CAP (a cap URN, or an alias from TARGET's manifest) and streams the main output raw to stdout;
+sequence items go one per line. The cap's own flags and positionals are taken as the script's
+CLI mode takes them, and piped stdin feeds the main input (:mod:`._call_inputs`); every declared
+output can be written to a file (:mod:`._call_outputs`). Progress, logs and END's message go to
+stderr.
+
+Exit status: 0 success; 1 a call error (one line ``CODE (class): message [arg=URN]`` on
+stderr; with ``-v`` the cartridge's stderr follows); 2 a usage error, found before anything is
+spawned when it can be (a missing cartridge or ``@FILE``, a malformed cap URN); 141 when stdout
+closed early (``| head``); 128 + N after signal N (the cartridges are killed first).
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import difflib
+import logging
 import os
+import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Annotated, Any, Final
 
 import anyio
+import anyio.abc
+import anyio.to_thread
+import attrs
 import typer
 
+from ..protocol import NetworkPolicy
 from . import app
+from ._call_inputs import UsageError, check_before_spawn, plan_call_inputs, split_arg
+from ._call_outputs import Renderer, StdoutClosed, plan_outputs
 
-_USAGE = 2
-_CALL_FAILED = 1
+__all__ = ("call_command",)
 
+_split_arg = split_arg  # the name the tests know
 
-def _split_arg(text: str, declared: list[str]) -> tuple[str, str]:
-    """``MEDIA_URN=VALUE`` -> (urn, value). Media URNs contain ``=`` themselves, so a declared
-    argument URN that prefixes the text wins; otherwise the separator is the ``=`` after the last
-    complete ``key=value`` tag (a tag is followed by ``;``).
-
-    :raises ValueError: no separator can be found.
-    """
-    for urn in sorted(declared, key=len, reverse=True):
-        if text.startswith(urn + "="):
-            return urn, text[len(urn) + 1 :]
-    if not text.startswith("media:"):
-        raise ValueError(f"--arg {text!r}: expected MEDIA_URN=VALUE with a media: URN")
-    pos = len("media:")
-    while True:
-        semi = text.find(";", pos)
-        end = semi if semi >= 0 else len(text)
-        segment = text[pos:end]
-        eqs = [i for i, ch in enumerate(segment) if ch == "="]
-        if len(eqs) >= 2:
-            cut = pos + eqs[1]
-            return text[:cut], text[cut + 1 :]
-        if semi < 0:
-            if len(eqs) == 1:
-                cut = pos + eqs[0]
-                return text[:cut], text[cut + 1 :]
-            raise ValueError(f"--arg {text!r}: expected MEDIA_URN=VALUE")
-        pos = semi + 1
+EXIT_OK: Final = 0
+EXIT_CALL_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_STDOUT_CLOSED: Final = 141  #: as a shell reports a writer stopped by SIGPIPE
+#: How many near misses a NO_HANDLER or unknown-alias error lists.
+CLOSEST: Final = 3
 
 
-async def _stdin_chunks(first: bytes) -> AsyncIterator[bytes]:
-    yield first
-    while True:
-        block = await anyio.to_thread.run_sync(os.read, 0, 1 << 18)
-        if not block:
-            return
-        yield block
+@attrs.frozen(kw_only=True)
+class CallOptions:
+    """Everything ``cartridge call`` was given (values are never printed: ``repr`` hides them)."""
+
+    target: str
+    cap: str
+    args: tuple[str, ...] = attrs.field(repr=False)
+    tokens: tuple[str, ...] = attrs.field(repr=False)
+    outputs: tuple[str, ...] = ()
+    output_dir: Path | None = None
+    cartridges: tuple[str, ...] = ()
+    timeout: float | None = None
+    policy: NetworkPolicy = NetworkPolicy.OFFLINE
+    verbose: bool = False
+    log_dir: Path | None = None
 
 
-def _emit_item(out: IO[bytes], value: Any) -> None:
-    if isinstance(value, bytes):
-        out.write(value + b"\n")
-    elif isinstance(value, str):
-        out.write(value.encode("utf-8") + b"\n")
-    else:
-        out.write(json.dumps(value, default=repr).encode("utf-8") + b"\n")
+def _err(text: str) -> None:
+    sys.stderr.write(" ".join(text.splitlines()) + "\n")
+    sys.stderr.flush()
 
 
-async def _run_call(
-    target: str,
-    cap: str,
-    args: list[str],
-    output: Path | None,
-    extra: list[str],
-) -> int:
-    from ..engine import CallError, Engine, Log, OutputData, OutputItem, Progress
-    from ..manifest import StdinSource
+def error_line(exc: Any) -> str:
+    """``CODE (class): message [arg=URN]`` on one line, as CLI mode prints it. A message's own
+    appended stderr tail (``... stderr:`` and the lines after it) is left out."""
+    message = str(getattr(exc, "message", "") or "")
+    first = message.splitlines()[0] if message else ""
+    for cut in (". stderr:", " stderr:"):
+        if first.endswith(cut):
+            first = first[: -len(cut)]
+    text = f"{exc.code} ({exc.attribution_class}): {first}"
+    if getattr(exc, "arg_urn", None):
+        text += f" arg={exc.arg_urn}"
+    return text
 
-    err = sys.stderr
-    tty = err.isatty()
-    async with Engine() as engine:
-        name = engine.add_cartridge(target)
-        for more in extra:
-            engine.add_cartridge(more)
-        try:
-            await engine.start(name)
-        except CallError as exc:
-            print(exc.one_line(), file=err)
-            tail = getattr(exc, "stderr_tail", "")
-            if tail and tail not in exc.one_line():
-                print(tail, file=err)
-            return _CALL_FAILED
-        manifest = engine.manifest(name)
-        cap_def = manifest.find_cap(cap) if manifest is not None else None
-        if cap_def is None and not cap.startswith("cap:"):
-            aliases = sorted(a for c in manifest.iter_caps() for a in c.aliases) if manifest else []
-            print(f"error: unknown cap or alias {cap!r}; available: {', '.join(aliases)}", file=err)
-            return _USAGE
-        cap_urn = cap_def.urn if cap_def is not None else cap
-        declared = [a.media_urn for a in cap_def.args] if cap_def is not None else []
-        main_urn: str | None = None
-        main_decl: str | None = None
-        if cap_def is not None:
-            for a in cap_def.args:
-                for src in a.sources:
-                    if isinstance(src, StdinSource):
-                        main_urn, main_decl = src.media_urn, a.media_urn
-        inputs: list[tuple[str, Any]] = []
-        given: set[str] = set()
-        for text in args:
-            try:
-                urn, value = _split_arg(text, declared)
-            except ValueError as exc:
-                print(f"error: {exc}", file=err)
-                return _USAGE
-            given.add(urn)
-            inputs.append(
-                (urn, Path(value[1:]) if value.startswith("@") else value.encode("utf-8"))
-            )
-        if (
-            main_urn is not None
-            and main_urn not in given
-            and main_decl not in given
-            and not sys.stdin.isatty()
-        ):
-            first = await anyio.to_thread.run_sync(os.read, 0, 1 << 18)
-            if first:
-                inputs.insert(0, (main_urn, _stdin_chunks(first)))
 
-        sink: IO[bytes] = open(output, "wb") if output is not None else sys.stdout.buffer  # noqa: SIM115, ASYNC230
-        bar: Any = None
-        task: Any = None
-        try:
+def _closest(wanted: str, known: list[str]) -> str:
+    near = difflib.get_close_matches(wanted, known, n=CLOSEST, cutoff=0.3)
+    return ", ".join(near)
+
+
+async def _show_stderr(engine: Any, name: str, exc: Any, opts: CallOptions) -> None:
+    """After a failure: the cartridge's stderr (``-v``) and where its log is kept."""
+    if not opts.verbose and opts.log_dir is None:
+        return
+    tail = getattr(exc, "stderr_tail", "") or ""
+    status = next((s for s in engine.status() if s.name == name), None)
+    if not tail and opts.verbose:
+        with anyio.move_on_after(5):
+            await engine.stop(name)  # its stderr is complete once it exited
+        status = next((s for s in engine.status() if s.name == name), None)
+        tail = status.stderr_tail if status is not None else ""
+    if opts.verbose:
+        if tail.strip():
+            sys.stderr.write(f"stderr of cartridge {name}:\n{tail.rstrip()}\n")
+        else:
+            sys.stderr.write(f"cartridge {name} wrote nothing to stderr\n")
+    if opts.log_dir is not None and status is not None and status.log_path:
+        sys.stderr.write(f"stderr log of cartridge {name}: {status.log_path}\n")
+    sys.stderr.flush()
+
+
+async def _call(engine: Any, name: str, opts: CallOptions) -> int:
+    from ..engine import CallError, NoRoute, OutputData, OutputItem
+    from ..engine import Log as LogEvent
+    from ..engine import Progress as ProgressEvent
+    from ..runtime._cli_args import StdinReader
+
+    try:
+        await engine.start(name)
+    except CallError as exc:
+        _err(error_line(exc))
+        tail = getattr(exc, "stderr_tail", "")
+        if tail:
+            sys.stderr.write(tail.rstrip() + "\n")
+        return EXIT_CALL_FAILED
+    manifest = engine.manifest(name)
+    cap_def = manifest.find_cap(opts.cap) if manifest is not None else None
+    if cap_def is None and not opts.cap.startswith("cap:"):
+        aliases = sorted(a for c in manifest.iter_caps() for a in c.aliases) if manifest else []
+        near = _closest(opts.cap, aliases)
+        hint = f"; did you mean {near}?" if near else ""
+        raise UsageError(
+            f"unknown cap or alias {opts.cap!r}{hint} (available: {', '.join(aliases)})"
+        )
+    cap_urn = cap_def.urn if cap_def is not None else opts.cap
+    plan = plan_outputs(cap_def, list(opts.outputs), opts.output_dir)
+    stdin = getattr(sys.stdin, "buffer", None)
+    # Reading stdin may block; a signal or --timeout abandons the thread instead of waiting.
+    runs = await anyio.to_thread.run_sync(
+        plan_call_inputs,
+        cap_def,
+        list(opts.args),
+        list(opts.tokens),
+        StdinReader(stdin),
+        abandon_on_cancel=True,
+    )
+    out = sys.stdout.buffer
+    renderer = Renderer(
+        plan,
+        out,
+        sys.stderr,
+        out_tty=_isatty(out),
+        err_tty=_isatty(sys.stderr),
+        label=cap_def.aliases[0] if cap_def is not None and cap_def.aliases else opts.cap,
+    )
+    try:
+        for inputs in runs:
             async with engine.call(cap_urn, inputs) as response:
                 async for ev in response:
-                    if isinstance(ev, OutputData) and ev.output is None:
-                        v = ev.value
-                        if isinstance(v, bytes):
-                            sink.write(v)
-                        elif isinstance(v, str):
-                            sink.write(v.encode("utf-8"))
-                        else:
-                            _emit_item(sink, v)
-                    elif isinstance(ev, OutputItem) and ev.output is None:
-                        _emit_item(sink, ev.value)
-                    elif isinstance(ev, Progress):
-                        if tty:
-                            if bar is None:
-                                from rich.progress import Progress as Bar
-
-                                bar = Bar(transient=True)
-                                bar.start()
-                                task = bar.add_task(ev.message or cap, total=1.0)
-                            bar.update(task, completed=ev.progress, description=ev.message or cap)
-                        else:
-                            print(f"[PROGRESS {round(ev.progress * 100)}%] {ev.message}", file=err)
-                    elif isinstance(ev, Log):
-                        tag = f"{ev.level.upper()} {ev.attribution_class or ''}".strip()
-                        line = f"[{tag}] {ev.message}"
-                        if ev.arg_urn:
-                            line += f" arg={ev.arg_urn}"
-                        print(line, file=err)
-                    sink.flush()
-        except CallError as exc:
-            if bar is not None:
-                bar.stop()
-            print(exc.one_line(), file=err)
-            return _CALL_FAILED
-        finally:
-            if bar is not None:
-                bar.stop()
-            if output is not None:
-                sink.close()
-    return 0
+                    if isinstance(ev, OutputData):
+                        renderer.data(ev.output, ev.value, item=False)
+                    elif isinstance(ev, OutputItem):
+                        renderer.data(ev.output, ev.value, item=True)
+                    elif isinstance(ev, ProgressEvent):
+                        renderer.progress(ev.progress, ev.message)
+                    elif isinstance(ev, LogEvent):
+                        renderer.log(ev.level, ev.message, ev.attribution_class, ev.arg_urn)
+                message = (response.end_meta or {}).get("message")
+            if message:
+                renderer.stop_bar()
+                renderer.status(f"[END] {message}")
+    except CallError as exc:
+        plan.discard()
+        renderer.finish()
+        line = error_line(exc)
+        if isinstance(exc, NoRoute):
+            known = [c.urn for n in _names(engine) for c in _caps(engine, n)]
+            near = _closest(_canonical(opts.cap), known)
+            line += f"; closest: {near}" if near else ""
+        _err(line)
+        await _show_stderr(engine, name, exc, opts)
+        return EXIT_CALL_FAILED
+    except StdoutClosed:
+        plan.discard()
+        _silence_stdout()
+        return EXIT_STDOUT_CLOSED
+    except BaseException:
+        plan.discard()
+        renderer.stop_bar()
+        raise
+    renderer.finish()
+    for path in plan.commit():
+        if opts.verbose:
+            _err(f"wrote {path}")
+    return EXIT_OK
 
 
-@app.command("call")
+def _canonical(cap: str) -> str:
+    """A cap URN in canonical form (tags sorted, as manifests hold them), for comparing."""
+    from ..urn import CapUrn, UrnError
+
+    try:
+        return str(CapUrn.parse(cap))
+    except UrnError:
+        return cap
+
+
+def _names(engine: Any) -> list[str]:
+    return [s.name for s in engine.status()]
+
+
+def _caps(engine: Any, name: str) -> list[Any]:
+    manifest = engine.manifest(name)
+    return list(manifest.iter_caps()) if manifest is not None else []
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's last flush of a closed pipe is silent."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    if seconds is None:
+        yield
+    else:
+        with anyio.fail_after(seconds):
+            yield
+
+
+async def _watch_signals(engine: Any, outcome: dict[str, int], scope: anyio.CancelScope) -> None:
+    """SIGTERM, SIGINT, SIGHUP: kill every cartridge at once, then end with 128 + N."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            for name in _names(engine):
+                with contextlib.suppress(Exception):
+                    engine.kill(name)
+            outcome["status"] = 128 + int(signum)
+            scope.cancel()
+            return
+
+
+async def run_call(opts: CallOptions) -> int:
+    """Run one ``cartridge call`` and return its exit status."""
+    from ..engine import Engine
+
+    # The engine also logs a cartridge's death (with its stderr tail) as a warning; here the
+    # error line says it once, and -v shows the stderr.
+    engine_log = logging.getLogger("cartridge_runtime.engine")
+    if not engine_log.handlers:
+        engine_log.addHandler(logging.NullHandler())
+    outcome: dict[str, int] = {}
+    async with Engine(policy=opts.policy, log_dir=opts.log_dir) as engine:
+        name = engine.add_cartridge(opts.target)
+        for more in opts.cartridges:
+            engine.add_cartridge(more)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_signals, engine, outcome, tg.cancel_scope)
+            try:
+                with _deadline(opts.timeout):
+                    outcome.setdefault("status", await _call(engine, name, opts))
+            except UsageError as exc:
+                outcome.setdefault("status", EXIT_USAGE)
+                _err(f"error: {exc}")
+            except TimeoutError:
+                for each in _names(engine):
+                    with contextlib.suppress(Exception):
+                        engine.kill(each)
+                outcome.setdefault("status", EXIT_CALL_FAILED)
+                _err(f"TIMEOUT (environment): no result within {opts.timeout:g} s (--timeout)")
+            tg.cancel_scope.cancel()
+    return outcome.get("status", EXIT_CALL_FAILED)
+
+
+_POLICIES = [p.value for p in NetworkPolicy]
+
+
+@app.command(
+    "call",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
 def call_command(
-    target: str = typer.Argument(
-        ..., help="The cartridge: a .py script, an executable, or a path."
-    ),
-    cap: str = typer.Argument(..., help="A cap URN, or an alias from the cartridge's manifest."),
-    arg: list[str] = typer.Option(  # noqa: B008
-        [], "--arg", "-a", help="An input: MEDIA_URN=VALUE, or MEDIA_URN=@PATH for a file's bytes."
-    ),
-    output: Path | None = typer.Option(None, "-o", "--output", help="Write the main output here."),  # noqa: B008
-    cartridge: list[str] = typer.Option(  # noqa: B008
-        [], "--cartridge", help="Another cartridge to load (for peer calls); may be repeated."
-    ),
+    ctx: typer.Context,
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="TARGET", help="The cartridge: a .py script, an executable, or a path."
+        ),
+    ],
+    cap: Annotated[
+        str,
+        typer.Argument(metavar="CAP", help="A cap URN, or an alias from the cartridge's manifest."),
+    ],
+    arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--arg",
+            "-a",
+            metavar="MEDIA_URN=VALUE",
+            help="An input: MEDIA_URN=VALUE or NAME=VALUE (NAME an argument name from the "
+            "manifest); VALUE @PATH for a file's bytes. The cap's own flags and positionals "
+            "also work, after CAP, as in the script's CLI mode (use -- before any that clash "
+            "with these options).",
+        ),
+    ] = None,
+    output: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="[NAME=]FILE",
+            help="Write the main output (FILE) or the output NAME (NAME=FILE) to a file, "
+            "atomically: nothing is left behind when the call fails. May be repeated.",
+        ),
+    ] = None,
+    output_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--output-dir",
+            metavar="DIR",
+            help="Write every output not named by --output to DIR/NAME (the main one too).",
+        ),
+    ] = None,
+    cartridge: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cartridge",
+            metavar="TARGET",
+            help="Another cartridge to load (for peer calls); may be repeated.",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            help="Give up after this many seconds (exit 1, TIMEOUT). Default: no limit.",
+        ),
+    ] = None,
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            metavar="|".join(_POLICIES),
+            show_default=False,
+            help="The network policy the cartridge gets. Default: offline (the script's own "
+            "CLI mode runs under full).",
+        ),
+    ] = NetworkPolicy.OFFLINE.value,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="On failure, show the cartridge's stderr; list files written."
+        ),
+    ] = False,
+    log_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--log-dir",
+            metavar="DIR",
+            help="Keep each cartridge's stderr in DIR/NAME.stderr.log (default: not kept).",
+        ),
+    ] = None,
 ) -> None:
     """Call one cap of a cartridge and stream its main output to stdout."""
-    code = anyio.run(_run_call, target, cap, list(arg), output, list(cartridge))
-    raise typer.Exit(code)
+    if policy not in _POLICIES:
+        _err(f"error: --policy must be one of {', '.join(_POLICIES)}")
+        raise typer.Exit(EXIT_USAGE)
+    if timeout is not None and not timeout > 0:
+        _err("error: --timeout must be a positive number of seconds")
+        raise typer.Exit(EXIT_USAGE)
+    opts = CallOptions(
+        target=target,
+        cap=cap,
+        args=tuple(arg or ()),
+        tokens=tuple(ctx.args),
+        outputs=tuple(output or ()),
+        output_dir=output_dir,
+        cartridges=tuple(cartridge or ()),
+        timeout=timeout,
+        policy=NetworkPolicy(policy),
+        verbose=verbose,
+        log_dir=log_dir,
+    )
+    try:
+        check_before_spawn(target, cap, list(opts.args))
+        for more in opts.cartridges:
+            check_before_spawn(more, "", [])
+    except UsageError as exc:
+        _err(f"error: {exc}")
+        raise typer.Exit(EXIT_USAGE) from None
+    raise typer.Exit(anyio.run(run_call, opts))

@@ -1,9 +1,12 @@
 """``cartridge new NAME [--dir DIR]``: scaffold a cartridge script and its test.
 
-Writes ``NAME.py`` (a working cartridge with two caps, from ``templates/cartridge.py.tmpl``)
-and ``test_NAME.py`` (in-process tests through :mod:`cartridge_runtime.testing`, from
-``templates/test_cartridge.py.tmpl``). The generated test passes and the cartridge passes the
-conformance kit as generated. Existing files are never overwritten unless ``--force`` is given.
+Writes ``NAME.py`` (a working cartridge with two caps, from ``templates/cartridge.py.tmpl``),
+``test_NAME.py`` (in-process tests through :mod:`cartridge_runtime.testing`, from
+``templates/test_cartridge.py.tmpl``) and, where the directory has no pytest configuration
+yet, ``pytest.ini`` (pytest-asyncio's settings, so the first run has no warning). The
+generated test passes and the cartridge passes the conformance kit as generated. Existing
+files are never overwritten unless ``--force`` is given (an existing pytest configuration is
+never touched).
 """
 
 from __future__ import annotations
@@ -25,6 +28,16 @@ NAME_PATTERN: Final = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 _TEMPLATES: Final = (
     ("cartridge.py.tmpl", "{name}.py"),
     ("test_cartridge.py.tmpl", "test_{name}.py"),
+)
+#: The pytest configuration the generated test needs (pytest-asyncio's mode and loop scope, so
+#: the first run is quiet); written only where no pytest configuration exists yet.
+_PYTEST_TEMPLATE: Final = ("pytest.ini.tmpl", "pytest.ini")
+#: Files that hold a pytest configuration, and the section that makes them one.
+_PYTEST_CONFIGS: Final = (
+    ("pytest.ini", ""),
+    ("pyproject.toml", "[tool.pytest"),
+    ("tox.ini", "[pytest]"),
+    ("setup.cfg", "[tool:pytest]"),
 )
 
 
@@ -59,10 +72,25 @@ def scaffold(name: str, directory: Path, *, force: bool = False) -> list[Path]:
     existing = [str(path) for _, path in targets if path.exists()]
     if existing and not force:
         raise ScaffoldError(f"refusing to overwrite {', '.join(existing)} (use --force)")
+    if not _has_pytest_config(directory):
+        template, file_name = _PYTEST_TEMPLATE
+        targets.append((template, directory / file_name))
     directory.mkdir(parents=True, exist_ok=True)
     for template, path in targets:
         path.write_text(render(template, name), encoding="utf-8")
     return [path for _, path in targets]
+
+
+def _has_pytest_config(directory: Path) -> bool:
+    for file_name, section in _PYTEST_CONFIGS:
+        path = directory / file_name
+        if path.is_file():
+            try:
+                if section in path.read_text(encoding="utf-8", errors="replace"):
+                    return True
+            except OSError:
+                return True  # unreadable: leave it alone
+    return False
 
 
 @app.command("new")

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from .._item import Item as Item  # re-exported: the engine's item type
+from .._redact import describe, describe_items, describe_meta, describe_values
 
 
 @attrs.frozen(kw_only=True)
@@ -24,7 +25,7 @@ class OutputStarted:
     media_urn: str
     is_sequence: bool
     unbounded: bool = False
-    meta: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = attrs.field(default=None, repr=describe_meta)
 
 
 @attrs.frozen(kw_only=True)
@@ -33,7 +34,7 @@ class OutputData:
 
     output: str | None
     stream_id: str
-    value: Any
+    value: Any = attrs.field(repr=describe)
 
 
 @attrs.frozen(kw_only=True)
@@ -42,8 +43,8 @@ class OutputItem:
 
     output: str | None
     stream_id: str
-    value: Any
-    meta: Mapping[str, Any] | None = None
+    value: Any = attrs.field(repr=describe)
+    meta: Mapping[str, Any] | None = attrs.field(default=None, repr=describe_meta)
 
 
 @attrs.frozen(kw_only=True)
@@ -88,9 +89,9 @@ class OutputResult:
     output: str | None
     media_urn: str
     is_sequence: bool
-    data: bytes = b""
-    values: tuple[Any, ...] = ()
-    items: tuple[Item, ...] = ()
+    data: bytes = attrs.field(default=b"", repr=describe)
+    values: tuple[Any, ...] = attrs.field(default=(), repr=describe_values)
+    items: tuple[Item, ...] = attrs.field(default=(), repr=describe_items)
 
     @property
     def text(self) -> str:
@@ -107,7 +108,7 @@ class Result:
     outputs: Mapping[str | None, OutputResult]
     logs: tuple[Log, ...] = ()
     progress: tuple[Progress, ...] = ()
-    end_meta: Mapping[str, Any] | None = None
+    end_meta: Mapping[str, Any] | None = attrs.field(default=None, repr=describe_meta)
 
     @property
     def main(self) -> OutputResult | None:

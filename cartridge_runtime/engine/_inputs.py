@@ -26,6 +26,7 @@ import anyio.lowlevel
 import attrs
 
 from .. import protocol as P
+from .._redact import describe
 from ..protocol import Frame, FrameType, MessageId
 from ._events import Item
 
@@ -85,9 +86,11 @@ def normalize_inputs(inputs: Inputs | None) -> list[tuple[str, Any]]:
     if inputs is None:
         return []
     pairs = list(inputs.items()) if isinstance(inputs, Mapping) else list(inputs)
-    for pair in pairs:
+    for index, pair in enumerate(pairs):
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
-            raise TypeError(f"each input must be a (media_urn, value) pair, got {pair!r}")
+            raise TypeError(
+                f"input {index}: each input must be a (media_urn, value) pair, got {describe(pair)}"
+            )
     return pairs
 
 

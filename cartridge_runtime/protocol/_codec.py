@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import cbor2
 
+from .._redact import describe
 from ._constants import HARD_FRAME_CAP, PREFIX_LEN, FrameType, Key
 from ._errors import FrameDecodeError, FrameEncodeError, FrameTooLargeError
 from ._frame import WIRE_FIELD_NAMES, Frame, MessageId, _from_fields
@@ -299,20 +300,20 @@ def _bad_value(key: int, v: Any) -> Any:
             raise FrameDecodeError("output (key 21) must be text")
         raise FrameDecodeError(f"key {key} ({name}) has type {type(v).__name__}")
     if typ is bool:
-        raise FrameDecodeError(f"key {key} ({name}) must be a boolean, got {v!r}")
+        raise FrameDecodeError(f"key {key} ({name}) must be a boolean, got {describe(v)}")
     if key == 0:
         if v is None:
             raise FrameDecodeError("frame has no version (key 0)")
-        raise FrameDecodeError(f"frame version must be an integer, got {v!r}")
+        raise FrameDecodeError(f"frame version must be an integer, got {describe(v)}")
     if key == 1:
         if v is None:
             raise FrameDecodeError("frame has no integer frame type (key 1)")
-        raise FrameDecodeError(f"frame type must be an integer, got {v!r}")
+        raise FrameDecodeError(f"frame type must be an integer, got {describe(v)}")
     if key == 3:
-        raise FrameDecodeError(f"seq must be an unsigned integer, got {v!r}")
+        raise FrameDecodeError(f"seq must be an unsigned integer, got {describe(v)}")
     if key == 16:
-        raise FrameDecodeError(f"checksum (key 16) must be a uint64, got {v!r}")
-    raise FrameDecodeError(f"key {key} ({name}) must be an unsigned integer, got {v!r}")
+        raise FrameDecodeError(f"checksum (key 16) must be a uint64, got {describe(v)}")
+    raise FrameDecodeError(f"key {key} ({name}) must be an unsigned integer, got {describe(v)}")
 
 
 def _new_id(key: int, value: Any) -> MessageId:

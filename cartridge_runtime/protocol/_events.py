@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from .._redact import describe, describe_meta
 from ._frame import MessageId
 
 
@@ -29,7 +30,7 @@ class StreamOpened:
     is_sequence: bool = False
     unbounded: bool = False
     output: str | None = None
-    meta: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = attrs.field(default=None, repr=describe_meta)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -37,7 +38,7 @@ class StreamData:
     """One scalar-mode chunk, decoded: a single CBOR value (bytes, text, list element...)."""
 
     stream_id: str
-    value: Any
+    value: Any = attrs.field(repr=describe)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -45,8 +46,8 @@ class StreamItem:
     """One whole sequence-mode item with the per-item meta of its first fragment."""
 
     stream_id: str
-    value: Any
-    meta: Mapping[str, Any] | None = None
+    value: Any = attrs.field(repr=describe)
+    meta: Mapping[str, Any] | None = attrs.field(default=None, repr=describe_meta)
 
 
 @attrs.frozen(slots=True, kw_only=True)
@@ -79,7 +80,7 @@ class ProgressReceived:
 class BodyEnded:
     """END: the request body (or the response) is complete."""
 
-    meta: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = attrs.field(default=None, repr=describe_meta)
 
     @property
     def progress(self) -> float | None:

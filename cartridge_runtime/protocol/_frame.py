@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from .._redact import describe
 from ._constants import PROTOCOL_VERSION, FrameType
 
 #: Random bytes fetched from the OS at a time for new ids (one system call per 256 ids).
@@ -246,14 +247,18 @@ _REPR_FIELDS = (
 )
 
 
+#: Meta keys whose values are protocol words (shown); every other meta value is the caller's
+#: and may be a secret, so only its type and size are shown.
+_WORD_KEYS = frozenset({"level", "attribution_class", "code", "network", "credit_dir"})
+
+
 def _short_meta(meta: Mapping[str, Any]) -> str:
     out = []
     for k, v in meta.items():
-        if isinstance(v, bytes | bytearray):
-            out.append(f"{k}=<{len(v)} bytes>")
+        if k in _WORD_KEYS and isinstance(v, str) and len(v) <= 40:
+            out.append(f"{k}={v!r}")
         else:
-            r = repr(v)
-            out.append(f"{k}={r if len(r) <= 60 else r[:57] + '...'}")
+            out.append(f"{k}={describe(v)}")
     return "{" + ", ".join(out) + "}"
 
 

@@ -53,6 +53,16 @@ A failure raises :class:`CartridgeError` (``.code``, ``.attribution_class``, ``.
 
 from __future__ import annotations
 
+from ._blocking import (
+    BlockingInputPackage,
+    BlockingInputStream,
+    BlockingOutputStream,
+    BlockingPeerCall,
+    BlockingPeerInvoker,
+    BlockingPeerResponse,
+    BlockingRequest,
+    BlockingWetContext,
+)
 from ._context import (
     REQUEST_KEY,
     DryContext,
@@ -118,6 +128,15 @@ __all__ = (
     "PeerResponse",
     "PeerData",
     "PeerLog",
+    # what a synchronous handler sees (blocking proxies, for type checkers)
+    "BlockingWetContext",
+    "BlockingRequest",
+    "BlockingInputPackage",
+    "BlockingInputStream",
+    "BlockingOutputStream",
+    "BlockingPeerInvoker",
+    "BlockingPeerCall",
+    "BlockingPeerResponse",
     # errors
     "CartridgeError",
     "OpError",

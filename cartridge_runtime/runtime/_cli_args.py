@@ -37,6 +37,7 @@ from typing import Any, BinaryIO, Final
 
 import attrs
 
+from cartridge_runtime._redact import describe, describe_meta
 from cartridge_runtime.manifest import (
     ArgDef,
     CapDef,
@@ -85,8 +86,8 @@ class CliInput:
 
     media_urn: str
     arg_name: str
-    data: bytes | None = None
-    items: tuple[bytes, ...] | None = None
+    data: bytes | None = attrs.field(default=None, repr=describe)
+    items: tuple[bytes, ...] | None = attrs.field(default=None, repr=describe)
     reader: StdinReader | None = attrs.field(default=None, eq=False)
 
     @property
@@ -160,8 +161,8 @@ class StdinReader:
 class ParsedTokens:
     """The tokens after the alias, split into declared flags and positionals."""
 
-    flags: dict[str, str]
-    positionals: tuple[str, ...]
+    flags: dict[str, str] = attrs.field(repr=describe_meta)
+    positionals: tuple[str, ...] = attrs.field(repr=describe)
     help: bool = False
 
 
@@ -212,8 +213,11 @@ def parse_tokens(cap: CapDef, tokens: Sequence[str]) -> ParsedTokens:
         flags[name] = value
     limit = _position_count(cap)
     if len(positionals) > limit:
-        extra = " ".join(positionals[limit:])
-        raise CliUsageError(f"'{alias}' takes {limit} positional argument(s); unexpected: {extra}")
+        extra = len(positionals) - limit
+        raise CliUsageError(
+            f"'{alias}' takes {limit} positional argument(s); got {extra} more "
+            f"(from position {limit}, counting from 0)"
+        )
     return ParsedTokens(flags=flags, positionals=tuple(positionals), help=want_help)
 
 
@@ -279,7 +283,7 @@ class _Raw:
 
     arg: ArgDef
     media_urn: str
-    data: bytes | None = None
+    data: bytes | None = attrs.field(default=None, repr=describe)
     reader: StdinReader | None = None
 
 
@@ -289,7 +293,7 @@ def _how_to_give(arg: ArgDef) -> str:
         if isinstance(source, CliFlagSource):
             ways.append(f"{source.flag} <{arg.name}>")
         elif isinstance(source, PositionSource):
-            ways.append(f"positional argument {source.index + 1}")
+            ways.append(f"position {source.index}")
         else:
             ways.append("standard input")
     return " or ".join(ways)
@@ -471,5 +475,5 @@ def _describe_source(arg: ArgDef, source: Any) -> str:
     if isinstance(source, CliFlagSource):
         return f"{source.flag} <value> or {source.flag}=<value>"
     if isinstance(source, PositionSource):
-        return f"positional argument {source.index + 1}"
+        return f"position {source.index} (positions count from 0, as in the manifest)"
     return f"standard input (as {source.media_urn})"

@@ -142,7 +142,7 @@ def _dispatch(
         return EXIT_CLI_OK
     if first == MANIFEST_COMMAND:
         if rest:
-            raise CliUsageError(f"'{MANIFEST_COMMAND}' takes no arguments (got {' '.join(rest)})")
+            raise CliUsageError(f"'{MANIFEST_COMMAND}' takes no arguments (got {len(rest)})")
         out.write((manifest.to_pretty_json() + "\n").encode("utf-8"))
         return EXIT_CLI_OK
     cap = _find_alias(manifest, first)

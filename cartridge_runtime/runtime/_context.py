@@ -9,7 +9,7 @@ built once per request. Neither ``repr`` prints values (they may be secrets or p
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 import attrs
@@ -182,9 +182,11 @@ class Op:
                         await out.write(chunk)
     """
 
-    async def perform(
-        self, dry: DryContext, wet: WetContext
-    ) -> None:  # pragma: no cover - abstract
+    def perform(self, dry: DryContext, wet: Any) -> Awaitable[None] | None:  # pragma: no cover
+        """Serve one request. Override it as ``async def perform(self, dry: DryContext, wet:
+        WetContext) -> None``, or as a plain ``def perform(self, dry: DryContext, wet:
+        BlockingWetContext) -> None`` that runs in a worker thread (``wet`` is typed ``Any``
+        here so that either override type-checks)."""
         raise NotImplementedError
 
     def metadata(self) -> OpMetadata:
@@ -215,7 +217,7 @@ class SyncFunctionOp(Op):
     def __init__(self, fn: Callable[..., Any]) -> None:
         self._fn = fn
 
-    def perform(self, dry: DryContext, wet: WetContext) -> None:  # type: ignore[override]
+    def perform(self, dry: DryContext, wet: Any) -> None:
         self._fn(wet.request)
 
     def metadata(self) -> OpMetadata:

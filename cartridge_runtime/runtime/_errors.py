@@ -4,12 +4,21 @@ Every error here derives from :class:`CartridgeError`. Those that end a request 
 ``code`` / ``attribution_class`` / ``arg_urn`` of the ERR frame the runtime writes for them
 (as class attributes, which an instance may override). :class:`OpError` is the one a
 handler author raises (or subclasses) to choose the ERR exactly; any exception that is not a
-:class:`CartridgeError` becomes ``HANDLER_ERROR``/``internal`` with its message.
+:class:`CartridgeError` becomes ``HANDLER_ERROR``/``internal`` with its type and message
+(:func:`handler_error_message`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+
+def handler_error_message(exc: BaseException) -> str:
+    """The ``HANDLER_ERROR`` message for an exception a handler let escape: its type, then its
+    text (``KeyError: 'x'``, ``ValueError: bad``), or the type alone when it has no text."""
+    text = str(exc)
+    name = type(exc).__name__
+    return f"{name}: {text}" if text else name
 
 
 class CartridgeError(Exception):

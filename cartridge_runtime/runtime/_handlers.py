@@ -29,7 +29,7 @@ import sniffio
 from cartridge_runtime.protocol import ATTRIBUTION_CLASSES, frames
 
 from ._context import REQUEST_KEY, DryContext, NetworkAccess, WetContext
-from ._errors import CartridgeError
+from ._errors import CartridgeError, handler_error_message
 from ._peer import PeerInvoker
 from ._request import Request
 from ._specs import output_specs
@@ -210,7 +210,7 @@ class HandlerRunner:
                 except Exception as exc:
                     print(f"cartridge: handler for {a.cap} failed:", file=sys.stderr)
                     traceback.print_exception(exc, file=sys.stderr)
-                    outcome = CartridgeError(str(exc) or type(exc).__name__)
+                    outcome = CartridgeError(handler_error_message(exc))
             await self._terminal(a, outcome)
         finally:
             a.scope = None

@@ -17,6 +17,7 @@ import anyio
 import attrs
 import cbor2
 
+from cartridge_runtime._redact import describe, describe_meta
 from cartridge_runtime.urn import media_matches_for_stream
 
 from ._errors import InputDecodeError, InputStreamError, MissingInput
@@ -74,8 +75,8 @@ def _as_bytes(value: Any) -> bytes:
 class InputItem:
     """One decoded value of an input stream, with the per-item meta of sequence items."""
 
-    value: Any
-    meta: Any = None
+    value: Any = attrs.field(repr=describe)
+    meta: Any = attrs.field(default=None, repr=describe_meta)
 
 
 class InputStream:

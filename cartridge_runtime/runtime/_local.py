@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from ._context import REQUEST_KEY, DryContext, NetworkAccess, WetContext
-from ._errors import CartridgeError
+from ._errors import CartridgeError, handler_error_message
 from ._input import InputPackage, package_from_bytes
 from ._output import OutputStream
 from ._request import Request
@@ -132,7 +132,7 @@ async def invoke_package(
     except passthrough:
         raise
     except Exception as exc:
-        raise CartridgeError(str(exc) or type(exc).__name__) from exc
+        raise CartridgeError(handler_error_message(exc)) from exc
     for out in outputs:
         await out._finish_output()
     await _call(sink, "finish", *reporter.final)

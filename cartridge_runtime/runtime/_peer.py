@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from cartridge_runtime._redact import describe, describe_meta
 from cartridge_runtime.protocol import (
     BodyEnded,
     ErrorReceived,
@@ -36,8 +37,8 @@ from ._output import OutputStream, Reporter
 class PeerData:
     """One value from the peer's response (a scalar chunk or a sequence item)."""
 
-    value: Any
-    meta: Any = None
+    value: Any = attrs.field(repr=describe)
+    meta: Any = attrs.field(default=None, repr=describe_meta)
     media_urn: str = ""  #: the media URN of the stream it came on
     output: str | None = None  #: key 21 of that stream (``None`` for the main output)
 

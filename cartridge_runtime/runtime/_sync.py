@@ -115,7 +115,7 @@ async def run_perform(
             _IS_ASYNC.clear()
         _IS_ASYNC[func] = is_async
     if is_async:
-        await perform(dry, wet)
+        await perform(dry, wet)  # type: ignore[misc]  # is_async: a coroutine function
         return
     req = wet.request
     proxied = wet.derive()
@@ -134,7 +134,7 @@ async def run_perform(
     async with anyio.create_task_group() as tg:
         tg.start_soon(keepalive)
         try:
-            sync_perform: Callable[[DryContext, WetContext], None] = op.perform  # type: ignore[assignment]
+            sync_perform: Callable[[DryContext, WetContext], object] = op.perform
             await anyio.to_thread.run_sync(sync_perform, dry, proxied)
         except Exception as exc:
             failure = exc

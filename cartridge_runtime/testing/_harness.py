@@ -35,7 +35,10 @@ Pending calls and cancel
     sends CANCEL (reason meta only when given), ``call.partial`` is what arrived so far.
 
 Peers
-    ``peers={cap: async fn(cap, inputs) -> bytes}`` answers the cartridge's peer calls. A call's
+    ``peers={cap: async fn(cap, inputs) -> bytes | PeerReply}`` answers the cartridge's peer
+    calls: bytes are the main output, a :class:`PeerReply` gives a sequence main output and
+    any other outputs; a raised ``OpError`` (anything with ``code``) is an ERR with its code,
+    class and ``arg_urn``. A call's
     cap text equal to a key picks that key; otherwise the keys are matched like the runtime
     dispatches (:func:`cartridge_runtime.urn.select_handler`), so an equivalent spelling (tag
     order, quoting, a more specific request) reaches the callback. No match → ERR NO_HANDLER.
@@ -44,13 +47,15 @@ Peers
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
 import anyio.abc
+import attrs
 import cbor2
 
+from cartridge_runtime._redact import describe, describe_meta
 from cartridge_runtime.protocol import (
     BodyEnded,
     BodyReceiver,
@@ -81,6 +86,7 @@ from ._harness_call import (
     InputSpec,
     Item,
     StreamResult,
+    split_item,
 )
 
 __all__ = (
@@ -92,13 +98,35 @@ __all__ = (
     "InputSpec",
     "Item",
     "PeerHandler",
+    "PeerReply",
     "StreamResult",
     "call_sync",
     "memory_byte_pipe",
     "run_op",
 )
 
-PeerHandler = Callable[[str, list[tuple[str, bytes]]], Awaitable[bytes]]
+
+@attrs.frozen(kw_only=True)
+class PeerReply:
+    """What a fake peer (``peers={cap: handler}``) answers when plain bytes are not enough.
+
+    :param data: the main output as one scalar stream (bytes, or text as UTF-8).
+    :param items: the main output as a sequence stream instead (each element a value, an
+        :class:`Item` or a ``(value, meta)`` pair).
+    :param outputs: further outputs by media URN (STREAM_START key 21): bytes or text for a
+        scalar stream, a list for a sequence.
+    :param media_urn: the main stream's media URN.
+    """
+
+    data: bytes | str = attrs.field(default=b"", repr=describe)
+    items: Sequence[Any] | None = attrs.field(default=None, repr=describe)
+    outputs: Mapping[str, Any] = attrs.field(factory=dict, repr=describe_meta)
+    media_urn: str = "media:"
+
+
+#: A fake peer: ``async fn(cap, inputs) -> bytes | PeerReply``; raising a typed error
+#: (``OpError``, ``CallError``) answers ERR with its code, class and ``arg_urn``.
+PeerHandler = Callable[[str, list[tuple[str, bytes]]], Awaitable["bytes | PeerReply"]]
 
 
 class _ByteRecv(anyio.abc.ByteReceiveStream):
@@ -284,7 +312,7 @@ class CartridgeHarness:
                 call.receiver.consumed(ev.stream_id)
             elif isinstance(ev, StreamItem):
                 call.by_id[ev.stream_id].values.append(ev.value)
-                call.by_id[ev.stream_id].items.append((ev.value, ev.meta))
+                call.by_id[ev.stream_id].items.append(Item(ev.value, ev.meta))
                 call.receiver.consumed(ev.stream_id)
             elif isinstance(ev, StreamClosed):
                 s = call.by_id[ev.stream_id]
@@ -435,19 +463,53 @@ class CartridgeHarness:
             )
             return
         try:
-            data = await handler(cap, inputs)
+            reply = await handler(cap, inputs)
         except Exception as exc:
-            await self.send_frame(frames.err(rid, "PEER_FAILED", str(exc), "internal"))
+            # A typed error (OpError, CallError, anything with a ``code``) keeps its code,
+            # class and arg_urn; any other exception is PEER_FAILED/internal, naming its type.
+            code = getattr(exc, "code", None)
+            if isinstance(code, str) and code:
+                message = str(getattr(exc, "message", "") or exc)
+                cls = str(getattr(exc, "attribution_class", None) or "internal")
+                arg_urn = getattr(exc, "arg_urn", None)
+            else:
+                code, cls, arg_urn = "PEER_FAILED", "internal", None
+                message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            await self.send_frame(frames.err(rid, code, message, cls, arg_urn=arg_urn))
             return
-        sid = "peer-resp-0"
-        await self.send_frame(frames.stream_start(rid, sid, "media:", is_sequence=False))
-        n = 0
-        step = self.limits.effective_chunk
-        for pos in range(0, len(data), step):
-            await self.send_frame(frames.chunk(rid, sid, n, cbor2.dumps(data[pos : pos + step])))
-            n += 1
-        await self.send_frame(frames.stream_end(rid, sid, n))
+        if not isinstance(reply, PeerReply):
+            reply = PeerReply(data=reply)
+        streams: list[tuple[str | None, str, Any]] = [
+            (None, reply.media_urn, reply.items if reply.items is not None else reply.data)
+        ]
+        streams += [(urn, urn, value) for urn, value in reply.outputs.items()]
+        for index, (output, media_urn, value) in enumerate(streams):
+            await self._send_peer_stream(rid, f"peer-resp-{index}", output, media_urn, value)
         await self.send_frame(frames.end(rid))
+
+    async def _send_peer_stream(
+        self, rid: MessageId, sid: str, output: str | None, media_urn: str, value: Any
+    ) -> None:
+        """One response stream: a list is a sequence (items may be :class:`Item` with meta),
+        bytes or text a scalar stream cut at the chunk size."""
+        is_sequence = isinstance(value, list | tuple)
+        await self.send_frame(
+            frames.stream_start(rid, sid, media_urn, is_sequence=is_sequence, output=output)
+        )
+        n = 0
+        if is_sequence:
+            for item in value:
+                item_value, meta = split_item(item)
+                await self.send_frame(frames.chunk(rid, sid, n, cbor2.dumps(item_value), meta=meta))
+                n += 1
+        else:
+            data = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+            step = self.limits.effective_chunk
+            for pos in range(0, len(data), step):
+                piece = cbor2.dumps(data[pos : pos + step])
+                await self.send_frame(frames.chunk(rid, sid, n, piece))
+                n += 1
+        await self.send_frame(frames.stream_end(rid, sid, n))
 
 
 async def run_op(

@@ -15,6 +15,7 @@ import attrs
 import cbor2
 
 from cartridge_runtime._item import Item as Item  # re-exported for the harness
+from cartridge_runtime._redact import describe, describe_items, describe_meta, describe_values
 from cartridge_runtime.protocol import (
     BodyReceiver,
     Frame,
@@ -44,10 +45,10 @@ class Input:
     """
 
     media_urn: str
-    value: Any
+    value: Any = attrs.field(repr=describe)
     unbounded: bool = False
     is_sequence: bool | None = None
-    meta: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = attrs.field(default=None, repr=describe_meta)
 
 
 #: What ``call()`` / ``start_call()`` accept as one argument.
@@ -67,7 +68,9 @@ def as_input(spec: Any) -> Input:
     elif isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str):
         inp = Input(spec[0], spec[1])
     else:
-        raise TypeError(f"an input must be Input(...) or a (media_urn, value) pair, got {spec!r}")
+        raise TypeError(
+            f"an input must be Input(...) or a (media_urn, value) pair, got {describe(spec)}"
+        )
     if inp.is_sequence is False and isinstance(inp.value, list | tuple):
         raise TypeError(f"input {inp.media_urn}: is_sequence=False but the value is a list")
     return inp
@@ -96,9 +99,9 @@ class StreamResult:
     output: str | None = None
     is_sequence: bool = False
     unbounded: bool = False
-    meta: Any = None
-    values: list[Any] = attrs.field(factory=list)
-    items: list[tuple[Any, Any]] = attrs.field(factory=list)
+    meta: Any = attrs.field(default=None, repr=describe_meta)
+    values: list[Any] = attrs.field(factory=list, repr=describe_values)
+    items: list[Item] = attrs.field(factory=list, repr=describe_items)
     chunk_count: int | None = None
     closed: bool = False
 
@@ -111,6 +114,11 @@ class StreamResult:
                 v if isinstance(v, bytes) else v.encode() if isinstance(v, str) else cbor2.dumps(v)
             )
         return b"".join(out)
+
+    @property
+    def text(self) -> str:
+        """:attr:`data` as UTF-8 text."""
+        return self.data.decode("utf-8")
 
 
 @attrs.frozen(kw_only=True)
@@ -131,9 +139,9 @@ class CallResult:
     streams: list[StreamResult] = attrs.field(factory=list)
     logs: list[LogReceived] = attrs.field(factory=list)
     progress: list[tuple[float, str]] = attrs.field(factory=list)
-    end: Any = None
+    end: Any = attrs.field(default=None, repr=describe_meta)
     error: ErrorInfo | None = None
-    frames: list[Frame] = attrs.field(factory=list)
+    frames: list[Frame] = attrs.field(factory=list, repr=describe_items)
 
     @property
     def ok(self) -> bool:
@@ -147,6 +155,36 @@ class CallResult:
     def main_bytes(self) -> bytes:
         m = self.main
         return m.data if m is not None else b""
+
+    # The names and shapes of the engine's Result: ``data``, ``items``, ``outputs``,
+    # ``end_meta``, ``message``.
+
+    @property
+    def data(self) -> bytes:
+        """The main output's bytes (``b""`` when there is none), as ``Result.data``."""
+        return self.main_bytes
+
+    @property
+    def items(self) -> list[Any]:
+        """The main output's sequence item values, as ``Result.items``."""
+        m = self.main
+        return [item.value for item in m.items] if m is not None else []
+
+    @property
+    def outputs(self) -> dict[str | None, StreamResult]:
+        """Every output stream keyed as ``Result.outputs`` is: ``None`` for the main output,
+        else the media URN the cartridge gave in STREAM_START key 21."""
+        return {s.output: s for s in self.streams}
+
+    @property
+    def end_meta(self) -> Any:
+        """END's meta, as ``Result.end_meta`` (``None`` before END or after ERR)."""
+        return self.end
+
+    @property
+    def message(self) -> str | None:
+        """END's message, as ``Result.message``."""
+        return (self.end or {}).get("message")
 
     def output(self, media_urn: str) -> StreamResult | None:
         """The stream whose key 21 (or, for the main output, media) is ``media_urn``."""
