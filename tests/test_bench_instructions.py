@@ -142,6 +142,7 @@ def test_a_run_that_counts_no_process_is_one_line_and_exit_1(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 @needs_valgrind
 def test_counts_instructions_per_call_of_engine_and_cartridge(tmp_path: Path) -> None:
     out = tmp_path / "instr.json"
