@@ -54,7 +54,8 @@ async def test_garbage_on_stdout() -> None:
         with pytest.raises(SpawnFailed) as info:
             await e.call_bytes("cap:echo", [(BYTES, b"x")])
         assert info.value.step == "hello"
-        assert "not a valid frame" in info.value.message
+        assert "instead of Bifaci frames" in info.value.message
+        assert "'this is not a frame, just text on stdout'" in info.value.message
         assert e.stats().protocol_errors == 1
 
 

@@ -45,7 +45,7 @@ from ._config import EngineConfig
 from ._errors import CallError, CartridgeDied, EngineClosed, SpawnFailed
 from ._outbox import Outbox
 from ._pools import PoolGate
-from ._proc import Counters, Flow, PeerOrigin, describe_returncode
+from ._proc import Counters, Flow, PeerOrigin, describe_returncode, describe_stray_bytes
 from ._startup import run_startup
 
 if TYPE_CHECKING:
@@ -122,6 +122,8 @@ class Connection(Outbox):
         self._stdin: FdWriter | None = None
         self._stdout: FdReader | None = None
         self._kill_reason: str | None = None
+        #: Words for stray text on the cartridge's stdout, once the decoder failed on it.
+        self._stray: str | None = None
         self._scope = anyio.CancelScope()
         #: The running backend's event class, made directly (``anyio.Event()`` looks the
         #: backend up on every call).
@@ -171,7 +173,7 @@ class Connection(Outbox):
             )
         except P.ProtocolError as exc:
             self.counters.protocol_errors += 1
-            reason = f"wrote bytes that are not a valid frame on stdout: {exc}"
+            reason = self._stray or f"wrote bytes that are not a valid frame on stdout: {exc}"
         await self._die(reason)
 
     def _read_size(self) -> int:
@@ -196,17 +198,20 @@ class Connection(Outbox):
         :raises ProtocolError: the bytes are not valid frames.
         """
         decoder = self._decoder
-        if type(data) is memoryview:
-            decoder.feed_borrowed(data)
-        else:
-            decoder.feed(data)
         # Frames the dispatch queues (CREDIT, forwarded peer frames, heartbeat replies)
         # leave together in one write after the block.
         self._hold += 1
         try:
+            if type(data) is memoryview:
+                decoder.feed_borrowed(data)
+            else:
+                decoder.feed(data)
             dispatch = self._dispatch
             while (frame := decoder.next_frame()) is not None:
                 dispatch(frame)
+        except P.ProtocolError:
+            self._stray = describe_stray_bytes(data, decoder.max_frame)
+            raise
         finally:
             self._hold -= 1
         if self._out and not self._hold:

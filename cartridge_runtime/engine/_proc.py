@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -78,3 +79,37 @@ def command_for(target: str | os.PathLike[str] | Sequence[str]) -> list[str]:
             return [sys.executable, path]
         return [path]
     return [os.fspath(part) for part in target]
+
+
+#: Bytes of a cartridge's stray stdout output quoted in the error about it.
+_QUOTE_BYTES = 60
+
+
+def describe_stray_bytes(block: bytes | memoryview, max_frame: int) -> str | None:
+    """Words for a block of stdout that holds bytes that are not a frame, when those bytes
+    look like text (a ``print()`` to stdout, or a program that is not a cartridge): says so
+    and quotes their first printable characters. ``None`` when they do not look like text
+    (the decoder's own error is then the better description).
+
+    The block is walked from its start as a sequence of length-prefixed frames (the engine's
+    reads end on frame boundaries); the first prefix over ``max_frame`` marks the bad bytes.
+    """
+    data = bytes(block)
+    pos = 0
+    while pos + 4 <= len(data):
+        (n,) = struct.unpack_from(">I", data, pos)
+        if n > max_frame:
+            break
+        pos += 4 + n
+    else:
+        pos = 0
+    head = data[pos : pos + _QUOTE_BYTES]
+    if len(head) < 4 or not all(32 <= b < 127 or b in (9, 10, 13) for b in head[:4]):
+        return None
+    text = head.decode("utf-8", "replace")
+    shown = "".join(c if c.isprintable() or c == " " else " " for c in text).strip()
+    more = "..." if len(data) - pos > _QUOTE_BYTES else ""
+    return (
+        f"wrote text to stdout instead of Bifaci frames, starting with {shown!r}{more} "
+        "(a print() to stdout before run(), or a program that is not a cartridge?)"
+    )

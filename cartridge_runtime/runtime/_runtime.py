@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -32,6 +33,33 @@ EXIT_OK = 0  #: stdin reached EOF (or the peer went away)
 EXIT_FAILURE = 1  #: handshake failure, or a relay frame reached a cartridge
 EXIT_PROTOCOL = 65  #: the byte stream cannot be trusted any more (EX_DATAERR)
 EXIT_FORCE_KILLED = 137  #: a CANCEL with force_kill ended the process
+
+
+@contextlib.contextmanager
+def stdout_for_frames() -> Iterator[int]:
+    """Keep the process's stdout for frames while CBOR mode runs: yields a private duplicate
+    of file descriptor 1 for the frame writer, and meanwhile points fd 1 and ``sys.stdout``
+    at stderr, so a ``print()`` in a handler (or a child process writing to its stdout) goes
+    to stderr instead of corrupting the frame stream. Text a script printed before ``run()``
+    and that is still in ``sys.stdout``'s buffer goes to stderr too. Both are put back after.
+    """
+    saved = sys.stdout
+    frames_fd = os.dup(1)
+    try:
+        os.dup2(2, 1)
+    except OSError:  # no usable stderr: the noise goes nowhere rather than into the frames
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    sys.stdout = sys.stderr
+    try:
+        yield frames_fd
+    finally:
+        sys.stdout = saved
+        with contextlib.suppress(OSError, ValueError):
+            saved.flush()  # still stderr here
+        os.dup2(frames_fd, 1)
+        os.close(frames_fd)
 
 
 class CartridgeRuntime:
@@ -178,13 +206,14 @@ class CartridgeRuntime:
         from ._stdin import LoopReceiveStream
 
         tune_allocator()  # keep 256 KiB payload buffers in the heap (see protocol._alloc)
-        receive = LoopReceiveStream(sys.stdin.fileno())
-        send = FdSendStream(sys.stdout.fileno())
-        try:
-            return await self.serve(receive, send)
-        finally:
-            receive.restore()
-            send.restore()
+        with stdout_for_frames() as frames_fd:
+            receive = LoopReceiveStream(sys.stdin.fileno())
+            send = FdSendStream(frames_fd)
+            try:
+                return await self.serve(receive, send)
+            finally:
+                receive.restore()
+                send.restore()
 
     async def serve(
         self, receive: anyio.abc.ByteReceiveStream, send: anyio.abc.ByteSendStream
