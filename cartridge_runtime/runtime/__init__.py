@@ -76,6 +76,7 @@ from ._errors import (
     OutputError,
     PeerCallError,
     RequestCancelled,
+    SetupError,
     UnknownOutput,
 )
 from ._input import InputItem, InputPackage, InputStream
@@ -130,4 +131,5 @@ __all__ = (
     "NetworkPolicyError",
     "RequestCancelled",
     "PeerCallError",
+    "SetupError",
 )

@@ -24,6 +24,7 @@ from cartridge_runtime.urn import (
 
 from ._builtin import AdapterSelectionOp, DiscardOp, IdentityOp
 from ._context import FunctionOp, Op, SyncFunctionOp
+from ._errors import SetupError
 
 OpFactory = Callable[[], Op]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -62,6 +63,13 @@ def stdout_for_frames() -> Iterator[int]:
         os.close(frames_fd)
 
 
+def _canonical(urn: str) -> str:
+    try:
+        return str(CapUrn.parse(urn))
+    except UrnError:
+        return urn
+
+
 class CartridgeRuntime:
     """A cartridge: a manifest plus one handler per cap.
 
@@ -94,6 +102,8 @@ class CartridgeRuntime:
         self.register_op(IDENTITY_CAP, IdentityOp)
         self.register_op(DISCARD_CAP, DiscardOp)
         self.register_op(ADAPTER_SELECTION_CAP, AdapterSelectionOp)
+        #: The built-in registrations, which need no declaration in the manifest.
+        self._builtin = {DISCARD_CAP: DiscardOp, ADAPTER_SELECTION_CAP: AdapterSelectionOp}
 
     def __repr__(self) -> str:
         return f"CartridgeRuntime(manifest={self.manifest.name!r}, handlers={len(self._handlers)})"
@@ -181,12 +191,48 @@ class CartridgeRuntime:
                 capacities[key] = value  # a pool name or "all"
         return PoolTable(list(seen), PoolDeclarations(pools=decl.pools, capacities=capacities))
 
+    def check(self) -> None:
+        """Check that manifest and handlers fit together, as :meth:`run` does before it
+        serves anything: every alias names one cap, every declared cap has a handler, and
+        every registered handler serves a declared cap (the built-in discard and adapter
+        selection handlers excepted).
+
+        :raises SetupError: one line naming every problem found.
+        """
+        problems: list[str] = []
+        owners: dict[str, str] = {}
+        declared: set[str] = set()
+        for cap in self.manifest.iter_caps():
+            declared.add(_canonical(cap.urn))
+            for alias in cap.aliases:
+                first = owners.setdefault(alias, cap.urn)
+                if first != cap.urn:
+                    problems.append(f"alias {alias!r} names two caps ({first} and {cap.urn})")
+            if self.find_handler(cap.urn) is None:
+                problems.append(f"declared cap {cap.urn} has no handler")
+        for urn, factory in self._handlers.items():
+            if self._builtin.get(urn) is factory:
+                continue
+            if _canonical(urn) not in declared:
+                problems.append(
+                    f"a handler is registered for {urn}, which the manifest does not declare"
+                )
+        if problems:
+            raise SetupError(
+                f"cartridge {self.manifest.name!r} cannot start: " + "; ".join(problems)
+            )
+
     # -- entry points ----------------------------------------------------------------------
 
     def run(self, argv: Sequence[str] | None = None) -> None:
         """Run as a cartridge process and exit: no arguments → CBOR frames on stdin/stdout;
         any argument → CLI mode."""
         args = list(sys.argv[1:] if argv is None else argv)
+        try:
+            self.check()
+        except SetupError as exc:
+            print(f"cartridge: {exc}", file=sys.stderr, flush=True)
+            sys.exit(EXIT_FAILURE)
         if args:
             from ._cli_mode import run_cli
 
