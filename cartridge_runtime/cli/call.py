@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -129,9 +130,14 @@ async def _run_call(
             and main_decl not in given
             and not sys.stdin.isatty()
         ):
-            first = await anyio.to_thread.run_sync(os.read, 0, 1 << 18)
-            if first:
-                inputs.insert(0, (main_urn, _stdin_chunks(first)))
+            info = os.fstat(0)
+            if stat.S_ISREG(info.st_mode):  # a file: sent with its size (for progress)
+                if info.st_size:
+                    inputs.insert(0, (main_urn, Path("/dev/stdin")))
+            else:
+                first = await anyio.to_thread.run_sync(os.read, 0, 1 << 18)
+                if first:
+                    inputs.insert(0, (main_urn, _stdin_chunks(first)))
 
         sink: IO[bytes] = open(output, "wb") if output is not None else sys.stdout.buffer  # noqa: SIM115, ASYNC230
         bar: Any = None

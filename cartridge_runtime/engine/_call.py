@@ -269,7 +269,10 @@ class CallState:
         return cost
 
     def _on_progress(self, ev: P.ProgressReceived, cost: str | None) -> str | None:
-        self._queue(Progress(progress=ev.progress, message=ev.message), None)
+        self._queue(
+            Progress(progress=ev.progress, message=ev.message, indeterminate=ev.indeterminate),
+            None,
+        )
         return cost
 
     def _on_log(self, ev: P.LogReceived, cost: str | None) -> str | None:

@@ -57,10 +57,15 @@ class OutputEnded:
 
 @attrs.frozen(kw_only=True)
 class Progress:
-    """A progress LOG."""
+    """A progress LOG.
+
+    :ivar indeterminate: the cartridge does not know how far it is (``progress(None, ...)``):
+        show a spinner, not a percentage; ``progress`` repeats the last fraction it reported.
+    """
 
     progress: float
     message: str = ""
+    indeterminate: bool = False
 
 
 @attrs.frozen(kw_only=True)

@@ -112,7 +112,10 @@ class PeerResponse:
             elif isinstance(event, ProgressReceived):
                 if reporter is not None:
                     await reporter.progress(
-                        lo + (hi - lo) * max(0.0, min(1.0, event.progress)), event.message
+                        None
+                        if event.indeterminate
+                        else lo + (hi - lo) * max(0.0, min(1.0, event.progress)),
+                        event.message,
                     )
             elif isinstance(event, BodyEnded):
                 self.end_meta = event.meta

@@ -292,7 +292,7 @@ class CartridgeHarness:
             elif isinstance(ev, LogReceived):
                 res.logs.append(ev)
             elif isinstance(ev, ProgressReceived):
-                res.progress.append((ev.progress, ev.message))
+                res.progress.append((None if ev.indeterminate else ev.progress, ev.message))
             elif isinstance(ev, BodyEnded):
                 res.end = ev.meta
             elif isinstance(ev, ErrorReceived):

@@ -130,7 +130,7 @@ class CallResult:
     rid: MessageId
     streams: list[StreamResult] = attrs.field(factory=list)
     logs: list[LogReceived] = attrs.field(factory=list)
-    progress: list[tuple[float, str]] = attrs.field(factory=list)
+    progress: list[tuple[float | None, str]] = attrs.field(factory=list)
     end: Any = None
     error: ErrorInfo | None = None
     frames: list[Frame] = attrs.field(factory=list)
