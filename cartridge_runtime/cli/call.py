@@ -80,15 +80,19 @@ async def _run_call(
     output: Path | None,
     extra: list[str],
 ) -> int:
-    from ..engine import CallError, Engine, Log, OutputData, OutputItem, Progress
+    from ..engine import CallError, CartridgeNotFound, Engine, Log, OutputData, OutputItem, Progress
     from ..manifest import StdinSource
 
     err = sys.stderr
     tty = err.isatty()
     async with Engine() as engine:
-        name = engine.add_cartridge(target)
-        for more in extra:
-            engine.add_cartridge(more)
+        try:
+            name = engine.add_cartridge(target)
+            for more in extra:
+                engine.add_cartridge(more)
+        except CartridgeNotFound as exc:
+            print(f"error: {exc.message}", file=err)
+            return _USAGE
         try:
             await engine.start(name)
         except CallError as exc:

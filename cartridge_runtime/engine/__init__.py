@@ -17,7 +17,15 @@ from __future__ import annotations
 from ._call import Inputs, InputValue, Response
 from ._config import EngineConfig
 from ._engine import CartridgeStatus, Engine, EngineStats
-from ._errors import CallError, CartridgeDied, EngineClosed, EngineError, NoRoute, SpawnFailed
+from ._errors import (
+    CallError,
+    CartridgeDied,
+    CartridgeNotFound,
+    EngineClosed,
+    EngineError,
+    NoRoute,
+    SpawnFailed,
+)
 from ._events import (
     CallEvent,
     Item,
@@ -53,6 +61,7 @@ __all__ = (
     "CallError",
     "CartridgeDied",
     "SpawnFailed",
+    "CartridgeNotFound",
     "NoRoute",
     "EngineClosed",
 )

@@ -207,6 +207,7 @@ class Engine:
         :param known_caps: its cap URNs, so calls route to it before it ever started.
         :param env: the process environment (default: inherit).
         :param eager: start it as soon as the engine runs instead of at the first call.
+        :raises CartridgeNotFound: the script or program does not exist (nothing is added).
         """
         command = command_for(target)
         if name is None:

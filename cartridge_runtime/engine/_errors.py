@@ -94,6 +94,18 @@ class SpawnFailed(CallError):
         self.stderr_tail = stderr_tail
 
 
+class CartridgeNotFound(SpawnFailed):
+    """:meth:`Engine.add_cartridge` was given a script or executable that does not exist
+    (raised at once, before anything is spawned).
+
+    :ivar path: the missing path or command name.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"no such cartridge: {path} (file or command not found)", step="spawn")
+        self.path = path
+
+
 class NoRoute(CallError):
     """No cartridge provides the requested cap."""
 

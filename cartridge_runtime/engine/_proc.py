@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..protocol import Frame, MessageId
-from ._errors import CallError
+from ._errors import CallError, CartridgeNotFound
 
 
 class Flow(Protocol):
@@ -70,15 +70,32 @@ def describe_returncode(code: int | None) -> str:
 def command_for(target: str | os.PathLike[str] | Sequence[str]) -> list[str]:
     """The argv that starts ``target``: a ``.py`` script runs with this interpreter, a
     command list is used as is, anything else is executed directly. No arguments are added
-    (no arguments means CBOR mode)."""
+    (no arguments means CBOR mode).
+
+    :raises CartridgeNotFound: the script, or the program of a command, does not exist.
+    :raises ValueError: an empty command list.
+    """
+    import shutil
     import sys
 
     if isinstance(target, str | os.PathLike):
         path = os.fspath(target)
         if path.endswith(".py"):
+            if not os.path.isfile(path):
+                raise CartridgeNotFound(path)
             return [sys.executable, path]
-        return [path]
-    return [os.fspath(part) for part in target]
+        argv = [path]
+    else:
+        argv = [os.fspath(part) for part in target]
+        if not argv:
+            raise ValueError("a cartridge command needs at least a program")
+    program = argv[0]
+    if os.sep in program or (os.altsep and os.altsep in program):
+        if not os.path.isfile(program):
+            raise CartridgeNotFound(program)
+    elif shutil.which(program) is None and not os.path.isfile(program):
+        raise CartridgeNotFound(program)
+    return argv
 
 
 #: Bytes of a cartridge's stray stdout output quoted in the error about it.
