@@ -16,7 +16,10 @@ class EngineConfig:
     :ivar step_timeout: seconds allowed for each start-up step (spawn, HELLO, identity, POLICY).
     :ivar heartbeat_interval: seconds between health probes of a running cartridge (``None``: off).
     :ivar heartbeat_timeout: seconds a probe may wait for its reply before the cartridge is
-        marked unhealthy (it is never killed for that).
+        marked unhealthy.
+    :ivar heartbeat_misses_to_kill: consecutive probes without a reply after which the
+        cartridge is killed (its pending calls fail with :class:`CartridgeUnhealthy`; the next
+        call starts it again), e.g. when an async handler never yields; ``None``: never.
     :ivar policy: the network policy sent to every cartridge after its identity check.
     :ivar limits: the limits offered in HELLO (each cartridge negotiates the minimum).
     :ivar shutdown_grace: seconds a cartridge gets to exit after its stdin closes, before a kill.
@@ -37,6 +40,7 @@ class EngineConfig:
     step_timeout: float = 10.0
     heartbeat_interval: float | None = 30.0
     heartbeat_timeout: float = 10.0
+    heartbeat_misses_to_kill: int | None = 3
     policy: NetworkPolicy = attrs.field(default=NetworkPolicy.OFFLINE, converter=NetworkPolicy)
     limits: Limits = DEFAULT_LIMITS
     shutdown_grace: float = 2.0

@@ -42,7 +42,7 @@ from .. import protocol as P
 from ..protocol import Frame, FrameType, MessageId, frames
 from . import _health
 from ._config import EngineConfig
-from ._errors import CallError, CartridgeDied, EngineClosed, SpawnFailed
+from ._errors import CallError, CartridgeDied, CartridgeUnhealthy, EngineClosed, SpawnFailed
 from ._outbox import Outbox
 from ._pools import PoolGate
 from ._proc import Counters, Flow, PeerOrigin, describe_returncode, describe_stray_bytes
@@ -122,6 +122,7 @@ class Connection(Outbox):
         self._stdin: FdWriter | None = None
         self._stdout: FdReader | None = None
         self._kill_reason: str | None = None
+        self._unhealthy = False
         #: Words for stray text on the cartridge's stdout, once the decoder failed on it.
         self._stray: str | None = None
         self._scope = anyio.CancelScope()
@@ -419,7 +420,8 @@ class Connection(Outbox):
         message = f"cartridge {self.name} died ({how}); {reason}"
         if tail:
             message += f". stderr:\n{tail}"
-        self.death = CartridgeDied(message, returncode=self.returncode, stderr_tail=tail)
+        died = CartridgeUnhealthy if self._unhealthy else CartridgeDied
+        self.death = died(message, returncode=self.returncode, stderr_tail=tail)
         if was_closing:
             self._fail_all(
                 EngineClosed(f"cartridge {self.name} was shut down while the call was pending")
@@ -441,12 +443,14 @@ class Connection(Outbox):
         self.dead.set()
         self._on_dead(self)
 
-    def kill(self, reason: str) -> None:
-        """Kill the process now (pending calls fail with ``CARTRIDGE_DIED``)."""
+    def kill(self, reason: str, *, unhealthy: bool = False) -> None:
+        """Kill the process now (pending calls fail with ``CARTRIDGE_DIED``, or with
+        ``CARTRIDGE_UNHEALTHY`` when it is killed for missing health probes)."""
         if self.process is not None and self.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
         self._kill_reason = reason
+        self._unhealthy = unhealthy
 
     async def close(self, grace: float) -> None:
         """Shut down: close stdin, give the cartridge ``grace`` seconds to exit, then kill."""

@@ -73,6 +73,22 @@ class CartridgeDied(CallError):
         self.stderr_tail = stderr_tail
 
 
+class CartridgeUnhealthy(CartridgeDied):
+    """The engine killed the cartridge because it stopped answering health probes
+    (``EngineConfig.heartbeat_misses_to_kill``); code ``CARTRIDGE_UNHEALTHY``. The next call
+    starts it again."""
+
+    def __init__(
+        self, message: str, *, returncode: int | None = None, stderr_tail: str = ""
+    ) -> None:
+        super().__init__(
+            message,
+            returncode=returncode,
+            stderr_tail=stderr_tail,
+            code=ErrorCode.CARTRIDGE_UNHEALTHY,
+        )
+
+
 class SpawnFailed(CallError):
     """A cartridge could not be started: spawn, HELLO, identity check, manifest or POLICY failed.
 
