@@ -14,7 +14,7 @@ Example::
 
 from __future__ import annotations
 
-from ._call import Inputs, InputValue, Response
+from ._call import Inputs, InputValue
 from ._config import EngineConfig
 from ._engine import CartridgeStatus, Engine, EngineStats
 from ._errors import (
@@ -39,6 +39,7 @@ from ._events import (
     Progress,
     Result,
 )
+from ._response import Response
 
 __all__ = (
     "Engine",

@@ -303,17 +303,29 @@ class Connection(Outbox):
     async def _stderr_reader(self) -> None:
         assert self.process is not None and self.process.stderr is not None
         limit = self.config.stderr_tail_chars
+        cap = self.config.stderr_log_max_bytes
+        logfile = None
         try:
             # A local log file, written in line-sized blocks: not worth a thread hop.
-            with open(self.log_path, "ab") as logfile:  # noqa: ASYNC230
-                async for block in self.process.stderr:
-                    logfile.write(block)
-                    logfile.flush()
-                    tail = self._tail + block.decode("utf-8", "replace")
-                    self._tail = tail[-limit:] if len(tail) > limit else tail
+            logfile = open(self.log_path, "ab")  # noqa: ASYNC230, SIM115
+            written = logfile.tell()
+            async for block in self.process.stderr:
+                if cap is not None and written + len(block) > cap and written:
+                    # Rotate: the full file becomes NAME.1 (replacing an older one).
+                    logfile.close()
+                    os.replace(self.log_path, f"{self.log_path}.1")
+                    logfile = open(self.log_path, "ab")  # noqa: ASYNC230, SIM115
+                    written = 0
+                logfile.write(block)
+                logfile.flush()
+                written += len(block)
+                tail = self._tail + block.decode("utf-8", "replace")
+                self._tail = tail[-limit:] if len(tail) > limit else tail
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         finally:
+            if logfile is not None:
+                logfile.close()
             self._stderr_done.set()
 
     # -- life ------------------------------------------------------------------------------

@@ -34,13 +34,14 @@ import attrs
 
 from ..protocol import ErrorCode, Frame, tune_allocator
 from ..urn import select_handler
-from ._call import CallState, Inputs, Response, normalize_inputs
+from ._call import CallState, Inputs, normalize_inputs
 from ._config import EngineConfig
 from ._conn import Connection
 from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
 from ._events import Result
 from ._peer import PeerLink, run_peer_link
 from ._proc import Counters, command_for, describe_returncode
+from ._response import Response
 
 #: Most distinct cap texts whose routing result is remembered.
 _ROUTE_CACHE = 1024
@@ -441,6 +442,7 @@ class Engine:
             inputs=inputs,
             chain=chain,
             cancel_grace=self.config.cancel_grace,
+            max_pending_logs=self.config.max_pending_logs,
         )
         state.start()
         return state

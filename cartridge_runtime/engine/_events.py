@@ -113,6 +113,9 @@ class Result:
     logs: tuple[Log, ...] = ()
     progress: tuple[Progress, ...] = ()
     end_meta: Mapping[str, Any] | None = None
+    #: LOG and progress events left out, the oldest first (more than
+    #: ``EngineConfig.max_pending_logs`` came).
+    dropped_logs: int = 0
 
     @property
     def main(self) -> OutputResult | None:

@@ -35,6 +35,10 @@ EXIT_FAILURE = 1  #: handshake failure, or a relay frame reached a cartridge
 EXIT_PROTOCOL = 65  #: the byte stream cannot be trusted any more (EX_DATAERR)
 EXIT_FORCE_KILLED = 137  #: a CANCEL with force_kill ended the process
 
+#: Requests a cartridge keeps open at once unless told otherwise: far more than any pool
+#: runs, few enough that a flood of REQs costs bounded memory.
+DEFAULT_MAX_OPEN_REQUESTS = 1024
+
 
 @contextlib.contextmanager
 def stdout_for_frames() -> Iterator[int]:
@@ -91,11 +95,23 @@ class CartridgeRuntime:
 
     :param manifest: the cartridge's manifest (sent in HELLO, used for output definitions).
     :param limits: the limits this side proposes in HELLO (defaults to the protocol defaults).
+    :param max_open_requests: most requests open at once (running or queued for a pool);
+        beyond it a REQ is refused with ERR ``TOO_MANY_REQUESTS`` (class ``resource``), so a
+        host that floods the cartridge cannot grow it without limit.
     """
 
-    def __init__(self, manifest: Manifest, *, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        *,
+        limits: Limits | None = None,
+        max_open_requests: int = DEFAULT_MAX_OPEN_REQUESTS,
+    ) -> None:
+        if max_open_requests < 1:
+            raise ValueError("max_open_requests must be at least 1")
         self.manifest = manifest
         self.limits = limits or Limits()
+        self.max_open_requests = max_open_requests
         self._handlers: dict[str, OpFactory] = {}
         #: find_handler answers per requested cap text (cleared by register_op).
         self._found: dict[str, tuple[str, OpFactory] | None] = {}

@@ -263,6 +263,15 @@ class Session(HandlerRunner, InputReader):
                 "REQ before POLICY: only the identity check may come first",
             )
             return
+        if len(self.active) >= self.runtime.max_open_requests:
+            self._reject(
+                frame,
+                "TOO_MANY_REQUESTS",
+                f"too many open requests (at most {self.runtime.max_open_requests}); "
+                "retry when some have ended",
+                "resource",
+            )
+            return
         found = self.runtime.find_handler(cap)
         if found is None:
             self._reject(
