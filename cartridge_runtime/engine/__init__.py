@@ -9,7 +9,7 @@ Example::
         async with engine.call("cap:in=media:;op=echo;out=media:", [("media:", b"hi")]) as response:
             async for event in response:
                 ...
-        result = await engine.call_bytes(cap, [("media:", b"hi")])
+        result = await engine.call(cap, [("media:", b"hi")], timeout=30)  # the whole Result
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ._config import EngineConfig
 from ._engine import CartridgeStatus, Engine, EngineStats
 from ._errors import (
     CallError,
+    CallTimeout,
     CartridgeDied,
     CartridgeNotFound,
     CartridgeUnhealthy,
@@ -61,6 +62,7 @@ __all__ = (
     "EngineStats",
     "EngineError",
     "CallError",
+    "CallTimeout",
     "CartridgeDied",
     "CartridgeUnhealthy",
     "SpawnFailed",

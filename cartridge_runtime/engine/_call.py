@@ -26,6 +26,14 @@ counted in ``Response.dropped_logs``. A scan happens at most once per half-bound
 the cost stays O(1) per event, and data events pay nothing. ``collect()`` keeps the newest
 ``max_pending_logs`` logs and progress reports in the :class:`Result` and counts the rest.
 
+Timeout
+-------
+A call opened with ``timeout=`` has a deadline (:attr:`CallState.deadline`, on the event
+loop's clock). The caller's waits for events end there, and every event taken after it is
+refused: the call is then cancelled on the wire (a CANCEL with code ``TIMEOUT``) and failed at
+once with :class:`~._errors.CallTimeout`, without waiting for the cartridge's answer. Calls
+without a timeout pay nothing for it.
+
 Cancel
 ------
 ``cancel()`` before any frame of the call left the process takes the frames back and fails the
@@ -48,7 +56,7 @@ import cbor2
 
 from .. import protocol as P
 from ..protocol import ErrorCode, Frame, FrameType, MessageId, frames
-from ._errors import CallError
+from ._errors import CallError, CallTimeout
 from ._events import (
     CallEvent,
     Log,
@@ -112,6 +120,9 @@ class CallState:
         self._logs_queued = 0
         #: LOG/progress events dropped because nobody read them in time.
         self.dropped_logs = 0
+        #: When the caller's ``timeout=`` runs out (``anyio.current_time()`` clock), if any.
+        self.deadline: float | None = None
+        self.timeout: float | None = None
 
     # -- start -----------------------------------------------------------------------------
 
@@ -393,7 +404,13 @@ class CallState:
         return ev
 
     async def next_event(self) -> CallEvent | None:
-        """The next event, ``None`` after END. :raises CallError: on ERR or death."""
+        """The next event, ``None`` after END.
+
+        :raises CallError: on ERR or death; :class:`CallTimeout` past the deadline.
+        """
+        deadline = self.deadline
+        if deadline is not None and not self.done and anyio.current_time() >= deadline:
+            self.expire()
         while not self.events:
             if self.done:
                 if self.error is not None:
@@ -406,8 +423,32 @@ class CallState:
                 for credit in credits:
                     self.conn.send(credit)
             waiter = self._waiter = self.conn.new_event()
-            await waiter.wait()
+            if deadline is None:
+                await waiter.wait()
+            else:
+                with anyio.CancelScope(deadline=deadline) as scope:
+                    await waiter.wait()
+                if scope.cancelled_caught and not self.done:
+                    self.expire()
         return self._take()
+
+    def expire(self) -> None:
+        """The caller's timeout ran out: cancel the call on the wire and fail it now."""
+        if self.done:
+            return
+        error = CallTimeout(
+            f"the call to {self.cap} did not finish within its timeout of {self.timeout:g} s"
+        )
+        self.events.clear()
+        self.cancel(
+            code=ErrorCode.TIMEOUT,
+            attribution_class="resource",
+            message="the caller's timeout ran out",
+        )
+        if self.done:  # nothing had been sent yet: cancel() already failed it
+            self.error = error
+        else:
+            self._finish(error)
 
     def cancel(
         self,

@@ -46,6 +46,10 @@ class CallError(EngineError):
         first = self.message.splitlines()[0] if self.message else ""
         return f"{self.code} ({self.attribution_class}): {first}"
 
+    def __str__(self) -> str:
+        """The one-line form, code first (:meth:`one_line`); ``message`` has the whole text."""
+        return self.one_line()
+
     def __repr__(self) -> str:
         fields = (self.code, self.attribution_class, self.message, self.arg_urn)
         return f"{type(self).__name__}{fields!r}"
@@ -127,6 +131,16 @@ class NoRoute(CallError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.NO_HANDLER, AttributionClass.ENVIRONMENT, message)
+
+
+class CallTimeout(CallError):
+    """A call did not finish within its ``timeout=`` (code ``TIMEOUT``, class ``resource``).
+
+    The engine sent the cartridge a CANCEL for it and failed it at once.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.TIMEOUT, AttributionClass.RESOURCE, message)
 
 
 class EngineClosed(CallError):

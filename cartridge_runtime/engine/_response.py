@@ -1,10 +1,11 @@
-"""What a caller holds while a call runs: :class:`Response`, its events, and ``collect()``."""
+"""What a caller holds while a call runs: the :class:`CallContext` that ``engine.call()``
+returns (awaitable, or an async context manager), the :class:`Response` and ``collect()``."""
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Generator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
@@ -12,6 +13,7 @@ import cbor2
 
 from ..protocol import MessageId
 from ._call import CallState
+from ._errors import CallTimeout, EngineError
 from ._events import (
     CallEvent,
     Item,
@@ -24,7 +26,10 @@ from ._events import (
     Result,
 )
 
-__all__ = ("Response",)
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+__all__ = ("CallContext", "Response")
 
 
 class Response:
@@ -70,7 +75,7 @@ class Response:
 
     async def __anext__(self) -> CallEvent:
         state = self._state
-        if state.events:
+        if state.events and state.deadline is None:
             return state._take()  # already queued: no second coroutine
         ev = await state.next_event()
         if ev is None:
@@ -94,9 +99,12 @@ class Response:
         progress: deque[Progress] = deque(maxlen=bound)
         dropped = 0
         state = self._state
+        fast = state.deadline is None  # with a timeout, every event checks the deadline
         while True:
             # Take what is already queued without a coroutine per event.
-            ev: CallEvent | None = state._take() if state.events else await state.next_event()
+            ev: CallEvent | None = (
+                state._take() if fast and state.events else await state.next_event()
+            )
             if ev is None:
                 break
             if isinstance(ev, OutputData):
@@ -148,3 +156,53 @@ class Response:
         """
         self._state.cancel(force_kill=force_kill)
         await anyio.lowlevel.checkpoint()
+
+
+class CallContext:
+    """What :meth:`Engine.call` returns: await it for the whole :class:`Result`, or use it as
+    ``async with engine.call(...) as response`` to stream (as aiohttp's request context).
+    Either way it runs the call once."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        cap: str,
+        inputs: list[tuple[str, Any]],
+        timeout: float | None = None,
+    ) -> None:
+        self._engine = engine
+        self._cap = cap
+        self._inputs = inputs
+        self._timeout = timeout
+        self._state: CallState | None = None
+
+    def __await__(self) -> Generator[Any, None, Result]:
+        return self._collect().__await__()
+
+    async def _collect(self) -> Result:
+        async with self as response:
+            return await response.collect()
+
+    async def __aenter__(self) -> Response:
+        if self._state is not None:
+            raise EngineError("a call runs once: make a new engine.call(...) to call again")
+        timeout = self._timeout
+        if timeout is None:
+            state = await self._engine._open(self._cap, self._inputs)
+        else:
+            deadline = anyio.current_time() + timeout
+            with anyio.move_on_after(timeout) as scope:
+                state = await self._engine._open(self._cap, self._inputs)
+            if scope.cancelled_caught:
+                raise CallTimeout(
+                    f"the call to {self._cap} could not start within its timeout of "
+                    f"{timeout:g} s (start-up or a full pool)"
+                )
+            state.deadline = deadline
+            state.timeout = timeout
+        self._state = state
+        return Response(state)
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        if self._state is not None:
+            self._state.abandon()
