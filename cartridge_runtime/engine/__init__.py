@@ -40,11 +40,12 @@ from ._events import (
     Progress,
     Result,
 )
-from ._response import Response
+from ._response import CallContext, Response
 
 __all__ = (
     "Engine",
     "EngineConfig",
+    "CallContext",
     "Response",
     "Result",
     "OutputResult",
