@@ -117,3 +117,39 @@ async def test_a_call_that_finishes_in_time_is_not_touched_by_its_timeout() -> N
         e.add_cartridge(INTEROP)
         result = await e.call(cap("echo"), [(BYTES, b"x" * 1_000_000)], timeout=60)
         assert result.data == b"x" * 1_000_000
+
+
+PEER_SLOW = 'cap:in="media:enc=utf-8";out="media:enc=utf-8";never-answers'
+ASKS = 'cap:in="media:enc=utf-8";out="media:enc=utf-8";asks'
+
+
+@pytest.mark.asyncio
+async def test_a_peer_call_takes_a_timeout_too() -> None:
+    from cartridge_runtime.manifest import CapDef, Manifest
+    from cartridge_runtime.runtime import CartridgeRuntime, Request
+    from cartridge_runtime.testing import CartridgeHarness
+
+    rt = CartridgeRuntime(
+        Manifest.build(
+            name="asker",
+            version="1.0.0",
+            description="t",
+            caps=[CapDef.simple(ASKS, "A", aliases="a")],
+        )
+    )
+
+    @rt.op(ASKS)
+    async def asks(req: Request) -> None:
+        text = await req.take_input().require_stream_str(TEXT)
+        response = await req.peer().call_with_bytes(PEER_SLOW, [(TEXT, text.encode())], timeout=0.2)
+        await req.output().emit_cbor(await response.collect_bytes())
+
+    async def never(cap: str, inputs: object) -> bytes:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with CartridgeHarness(rt, peers={PEER_SLOW: never}) as h:
+        result = await h.call(ASKS, [(TEXT, b"x")], timeout=30)
+    assert result.error is not None
+    assert (result.error.code, result.error.attribution_class) == ("TIMEOUT", "resource")
+    assert "timeout of 0.2 s" in result.error.message

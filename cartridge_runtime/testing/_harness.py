@@ -475,12 +475,18 @@ async def run_op(
 
 
 def call_sync(
-    runtime: Any, cap: str, inputs: Sequence[InputSpec] = (), *, backend: str = "asyncio"
+    runtime: Any,
+    cap: str,
+    inputs: Sequence[InputSpec] = (),
+    *,
+    backend: str = "asyncio",
+    timeout: float = 30,
 ) -> CallResult:
-    """Synchronous one-shot call for non-async test code."""
+    """Synchronous one-shot call for non-async test code (``timeout`` as for
+    :meth:`CartridgeHarness.call`)."""
 
     async def main() -> CallResult:
         async with CartridgeHarness(runtime) as h:
-            return await h.call(cap, inputs)
+            return await h.call(cap, inputs, timeout=timeout)
 
     return anyio.run(main, backend=backend)
