@@ -153,3 +153,15 @@ async def test_a_peer_call_takes_a_timeout_too() -> None:
     assert result.error is not None
     assert (result.error.code, result.error.attribution_class) == ("TIMEOUT", "resource")
     assert "timeout of 0.2 s" in result.error.message
+
+
+def test_await_and_timeout_on_trio() -> None:
+    async def main() -> None:
+        async with Engine() as e:
+            e.add_cartridge(INTEROP)
+            assert (await e.call(cap("echo"), [(BYTES, b"trio")], timeout=30)).data == b"trio"
+            with pytest.raises(CallTimeout):
+                await e.call(cap("sleep"), [(JSON, b'{"ms": 60000}')], timeout=0.2)
+            assert (await e.call(cap("echo"), [(BYTES, b"again")])).data == b"again"
+
+    anyio.run(main, backend="trio")
