@@ -330,11 +330,15 @@ class Words(Op):
 
 
 class Progress(Op):
-    """``{"steps": N}`` → N progress reports and N info logs, then ``completed``."""
+    """``{"steps": N}`` → N progress reports and N info logs, then ``completed``; with
+    ``"spin": true``, an indeterminate report (``progress(None, ...)``) first."""
 
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
-        steps = _json_number(await _main_bytes(wet), "steps")
+        data = await _main_bytes(wet)
+        steps = _json_number(data, "steps")
         req = wet.request
+        if b'"spin": true' in data:
+            await req.progress(None, "warming up")
         for i in range(steps):
             await req.progress(i / steps, f"step {i + 1} of {steps}")
             await req.log("info", f"did step {i + 1}")

@@ -142,6 +142,7 @@ def test_a_run_that_counts_no_process_is_one_line_and_exit_1(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 @needs_valgrind
 def test_counts_instructions_per_call_of_engine_and_cartridge(tmp_path: Path) -> None:
     out = tmp_path / "instr.json"
@@ -191,3 +192,20 @@ def test_prepare_tree_builds_the_fast_path_of_a_checkout_that_lacks_it(tmp_path:
         env={"PYTHONPATH": str(tree), "PATH": str(Path(sys.executable).parent)},
     )
     assert probe.stdout.strip() == str(built[0])
+
+
+def test_runs_that_need_valgrind_or_a_quiet_host_are_left_out_by_default() -> None:
+    import tomllib
+
+    import test_bench_smoke
+
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"][
+        "addopts"
+    ]
+    assert addopts[addopts.index("-m") + 1] == "not bench"
+    for test in (
+        test_counts_instructions_per_call_of_engine_and_cartridge,
+        test_bench_smoke.test_bench_quick_writes_every_row,
+        test_bench_smoke.test_bench_repeat_runs_each_speed_measurement_that_many_times,
+    ):
+        assert "bench" in {mark.name for mark in getattr(test, "pytestmark", [])}, test.__name__

@@ -32,6 +32,7 @@ ROWS = (
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 @pytest.mark.interop
 def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
@@ -119,6 +120,7 @@ def test_steal_share_is_the_stolen_part_of_the_time_between_readings() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_bench_repeat_runs_each_speed_measurement_that_many_times(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import anyio
 import pytest
@@ -37,6 +38,17 @@ async def test_reference_echo_list_and_error() -> None:
         assert "refused: nope" in info.value.message
         assert e.stats().protocol_errors == 0
         assert e.status()[0].starts == 1
+
+
+@pytest.mark.asyncio
+async def test_reference_cartridge_takes_a_file_input_with_its_size(tmp_path: Path) -> None:
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(300_000))
+    async with Engine() as e:
+        e.add_cartridge(REFERENCE)
+        result = await e.call_bytes("cap:ref-echo", [("media:", data)])
+        assert result.data == data.read_bytes()
+        assert e.stats().protocol_errors == 0
 
 
 def test_reference_on_trio() -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from _engine_helpers import RAW, raw_env
 
-from cartridge_runtime.engine import CallError, Engine, NoRoute, SpawnFailed
+from cartridge_runtime.engine import CallError, CartridgeNotFound, Engine, NoRoute, SpawnFailed
 
 BYTES = "media:"
 
@@ -54,7 +56,8 @@ async def test_garbage_on_stdout() -> None:
         with pytest.raises(SpawnFailed) as info:
             await e.call_bytes("cap:echo", [(BYTES, b"x")])
         assert info.value.step == "hello"
-        assert "not a valid frame" in info.value.message
+        assert "instead of Bifaci frames" in info.value.message
+        assert "'this is not a frame, just text on stdout'" in info.value.message
         assert e.stats().protocol_errors == 1
 
 
@@ -81,9 +84,34 @@ async def test_crash_before_hello_reports_exit_status_and_stderr() -> None:
 
 
 @pytest.mark.asyncio
-async def test_missing_executable() -> None:
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/nonexistent/cartridge-binary",
+        "/nonexistent/cartridge.py",
+        Path("/nonexistent/cartridge.py"),
+        ["/nonexistent/cartridge-binary", "--flag"],
+        ["no-such-command-anywhere-19"],
+    ],
+    ids=["executable", "script", "path", "argv", "command-name"],
+)
+async def test_adding_a_cartridge_that_does_not_exist_raises_at_once(target: Any) -> None:
     async with Engine() as e:
-        e.add_cartridge("/nonexistent/cartridge-binary", known_caps=["cap:echo"])
+        with pytest.raises(CartridgeNotFound) as info:
+            e.add_cartridge(target, known_caps=["cap:echo"])
+        assert info.value.step == "spawn" and info.value.code == "SPAWN_FAILED"
+        assert "no such cartridge" in info.value.message
+        assert e.status() == []  # nothing was added
+
+
+@pytest.mark.asyncio
+async def test_an_executable_that_exists_but_cannot_start_fails_at_the_call(
+    tmp_path: Path,
+) -> None:
+    program = tmp_path / "not-executable"
+    program.write_text("#!/bin/sh\n")  # no execute bit
+    async with Engine() as e:
+        e.add_cartridge(program, known_caps=["cap:echo"])
         with pytest.raises(SpawnFailed) as info:
             await e.call_bytes("cap:echo", [(BYTES, b"x")])
         assert info.value.step == "spawn"
@@ -227,12 +255,14 @@ def test_trio_startup_failure_and_echo() -> None:
     anyio.run(main, backend="trio")
 
 
-def test_sys_executable_used_for_scripts() -> None:
+def test_sys_executable_used_for_scripts(tmp_path: Path) -> None:
     from cartridge_runtime.engine._proc import command_for
 
-    assert command_for("x.py") == [sys.executable, "x.py"]
-    assert command_for("/bin/thing") == ["/bin/thing"]
-    assert command_for(["a", "b"]) == ["a", "b"]
+    script = tmp_path / "x.py"
+    script.write_text("")
+    assert command_for(str(script)) == [sys.executable, str(script)]
+    assert command_for(sys.executable) == [sys.executable]
+    assert command_for(["sh", "b"]) == ["sh", "b"]
 
 
 @pytest.mark.asyncio

@@ -165,6 +165,17 @@ def test_progress_frames_and_logs(engine: CapdagEngine, urns: dict[str, str]) ->
     assert response.end_meta == {"exit_code": 0, "progress": 1.0}
 
 
+def test_indeterminate_progress_is_a_valid_progress_log_for_the_reference_host(
+    engine: CapdagEngine, urns: dict[str, str]
+) -> None:
+    response = engine.call(urns["progress"], [(JSON_RECORD, b'{"steps": 2, "spin": true}')])
+    assert response.error is None, response.error
+    progress = [log for log in response.logs if log.get("level") == "progress"]
+    assert progress[0]["message"] == "warming up" and progress[0]["indeterminate"] is True
+    assert [p["progress"] for p in progress] == [0.0, 0.0, 0.5]
+    assert response.main.data() == b"completed"
+
+
 def test_sha256_and_generate(engine: CapdagEngine, urns: dict[str, str]) -> None:
     data = b"interop" * 100_000
     response = engine.call(urns["sha256"], [("media:", data)])

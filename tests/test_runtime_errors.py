@@ -265,3 +265,32 @@ async def test_handler_error_names_the_exception_type() -> None:
         r = await h.call(cap, [("media:", b"")])
     assert r.error is not None and r.error.code == "HANDLER_ERROR"
     assert r.error.message == "KeyError: 'x'"
+
+
+@pytest.mark.asyncio
+async def test_a_broken_byte_stream_ends_every_open_request_with_protocol_error() -> None:
+    # FRM-21: one request running, one queued behind it on a pool of one; then garbage.
+    async with CartridgeHarness(build_runtime(capacities={SLOW: 1})) as h:
+        running = MessageId.new()
+        call1 = await h.start_call(SLOW, [("media:", b"")], rid=running)
+        await h.wait_for(
+            lambda f: f.id == running and f.frame_type is FrameType.LOG and f.meta is not None
+        )
+        queued = MessageId.new()
+        call2 = await h.start_call(SLOW, [("media:", b"")], rid=queued)
+        await h.wait_for(
+            lambda f: (
+                f.id == queued
+                and f.frame_type is FrameType.LOG
+                and (f.meta or {}).get("level") == "queued"
+            )
+        )
+        await h.send_raw(struct.pack(">I", 5) + b"\xff\xff\xff\xff\xff")
+        assert await h.wait_exit() == EXIT_PROTOCOL
+        for call in (call1, call2):
+            result = await h.result(call, timeout=10)
+            assert result.error is not None
+            assert result.error.code == "PROTOCOL_ERROR"
+            assert result.error.attribution_class == "internal"
+        zero = [f for f in h.received if f.id == ZERO_ID and f.frame_type is FrameType.ERR]
+        assert len(zero) == 1 and (zero[0].meta or {}).get("code") == "PROTOCOL_ERROR"

@@ -216,10 +216,11 @@ async def _truncated(data: bytes, rid: MessageId) -> None:
     status, sink = await _serve_pipe(data)
     assert status == EXIT_PROTOCOL
     errs = [f for f in sink.frames() if f.frame_type is FrameType.ERR]
-    # First why the session ends (id 0), then the request it cuts short.
+    # First why the session ends (id 0), then the request it cuts short, with the same code
+    # (FRM-21).
     assert [(f.id, (f.meta or {}).get("code")) for f in errs] == [
         (MessageId(0), "PROTOCOL_ERROR"),
-        (rid, "CANCELLED"),
+        (rid, "PROTOCOL_ERROR"),
     ]
 
 

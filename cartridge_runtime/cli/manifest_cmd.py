@@ -20,8 +20,8 @@ async def _load(target: str) -> tuple[Any, str | None]:
     from ..engine import CallError, Engine
 
     async with Engine() as engine:
-        name = engine.add_cartridge(target)
         try:
+            name = engine.add_cartridge(target)
             await engine.start(name)
         except CallError as exc:
             tail = getattr(exc, "stderr_tail", "")

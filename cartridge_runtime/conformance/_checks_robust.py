@@ -9,7 +9,17 @@ import time
 
 import cbor2
 
-from ..protocol import DEFAULT_LIMITS, ZERO_ID, Frame, FrameType, Limits, encode_body
+from ..protocol import (
+    DEFAULT_LIMITS,
+    ZERO_ID,
+    Frame,
+    FrameType,
+    Limits,
+    MessageId,
+    encode_body,
+    encode_frame,
+    frames,
+)
 from ._context import CheckContext
 from ._known import KNOWN_DEFECTS
 from ._model import CheckFailed, CheckSkipped, check
@@ -90,21 +100,46 @@ def malformed_frame(ctx: CheckContext) -> str:
     return "bad CBOR, text top level, missing id, type 2: all non-zero exits"
 
 
+def _exit_with_open_request(ctx: CheckContext, data: bytes) -> tuple[int | None, bool, str, str]:
+    """Fresh process, setup, a REQ for the identity cap left open (no body, no END), then
+    ``data``: (exit status, ERR id 0 seen, the open request's ERR code or "", stderr)."""
+    conn = ctx.ready(DEFAULT_LIMITS)
+    rid = MessageId.new()
+    conn.session.write(encode_frame(frames.req(rid, "cap:effect=none")) + data)
+    saw_zero = False
+    code = ""
+    deadline = min(ctx.deadline, time.monotonic() + 10.0)
+    try:
+        while True:
+            f = conn.session.recv(deadline)
+            if f.frame_type is FrameType.ERR and f.id == ZERO_ID:
+                saw_zero = True
+            elif f.frame_type is FrameType.ERR and f.id == rid:
+                code = str((f.meta or {}).get("code", ""))
+    except (WaitTimeout, TargetGone):
+        pass
+    rc = conn.session.wait_exit(deadline)
+    return rc, saw_zero, code, conn.session.stderr_text
+
+
 @check(
     "FRM-21",
-    "ERR PROTOCOL_ERROR id 0 before exiting on malformed input",
+    "ERR PROTOCOL_ERROR id 0, and for each open request, before exiting on malformed input",
     "SHOULD",
     rules=("FRM-21",),
     ck="CK-32",
 )
 def malformed_err(ctx: CheckContext) -> str:
-    rc, saw_err, stderr = _exit_after(ctx, "bad CBOR body", MALFORMED["bad CBOR body"])
+    rc, saw_err, code, stderr = _exit_with_open_request(ctx, MALFORMED["bad CBOR body"])
     if not saw_err:
         raise CheckFailed(
             f"no ERR id 0 before exit (status {rc})",
             known_defect=SILENT_EXIT_0 if rc == 0 and "Read error" in stderr else None,
         )
-    return f"ERR id 0, then exit {rc}"
+    if code != "PROTOCOL_ERROR":
+        got = f"ERR {code}" if code else "no ERR"
+        raise CheckFailed(f"the request still open got {got}, not ERR PROTOCOL_ERROR (exit {rc})")
+    return f"ERR id 0 and ERR PROTOCOL_ERROR for the open request, then exit {rc}"
 
 
 @check(

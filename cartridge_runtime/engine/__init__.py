@@ -9,15 +9,25 @@ Example::
         async with engine.call("cap:in=media:;op=echo;out=media:", [("media:", b"hi")]) as response:
             async for event in response:
                 ...
-        result = await engine.call_bytes(cap, [("media:", b"hi")])
+        result = await engine.call(cap, [("media:", b"hi")], timeout=30)  # the whole Result
 """
 
 from __future__ import annotations
 
-from ._call import Inputs, InputValue, Response
+from ._call import Inputs, InputValue
 from ._config import EngineConfig
 from ._engine import CartridgeStatus, Engine, EngineStats
-from ._errors import CallError, CartridgeDied, EngineClosed, EngineError, NoRoute, SpawnFailed
+from ._errors import (
+    CallError,
+    CallTimeout,
+    CartridgeDied,
+    CartridgeNotFound,
+    CartridgeUnhealthy,
+    EngineClosed,
+    EngineError,
+    NoRoute,
+    SpawnFailed,
+)
 from ._events import (
     CallEvent,
     Item,
@@ -46,10 +56,12 @@ from ._machine_events import (
     StepStarted,
 )
 from ._machine_run import MachineRun
+from ._response import CallContext, Response
 
 __all__ = (
     "Engine",
     "EngineConfig",
+    "CallContext",
     "Response",
     "Result",
     "OutputResult",
@@ -67,8 +79,11 @@ __all__ = (
     "EngineStats",
     "EngineError",
     "CallError",
+    "CallTimeout",
     "CartridgeDied",
+    "CartridgeUnhealthy",
     "SpawnFailed",
+    "CartridgeNotFound",
     "NoRoute",
     "EngineClosed",
     # streamed inputs

@@ -16,6 +16,24 @@ memory stays bounded whatever the size. Before the caller blocks on an empty que
 credit is flushed (otherwise a cartridge holding a half window would wait forever). The caller
 blocks on an :class:`anyio.Event` made only when it has to wait.
 
+Logs nobody reads
+-----------------
+Data is bounded by credit; LOG and progress events are not (a cartridge may send them without
+limit). So a call keeps at most ``EngineConfig.max_pending_logs`` of them unread: a counter
+goes up with each one queued, and when it passes the bound the queue is scanned once: if more
+than half the bound are really waiting, the oldest are dropped (down to half the bound) and
+counted in ``Response.dropped_logs``. A scan happens at most once per half-bound of LOGs, so
+the cost stays O(1) per event, and data events pay nothing. ``collect()`` keeps the newest
+``max_pending_logs`` logs and progress reports in the :class:`Result` and counts the rest.
+
+Timeout
+-------
+A call opened with ``timeout=`` has a deadline (:attr:`CallState.deadline`, on the event
+loop's clock). The caller's waits for events end there, and every event taken after it is
+refused: the call is then cancelled on the wire (a CANCEL with code ``TIMEOUT``) and failed at
+once with :class:`~._errors.CallTimeout`, without waiting for the cartridge's answer. Calls
+without a timeout pay nothing for it.
+
 Cancel
 ------
 ``cancel()`` before any frame of the call left the process takes the frames back and fails the
@@ -38,25 +56,22 @@ import cbor2
 
 from .. import protocol as P
 from ..protocol import ErrorCode, Frame, FrameType, MessageId, frames
-from ._errors import CallError
+from ._errors import CallError, CallTimeout
 from ._events import (
     CallEvent,
-    Item,
     Log,
     OutputData,
     OutputEnded,
     OutputItem,
-    OutputResult,
     OutputStarted,
     Progress,
-    Result,
 )
 from ._inputs import Inputs, InputSender, InputValue, inline_frames, normalize_inputs
 
 if TYPE_CHECKING:
     from ._conn import Connection
 
-__all__ = ("CallState", "InputValue", "Inputs", "Response", "normalize_inputs")
+__all__ = ("CallState", "InputValue", "Inputs", "normalize_inputs")
 
 _CHUNK = FrameType.CHUNK
 _CREDIT = FrameType.CREDIT
@@ -75,6 +90,7 @@ class CallState:
         inputs: list[tuple[str, Any]],
         chain: Any,
         cancel_grace: float,
+        max_pending_logs: int = 1000,
     ) -> None:
         self.conn = conn
         self.cap = cap
@@ -99,6 +115,14 @@ class CallState:
         self._sender: InputSender | None = None
         #: Queue positions of the frames queued at open, while they may still be withdrawn.
         self._queued: tuple[tuple[int, int], tuple[int, int]] | None = None
+        self.max_pending_logs = max(2, max_pending_logs)
+        #: LOG/progress events queued since the last scan (an upper bound of those unread).
+        self._logs_queued = 0
+        #: LOG/progress events dropped because nobody read them in time.
+        self.dropped_logs = 0
+        #: When the caller's ``timeout=`` runs out (``anyio.current_time()`` clock), if any.
+        self.deadline: float | None = None
+        self.timeout: float | None = None
 
     # -- start -----------------------------------------------------------------------------
 
@@ -269,7 +293,11 @@ class CallState:
         return cost
 
     def _on_progress(self, ev: P.ProgressReceived, cost: str | None) -> str | None:
-        self._queue(Progress(progress=ev.progress, message=ev.message), None)
+        self._queue(
+            Progress(progress=ev.progress, message=ev.message, indeterminate=ev.indeterminate),
+            None,
+        )
+        self._count_log()
         return cost
 
     def _on_log(self, ev: P.LogReceived, cost: str | None) -> str | None:
@@ -282,7 +310,33 @@ class CallState:
             ),
             None,
         )
+        self._count_log()
         return cost
+
+    def _count_log(self) -> None:
+        self._logs_queued += 1
+        if self._logs_queued > self.max_pending_logs:
+            self._trim_logs()
+
+    def _trim_logs(self) -> None:
+        """More LOG/progress events were queued than the bound since the last scan: if more
+        than half the bound are really unread, drop the oldest of them, keeping half. The next
+        scan is then at least half the bound of events away (O(1) per event)."""
+        events = self.events
+        waiting = sum(1 for ev, _ in events if type(ev) is Log or type(ev) is Progress)
+        keep = self.max_pending_logs // 2
+        if waiting > keep:
+            drop = waiting - keep
+            self.dropped_logs += drop
+            kept: deque[tuple[CallEvent, str | None]] = deque()
+            for entry in events:
+                if drop and (type(entry[0]) is Log or type(entry[0]) is Progress):
+                    drop -= 1
+                    continue
+                kept.append(entry)
+            self.events = kept
+            waiting = keep
+        self._logs_queued = waiting
 
     def _on_end(self, ev: P.BodyEnded, cost: str | None) -> str | None:
         self.end_meta = ev.meta
@@ -350,7 +404,13 @@ class CallState:
         return ev
 
     async def next_event(self) -> CallEvent | None:
-        """The next event, ``None`` after END. :raises CallError: on ERR or death."""
+        """The next event, ``None`` after END.
+
+        :raises CallError: on ERR or death; :class:`CallTimeout` past the deadline.
+        """
+        deadline = self.deadline
+        if deadline is not None and not self.done and anyio.current_time() >= deadline:
+            self.expire()
         while not self.events:
             if self.done:
                 if self.error is not None:
@@ -363,8 +423,32 @@ class CallState:
                 for credit in credits:
                     self.conn.send(credit)
             waiter = self._waiter = self.conn.new_event()
-            await waiter.wait()
+            if deadline is None:
+                await waiter.wait()
+            else:
+                with anyio.CancelScope(deadline=deadline) as scope:
+                    await waiter.wait()
+                if scope.cancelled_caught and not self.done:
+                    self.expire()
         return self._take()
+
+    def expire(self) -> None:
+        """The caller's timeout ran out: cancel the call on the wire and fail it now."""
+        if self.done:
+            return
+        error = CallTimeout(
+            f"the call to {self.cap} did not finish within its timeout of {self.timeout:g} s"
+        )
+        self.events.clear()
+        self.cancel(
+            code=ErrorCode.TIMEOUT,
+            attribution_class="resource",
+            message="the caller's timeout ran out",
+        )
+        if self.done:  # nothing had been sent yet: cancel() already failed it
+            self.error = error
+        else:
+            self._finish(error)
 
     def cancel(
         self,
@@ -439,110 +523,3 @@ _HANDLERS: dict[type, Any] = {
     P.BodyEnded: CallState._on_end,
     P.ErrorReceived: CallState._on_error,
 }
-
-
-class Response:
-    """The response of one call, as yielded by ``async with engine.call(...) as response``.
-
-    Iterate it for events in arrival order (the loop ends at END; an ERR raises
-    :class:`CallError`), or ``await response.collect()`` for everything at once.
-    """
-
-    def __init__(self, state: CallState) -> None:
-        self._state = state
-
-    @property
-    def cap(self) -> str:
-        return self._state.cap
-
-    @property
-    def cartridge(self) -> str:
-        """The name of the cartridge serving the call."""
-        return self._state.conn.name
-
-    @property
-    def rid(self) -> MessageId:
-        return self._state.rid
-
-    @property
-    def done(self) -> bool:
-        return self._state.done
-
-    @property
-    def end_meta(self) -> Mapping[str, Any] | None:
-        """END's meta (``exit_code``, ``progress``, ``message``) once the call ended."""
-        return self._state.end_meta
-
-    def __aiter__(self) -> Response:
-        return self
-
-    async def __anext__(self) -> CallEvent:
-        state = self._state
-        if state.events:
-            return state._take()  # already queued: no second coroutine
-        ev = await state.next_event()
-        if ev is None:
-            raise StopAsyncIteration
-        return ev
-
-    async def collect(self) -> Result:
-        """Read the rest of the response and join it per output.
-
-        :raises CallError: the call failed (ERR, death, cancel).
-        """
-        parts: dict[str | None, list[bytes]] = {}
-        values: dict[str | None, list[Any]] = {}
-        odd: set[str | None] = set()
-        items: dict[str | None, list[Item]] = {}
-        info: dict[str | None, tuple[str, bool]] = {}
-        logs: list[Log] = []
-        progress: list[Progress] = []
-        state = self._state
-        while True:
-            # Take what is already queued without a coroutine per event.
-            ev: CallEvent | None = state._take() if state.events else await state.next_event()
-            if ev is None:
-                break
-            if isinstance(ev, OutputData):
-                v = ev.value
-                values.setdefault(ev.output, []).append(v)
-                if isinstance(v, bytes):
-                    parts.setdefault(ev.output, []).append(v)
-                elif isinstance(v, str):
-                    parts.setdefault(ev.output, []).append(v.encode("utf-8"))
-                else:
-                    odd.add(ev.output)
-                    parts.setdefault(ev.output, []).append(cbor2.dumps(v))
-            elif isinstance(ev, OutputItem):
-                items.setdefault(ev.output, []).append(Item(value=ev.value, meta=ev.meta))
-            elif isinstance(ev, OutputStarted):
-                info.setdefault(ev.output, (ev.media_urn, ev.is_sequence))
-            elif isinstance(ev, Log):
-                logs.append(ev)
-            elif isinstance(ev, Progress):
-                progress.append(ev)
-        outputs = {
-            name: OutputResult(
-                output=name,
-                media_urn=media,
-                is_sequence=seq,
-                data=b"".join(parts.get(name, ())),
-                values=tuple(values.get(name, ())) if name in odd else (),
-                items=tuple(items.get(name, ())),
-            )
-            for name, (media, seq) in info.items()
-        }
-        return Result(
-            outputs=outputs, logs=tuple(logs), progress=tuple(progress), end_meta=self.end_meta
-        )
-
-    async def cancel(self, force_kill: bool = False) -> None:
-        """Ask the cartridge to cancel the call (CANCELLED, class user).
-
-        The response then ends with :class:`CallError` ``CANCELLED``. If the cartridge has not
-        ended the call within ``EngineConfig.cancel_grace``, the call fails locally with
-        ``CANCELLED`` (its pool slot is freed) or, with ``force_kill``, the process is killed.
-        A cancel before any frame of the call left the engine fails it at once, unsent.
-        """
-        self._state.cancel(force_kill=force_kill)
-        await anyio.lowlevel.checkpoint()

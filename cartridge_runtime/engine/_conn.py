@@ -42,10 +42,10 @@ from .. import protocol as P
 from ..protocol import Frame, FrameType, MessageId, frames
 from . import _health
 from ._config import EngineConfig
-from ._errors import CallError, CartridgeDied, EngineClosed, SpawnFailed
+from ._errors import CallError, CartridgeDied, CartridgeUnhealthy, EngineClosed, SpawnFailed
 from ._outbox import Outbox
 from ._pools import PoolGate
-from ._proc import Counters, Flow, PeerOrigin, describe_returncode
+from ._proc import Counters, Flow, PeerOrigin, describe_returncode, describe_stray_bytes
 from ._startup import run_startup
 
 if TYPE_CHECKING:
@@ -122,6 +122,9 @@ class Connection(Outbox):
         self._stdin: FdWriter | None = None
         self._stdout: FdReader | None = None
         self._kill_reason: str | None = None
+        self._unhealthy = False
+        #: Words for stray text on the cartridge's stdout, once the decoder failed on it.
+        self._stray: str | None = None
         self._scope = anyio.CancelScope()
         #: The running backend's event class, made directly (``anyio.Event()`` looks the
         #: backend up on every call).
@@ -171,7 +174,7 @@ class Connection(Outbox):
             )
         except P.ProtocolError as exc:
             self.counters.protocol_errors += 1
-            reason = f"wrote bytes that are not a valid frame on stdout: {exc}"
+            reason = self._stray or f"wrote bytes that are not a valid frame on stdout: {exc}"
         await self._die(reason)
 
     def _read_size(self) -> int:
@@ -196,17 +199,20 @@ class Connection(Outbox):
         :raises ProtocolError: the bytes are not valid frames.
         """
         decoder = self._decoder
-        if type(data) is memoryview:
-            decoder.feed_borrowed(data)
-        else:
-            decoder.feed(data)
         # Frames the dispatch queues (CREDIT, forwarded peer frames, heartbeat replies)
         # leave together in one write after the block.
         self._hold += 1
         try:
+            if type(data) is memoryview:
+                decoder.feed_borrowed(data)
+            else:
+                decoder.feed(data)
             dispatch = self._dispatch
             while (frame := decoder.next_frame()) is not None:
                 dispatch(frame)
+        except P.ProtocolError:
+            self._stray = describe_stray_bytes(data, decoder.max_frame)
+            raise
         finally:
             self._hold -= 1
         if self._out and not self._hold:
@@ -297,17 +303,29 @@ class Connection(Outbox):
     async def _stderr_reader(self) -> None:
         assert self.process is not None and self.process.stderr is not None
         limit = self.config.stderr_tail_chars
+        cap = self.config.stderr_log_max_bytes
+        logfile = None
         try:
             # A local log file, written in line-sized blocks: not worth a thread hop.
-            with open(self.log_path, "ab") as logfile:  # noqa: ASYNC230
-                async for block in self.process.stderr:
-                    logfile.write(block)
-                    logfile.flush()
-                    tail = self._tail + block.decode("utf-8", "replace")
-                    self._tail = tail[-limit:] if len(tail) > limit else tail
+            logfile = open(self.log_path, "ab")  # noqa: ASYNC230, SIM115
+            written = logfile.tell()
+            async for block in self.process.stderr:
+                if cap is not None and written + len(block) > cap and written:
+                    # Rotate: the full file becomes NAME.1 (replacing an older one).
+                    logfile.close()
+                    os.replace(self.log_path, f"{self.log_path}.1")
+                    logfile = open(self.log_path, "ab")  # noqa: ASYNC230, SIM115
+                    written = 0
+                logfile.write(block)
+                logfile.flush()
+                written += len(block)
+                tail = self._tail + block.decode("utf-8", "replace")
+                self._tail = tail[-limit:] if len(tail) > limit else tail
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         finally:
+            if logfile is not None:
+                logfile.close()
             self._stderr_done.set()
 
     # -- life ------------------------------------------------------------------------------
@@ -414,7 +432,8 @@ class Connection(Outbox):
         message = f"cartridge {self.name} died ({how}); {reason}"
         if tail:
             message += f". stderr:\n{tail}"
-        self.death = CartridgeDied(message, returncode=self.returncode, stderr_tail=tail)
+        died = CartridgeUnhealthy if self._unhealthy else CartridgeDied
+        self.death = died(message, returncode=self.returncode, stderr_tail=tail)
         if was_closing:
             self._fail_all(
                 EngineClosed(f"cartridge {self.name} was shut down while the call was pending")
@@ -436,12 +455,14 @@ class Connection(Outbox):
         self.dead.set()
         self._on_dead(self)
 
-    def kill(self, reason: str) -> None:
-        """Kill the process now (pending calls fail with ``CARTRIDGE_DIED``)."""
+    def kill(self, reason: str, *, unhealthy: bool = False) -> None:
+        """Kill the process now (pending calls fail with ``CARTRIDGE_DIED``, or with
+        ``CARTRIDGE_UNHEALTHY`` when it is killed for missing health probes)."""
         if self.process is not None and self.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
         self._kill_reason = reason
+        self._unhealthy = unhealthy
 
     async def close(self, grace: float) -> None:
         """Shut down: close stdin, give the cartridge ``grace`` seconds to exit, then kill."""

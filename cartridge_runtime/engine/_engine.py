@@ -34,7 +34,7 @@ import attrs
 
 from ..protocol import ErrorCode, Frame, tune_allocator
 from ..urn import select_handler
-from ._call import CallState, Inputs, Response, normalize_inputs
+from ._call import CallState, Inputs, normalize_inputs
 from ._config import EngineConfig
 from ._conn import Connection
 from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
@@ -43,6 +43,7 @@ from ._machine_events import MachineResult
 from ._machine_run import DEFAULT_WINDOW, MachineRun, open_run, run_to_end
 from ._peer import PeerLink, run_peer_link
 from ._proc import Counters, command_for, describe_returncode
+from ._response import CallContext
 
 if TYPE_CHECKING:
     from ..machine import Machine, MachineSource
@@ -134,7 +135,7 @@ class Engine:
 
         async with Engine() as engine:
             engine.add_cartridge("cartridges/interop.py")
-            result = await engine.call_bytes("cap:...", [("media:", b"hi")])
+            result = await engine.call("cap:...", [("media:", b"hi")])
 
     :param config: an :class:`EngineConfig`; keyword arguments override its fields.
     """
@@ -212,6 +213,7 @@ class Engine:
         :param known_caps: its cap URNs, so calls route to it before it ever started.
         :param env: the process environment (default: inherit).
         :param eager: start it as soon as the engine runs instead of at the first call.
+        :raises CartridgeNotFound: the script or program does not exist (nothing is added).
         """
         command = command_for(target)
         if name is None:
@@ -467,28 +469,43 @@ class Engine:
 
     # -- calls -----------------------------------------------------------------------------
 
-    def call(self, cap: str, inputs: Inputs | None = None) -> _CallContext:
+    def call(
+        self, cap: str, inputs: Inputs | None = None, *, timeout: float | None = None
+    ) -> CallContext:
         """Call ``cap`` with ``inputs`` (``[(media_urn, value), ...]`` or a mapping).
 
         A value is ``bytes``/``bytearray``/``memoryview``, ``str`` (sent as text), a
-        :class:`pathlib.Path` (the file's bytes), an async iterable of ``bytes``, or a
-        list/tuple of items (a sequence stream; wrap an item in :class:`Item` to give it meta).
-        Use as ``async with engine.call(cap, inputs) as response:``; leaving the block before
-        the response ended cancels the call.
+        :class:`pathlib.Path` (the file's bytes, its size in the stream meta), an async
+        iterable of ``bytes``, or a list/tuple of items (a sequence stream; wrap an item in
+        :class:`Item` to give it meta). Two ways to use it:
 
-        :raises NoRoute: no cartridge provides ``cap`` (raised on entering the block).
+        * ``result = await engine.call(cap, inputs)``: the whole :class:`Result`;
+        * ``async with engine.call(cap, inputs) as response:``: a :class:`Response` to stream
+          (leaving the block before the response ended cancels the call).
+
+        :param timeout: seconds for the whole call, start-up and queueing included (``None``:
+            no limit). When it runs out the call is cancelled and fails with
+            :class:`CallTimeout` (code ``TIMEOUT``, class ``resource``).
+        :raises NoRoute: no cartridge provides ``cap`` (raised on awaiting or entering).
         :raises SpawnFailed: the chosen cartridge cannot start.
-        :raises TypeError: malformed ``inputs``.
+        :raises CallError: the call failed (when awaited).
+        :raises TypeError: malformed ``inputs`` (at once).
         """
-        return _CallContext(self, cap, normalize_inputs(inputs))
+        return CallContext(self, cap, normalize_inputs(inputs), timeout)
 
-    async def call_bytes(self, cap: str, inputs: Inputs | None = None) -> Result:
-        """Call ``cap`` and collect the whole response.
+    async def call_bytes(
+        self,
+        cap: str,
+        inputs: Inputs | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+    ) -> Result:
+        """Call ``cap`` and collect the whole response: the same as ``await engine.call(...)``.
 
-        :raises CallError: the call failed (or could not be routed or started).
+        :raises CallError: the call failed (or could not be routed or started);
+            :class:`CallTimeout` when ``timeout`` ran out.
         """
-        async with self.call(cap, inputs) as response:
-            return await response.collect()
+        return await self.call(cap, inputs, timeout=timeout)
 
     async def _open(self, cap: str, inputs: list[tuple[str, Any]]) -> CallState:
         if self._closed:
@@ -511,6 +528,7 @@ class Engine:
             inputs=inputs,
             chain=chain,
             cancel_grace=self.config.cancel_grace,
+            max_pending_logs=self.config.max_pending_logs,
         )
         state.start()
         return state
@@ -585,24 +603,6 @@ class Engine:
             respawns=c.respawns,
             late_credits=c.late_credits,
         )
-
-
-class _CallContext:
-    """``async with engine.call(...) as response`` (internal)."""
-
-    def __init__(self, engine: Engine, cap: str, inputs: list[tuple[str, Any]]) -> None:
-        self._engine = engine
-        self._cap = cap
-        self._inputs = inputs
-        self._state: CallState | None = None
-
-    async def __aenter__(self) -> Response:
-        self._state = await self._engine._open(self._cap, self._inputs)
-        return Response(self._state)
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        if self._state is not None:
-            self._state.abandon()
 
 
 __all__ = ("CartridgeStatus", "Engine", "EngineStats", "describe_returncode")

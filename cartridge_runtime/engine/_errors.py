@@ -46,6 +46,10 @@ class CallError(EngineError):
         first = self.message.splitlines()[0] if self.message else ""
         return f"{self.code} ({self.attribution_class}): {first}"
 
+    def __str__(self) -> str:
+        """The one-line form, code first (:meth:`one_line`); ``message`` has the whole text."""
+        return self.one_line()
+
     def __repr__(self) -> str:
         fields = (self.code, self.attribution_class, self.message, self.arg_urn)
         return f"{type(self).__name__}{fields!r}"
@@ -73,6 +77,22 @@ class CartridgeDied(CallError):
         self.stderr_tail = stderr_tail
 
 
+class CartridgeUnhealthy(CartridgeDied):
+    """The engine killed the cartridge because it stopped answering health probes
+    (``EngineConfig.heartbeat_misses_to_kill``); code ``CARTRIDGE_UNHEALTHY``. The next call
+    starts it again."""
+
+    def __init__(
+        self, message: str, *, returncode: int | None = None, stderr_tail: str = ""
+    ) -> None:
+        super().__init__(
+            message,
+            returncode=returncode,
+            stderr_tail=stderr_tail,
+            code=ErrorCode.CARTRIDGE_UNHEALTHY,
+        )
+
+
 class SpawnFailed(CallError):
     """A cartridge could not be started: spawn, HELLO, identity check, manifest or POLICY failed.
 
@@ -94,11 +114,33 @@ class SpawnFailed(CallError):
         self.stderr_tail = stderr_tail
 
 
+class CartridgeNotFound(SpawnFailed):
+    """:meth:`Engine.add_cartridge` was given a script or executable that does not exist
+    (raised at once, before anything is spawned).
+
+    :ivar path: the missing path or command name.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"no such cartridge: {path} (file or command not found)", step="spawn")
+        self.path = path
+
+
 class NoRoute(CallError):
     """No cartridge provides the requested cap."""
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.NO_HANDLER, AttributionClass.ENVIRONMENT, message)
+
+
+class CallTimeout(CallError):
+    """A call did not finish within its ``timeout=`` (code ``TIMEOUT``, class ``resource``).
+
+    The engine sent the cartridge a CANCEL for it and failed it at once.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.TIMEOUT, AttributionClass.RESOURCE, message)
 
 
 class EngineClosed(CallError):

@@ -58,10 +58,15 @@ class OutputEnded:
 
 @attrs.frozen(kw_only=True)
 class Progress:
-    """A progress LOG."""
+    """A progress LOG.
+
+    :ivar indeterminate: the cartridge does not know how far it is (``progress(None, ...)``):
+        show a spinner, not a percentage; ``progress`` repeats the last fraction it reported.
+    """
 
     progress: float
     message: str = ""
+    indeterminate: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -109,6 +114,9 @@ class Result:
     logs: tuple[Log, ...] = ()
     progress: tuple[Progress, ...] = ()
     end_meta: Mapping[str, Any] | None = attrs.field(default=None, repr=describe_meta)
+    #: LOG and progress events left out, the oldest first (more than
+    #: ``EngineConfig.max_pending_logs`` came).
+    dropped_logs: int = 0
 
     @property
     def main(self) -> OutputResult | None:

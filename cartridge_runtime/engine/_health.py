@@ -1,8 +1,11 @@
 """Health probes of a cartridge connection: HEARTBEAT out, reply (with stats and pools) in.
 
 A probe that gets no reply within ``EngineConfig.heartbeat_timeout`` marks the cartridge
-unhealthy (it is never killed for that); the pools in a reply update admission. Mixed into
-:class:`~._conn.Connection`.
+unhealthy; after ``EngineConfig.heartbeat_misses_to_kill`` such probes in a row the periodic
+loop kills it (a cartridge whose event loop is stuck, e.g. in an async handler that never
+yields, would otherwise hold its calls forever): its calls fail with
+:class:`~._errors.CartridgeUnhealthy` and the next call starts it again. The pools in a reply
+update admission.
 """
 
 from __future__ import annotations
@@ -58,9 +61,20 @@ async def probe(conn: Connection, reply_within: float | None = None) -> bool:
 
 async def heartbeat_loop(conn: Connection) -> None:
     interval = conn.config.heartbeat_interval
+    limit = conn.config.heartbeat_misses_to_kill
     assert interval
+    misses = 0
     while conn.state == "ready":
         await anyio.sleep(interval)
         if conn.state != "ready":
             break
-        await probe(conn)
+        misses = 0 if await probe(conn) else misses + 1
+        if limit is not None and misses >= limit and conn.state == "ready":
+            timeout = conn.config.heartbeat_timeout
+            log.warning("%s: %d heartbeats missed; killing it", conn.name, misses)
+            conn.kill(
+                f"killed by the engine: it answered none of {misses} health probes in a row "
+                f"(each given {timeout:g} s); an async handler that never yields blocks them",
+                unhealthy=True,
+            )
+            break

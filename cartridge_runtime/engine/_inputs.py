@@ -17,6 +17,7 @@ that a large input does not starve the reader.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -236,6 +237,9 @@ class InputSender:
         stream = _stream(self.rid, self.xid, self.limits, index, media, is_seq)
         self.streams[stream.stream_id] = stream
         self.current = stream
+        if isinstance(value, os.PathLike):
+            await self._send_file(stream, Path(value))
+            return
         await self._emit(stream, stream.start())
         if isinstance(value, _BYTES_LIKE):
             view = memoryview(value).cast("B")
@@ -245,10 +249,6 @@ class InputSender:
             step = max(1, size // 4)
             for pos in range(0, len(value), step):
                 await self._emit(stream, stream.emit_value(value[pos : pos + step]))
-        elif isinstance(value, os.PathLike):
-            async with await anyio.open_file(Path(value), "rb") as f:
-                while block := await f.read(size):
-                    await self._emit(stream, stream.write_bytes(block))
         elif isinstance(value, list | tuple):
             for item in value:
                 if isinstance(item, Item):
@@ -280,4 +280,16 @@ class InputSender:
                     await self._emit(stream, stream.write_bytes(view[pos : pos + size]))
         else:
             raise TypeError(f"unsupported input value type {type(value).__name__}")
+        await self._emit(stream, stream.close())
+
+    async def _send_file(self, stream: P.OutgoingStream, path: Path) -> None:
+        """A file's bytes; a regular file's size goes into the stream meta (``size``), so the
+        handler can report progress as a fraction (``/dev/stdin`` works too)."""
+        async with await anyio.open_file(path, "rb") as f:
+            info = os.fstat(f.wrapped.fileno())
+            meta = {"size": info.st_size} if stat.S_ISREG(info.st_mode) else None
+            await self._emit(stream, stream.start(meta=meta))
+            size = self.limits.effective_chunk
+            while block := await f.read(size):
+                await self._emit(stream, stream.write_bytes(block))
         await self._emit(stream, stream.close())

@@ -38,7 +38,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..machine import Machine, OnError, Step, constant_text
 from ..machine._plan import Feed, FeedKind, Plan, ScopePlan, StepPlan, plan_machine
 from ..urn import MediaUrn, UrnError
-from ._call import Response
+from ._response import Response
 from ._errors import CallError
 from ._events import Item, Log, OutputData, OutputEnded, OutputItem, OutputStarted, Progress
 from ._flow import Flow, FlowCollector, FlowReader, whole_value

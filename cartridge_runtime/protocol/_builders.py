@@ -191,9 +191,17 @@ def progress(
     *,
     xid: MessageId | None = None,
     seq: int = 0,
+    indeterminate: bool = False,
 ) -> Frame:
-    """A progress LOG: ``{level: "progress", message, progress}``, no attribution class."""
-    meta = {"level": "progress", "message": message, "progress": float(fraction)}
+    """A progress LOG: ``{level: "progress", message, progress}``, no attribution class.
+
+    ``indeterminate`` adds ``indeterminate: true`` (work goes on, how far is unknown: a
+    spinner, not a percentage); ``progress`` then repeats the last fraction reported, so a
+    receiver that does not know the key still reads a valid progress LOG (REQ-34).
+    """
+    meta: dict[str, Any] = {"level": "progress", "message": message, "progress": float(fraction)}
+    if indeterminate:
+        meta["indeterminate"] = True
     return Frame(frame_type=FrameType.LOG, id=rid, seq=seq, meta=meta, routing_id=xid)
 
 

@@ -70,10 +70,15 @@ class LogReceived:
 
 @attrs.frozen(slots=True, kw_only=True)
 class ProgressReceived:
-    """A progress LOG (``level == "progress"``)."""
+    """A progress LOG (``level == "progress"``).
+
+    :ivar indeterminate: the sender said how far it is is unknown (meta ``indeterminate``);
+        ``progress`` is then the last fraction it reported.
+    """
 
     progress: float
     message: str = ""
+    indeterminate: bool = False
 
 
 @attrs.frozen(slots=True, kw_only=True)

@@ -274,7 +274,9 @@ class BodyReceiver:
             if meta.get("level") == "progress":
                 return [
                     ProgressReceived(
-                        progress=float(meta.get("progress", 0.0)), message=meta.get("message") or ""
+                        progress=float(meta.get("progress", 0.0)),
+                        message=meta.get("message") or "",
+                        indeterminate=meta.get("indeterminate") is True,
                     )
                 ]
             return [

@@ -43,7 +43,8 @@ with some of these methods (sync or async; a missing one means "ignore"); ``outp
 * ``value(output, value)`` — one value from ``emit_cbor`` (bytes, str, int, list, ...)
 * ``item(output, value, meta)`` — one sequence item from ``emit_list_item``
 * ``close(output)`` — the output ended
-* ``progress(fraction, message)``, ``log(level, message, attribution_class, arg_urn)``
+* ``progress(fraction, message)`` (``fraction`` ``None``: indeterminate),
+  ``log(level, message, attribution_class, arg_urn)``
 * ``finish(progress, message)`` — the handler succeeded (END's values)
 
 A failure raises :class:`CartridgeError` (``.code``, ``.attribution_class``, ``.message``,
@@ -86,6 +87,7 @@ from ._errors import (
     OutputError,
     PeerCallError,
     RequestCancelled,
+    SetupError,
     UnknownOutput,
 )
 from ._input import InputItem, InputPackage, InputStream
@@ -149,4 +151,5 @@ __all__ = (
     "NetworkPolicyError",
     "RequestCancelled",
     "PeerCallError",
+    "SetupError",
 )

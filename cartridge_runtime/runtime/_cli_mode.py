@@ -316,8 +316,11 @@ class _TerminalSink:
         if output.is_main:
             self._out.flush()
 
-    def progress(self, fraction: float, message: str) -> None:
-        self._err.write(f"[PROGRESS {fraction * 100:.0f}%] {message}\n")
+    def progress(self, fraction: float | None, message: str) -> None:
+        if fraction is None:
+            self._err.write(f"[PROGRESS] {message}\n")
+        else:
+            self._err.write(f"[PROGRESS {fraction * 100:.0f}%] {message}\n")
         self._err.flush()
 
     def log(self, level: str, message: str, attribution_class: str, arg_urn: str | None) -> None:

@@ -149,3 +149,11 @@ class RequestCancelled(CartridgeError):
 class PeerCallError(CartridgeError):
     """A peer call failed: the peer answered ERR (its code, class and arg_urn are kept) or the
     call could not be made."""
+
+
+class SetupError(CartridgeError):
+    """The cartridge is put together wrongly (found before it serves anything): two caps share
+    an alias, a declared cap has no handler, or a handler serves a cap the manifest does not
+    declare. The message is one line naming every problem."""
+
+    code = "INVALID_CARTRIDGE"

@@ -10,7 +10,7 @@ mailbox the ``before_block`` hook flushes pending credit, so a sender is never s
 from __future__ import annotations
 
 import collections
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -112,6 +112,14 @@ class InputStream:
         #: Shared with the request's outputs: the last value taken that arrived as one whole
         #: verified CHUNK, as ``(value, payload, checksum)`` (see ``WireOutput.write``).
         self._wire_slot = wire_slot
+
+    @property
+    def size(self) -> int | None:
+        """The input's size in bytes when the sender knew it (a file: stream meta ``size``),
+        else ``None``; for progress as a fraction of the whole."""
+        meta = self.meta
+        size = meta.get("size") if isinstance(meta, Mapping) else None
+        return size if type(size) is int and size >= 0 else None
 
     def __repr__(self) -> str:
         return (

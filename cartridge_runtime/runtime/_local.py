@@ -62,7 +62,7 @@ class _SinkReporter:
         self.sink = sink
         self.final: tuple[float, str | None] = (1.0, None)
 
-    async def progress(self, fraction: float, message: str) -> None:
+    async def progress(self, fraction: float | None, message: str) -> None:
         await _call(self.sink, "progress", fraction, message)
 
     async def log(

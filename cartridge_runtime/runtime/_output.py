@@ -36,7 +36,7 @@ class OutputSpec:
 class Reporter(Protocol):
     """Where progress, logs and the final status of a request go (never blocks on credit)."""
 
-    async def progress(self, fraction: float, message: str) -> None: ...
+    async def progress(self, fraction: float | None, message: str) -> None: ...
     async def log(
         self, level: str, message: str, attribution_class: str, arg_urn: str | None
     ) -> None: ...
@@ -213,9 +213,9 @@ class OutputStream:
             self.closed = True
             await self._backend.close()
 
-    async def progress(self, fraction: float, message: str = "") -> None:
-        """Report progress (0..1). Never waits for credit."""
-        await self._reporter.progress(float(fraction), message)
+    async def progress(self, fraction: float | None, message: str = "") -> None:
+        """Report progress (0..1); ``None`` means indeterminate. Never waits for credit."""
+        await self._reporter.progress(None if fraction is None else float(fraction), message)
 
     async def log(
         self,

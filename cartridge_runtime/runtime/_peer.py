@@ -7,6 +7,11 @@ any stream); ``response = await call.finish()`` ends the request body and return
 forwards the peer's progress into a sub-range of the caller's progress, and raises
 :class:`PeerCallError` (keeping the peer's code, class and arg_urn) when the peer answers ERR.
 The frames are made by a transport (:mod:`._session` on the wire).
+
+``timeout=`` (on :meth:`PeerInvoker.call` and :meth:`PeerInvoker.call_with_bytes`) bounds the
+whole peer call from its creation: a wait for the response that runs past it cancels the call
+(CANCEL to the host) and raises :class:`PeerCallError` with code ``TIMEOUT``, class
+``resource``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
+import anyio
 import attrs
 
 from cartridge_runtime._redact import describe, describe_meta
@@ -81,8 +87,29 @@ class PeerResponse:
         if not len(self._box):
             if self.before_block is not None:
                 await self.before_block()
-            await self._box.wait()
+            deadline = self._call.deadline
+            if deadline is None:
+                await self._box.wait()
+            else:
+                with anyio.CancelScope(deadline=deadline):
+                    await self._box.wait()
+                if not len(self._box):
+                    await self._expire()
         return self._box.take_nowait()  # type: ignore[no-any-return]
+
+    async def _expire(self) -> None:
+        """The call's timeout ran out: cancel it on the wire and fail.
+
+        :raises PeerCallError: always (code ``TIMEOUT``, class ``resource``).
+        """
+        self.done = True
+        await self._call.cancel()
+        raise PeerCallError(
+            f"peer call {self._call.cap_urn} did not finish within its timeout of "
+            f"{self._call.timeout:g} s",
+            code="TIMEOUT",
+            attribution_class="resource",
+        )
 
     async def __aiter__(self) -> AsyncIterator[PeerData | PeerLog]:
         reporter = self._call._reporter
@@ -113,7 +140,10 @@ class PeerResponse:
             elif isinstance(event, ProgressReceived):
                 if reporter is not None:
                     await reporter.progress(
-                        lo + (hi - lo) * max(0.0, min(1.0, event.progress)), event.message
+                        None
+                        if event.indeterminate
+                        else lo + (hi - lo) * max(0.0, min(1.0, event.progress)),
+                        event.message,
                     )
             elif isinstance(event, BodyEnded):
                 self.end_meta = event.meta
@@ -167,10 +197,19 @@ class PeerResponse:
 class PeerCall:
     """One outgoing peer request being built."""
 
-    def __init__(self, transport: PeerTransport, cap_urn: str, reporter: Reporter | None) -> None:
+    def __init__(
+        self,
+        transport: PeerTransport,
+        cap_urn: str,
+        reporter: Reporter | None,
+        timeout: float | None = None,
+    ) -> None:
         self._transport = transport
         self.cap_urn = cap_urn
         self._reporter = reporter
+        self.timeout = timeout
+        #: When ``timeout`` runs out (``anyio.current_time()`` clock), if any.
+        self.deadline = None if timeout is None else anyio.current_time() + timeout
         self._args: list[OutputStream] = []
         self._sent_req = False
         self._finished = False
@@ -225,9 +264,14 @@ class PeerInvoker:
         self._transport = transport
         self._reporter = reporter
 
-    def call(self, cap_urn: str) -> PeerCall:
-        """Start a call of ``cap_urn``; add arguments with :meth:`PeerCall.arg`."""
-        return PeerCall(self._transport, cap_urn, self._reporter)
+    def call(self, cap_urn: str, *, timeout: float | None = None) -> PeerCall:
+        """Start a call of ``cap_urn``; add arguments with :meth:`PeerCall.arg`.
+
+        :param timeout: seconds for the whole call, from now (``None``: no limit); past it,
+            reading the response cancels the call and raises :class:`PeerCallError`
+            ``TIMEOUT``.
+        """
+        return PeerCall(self._transport, cap_urn, self._reporter, timeout)
 
     async def call_with_bytes(
         self,
@@ -235,9 +279,11 @@ class PeerInvoker:
         args: Sequence[tuple[str, bytes]],
         *,
         progress_range: tuple[float, float] = (0.0, 1.0),
+        timeout: float | None = None,  # noqa: ASYNC109 (the call's own limit)
     ) -> PeerResponse:
-        """Call ``cap_urn`` with whole byte arguments and return the response to read."""
-        call = self.call(cap_urn).with_progress_range(*progress_range)
+        """Call ``cap_urn`` with whole byte arguments and return the response to read
+        (``timeout`` as for :meth:`call`)."""
+        call = self.call(cap_urn, timeout=timeout).with_progress_range(*progress_range)
         for urn, data in args:
             out = await call.arg(urn)
             await out.write(data)

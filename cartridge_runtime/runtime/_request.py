@@ -83,9 +83,10 @@ class Request:
             raise RuntimeError("peer calls are not available here")
         return self._peer
 
-    async def progress(self, fraction: float, message: str = "") -> None:
-        """Report progress (0..1); never waits for credit."""
-        await self._reporter.progress(float(fraction), message)
+    async def progress(self, fraction: float | None, message: str = "") -> None:
+        """Report progress (0..1); ``None`` means indeterminate (work goes on, how far is
+        unknown: a spinner, not 0%). Never waits for credit."""
+        await self._reporter.progress(None if fraction is None else float(fraction), message)
 
     async def log(
         self,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -23,6 +24,7 @@ from cartridge_runtime.urn import (
 
 from ._builtin import AdapterSelectionOp, DiscardOp, IdentityOp
 from ._context import FunctionOp, Op, SyncFunctionOp
+from ._errors import SetupError
 
 OpFactory = Callable[[], Op]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,6 +34,44 @@ EXIT_OK = 0  #: stdin reached EOF (or the peer went away)
 EXIT_FAILURE = 1  #: handshake failure, or a relay frame reached a cartridge
 EXIT_PROTOCOL = 65  #: the byte stream cannot be trusted any more (EX_DATAERR)
 EXIT_FORCE_KILLED = 137  #: a CANCEL with force_kill ended the process
+
+#: Requests a cartridge keeps open at once unless told otherwise: far more than any pool
+#: runs, few enough that a flood of REQs costs bounded memory.
+DEFAULT_MAX_OPEN_REQUESTS = 1024
+
+
+@contextlib.contextmanager
+def stdout_for_frames() -> Iterator[int]:
+    """Keep the process's stdout for frames while CBOR mode runs: yields a private duplicate
+    of file descriptor 1 for the frame writer, and meanwhile points fd 1 and ``sys.stdout``
+    at stderr, so a ``print()`` in a handler (or a child process writing to its stdout) goes
+    to stderr instead of corrupting the frame stream. Text a script printed before ``run()``
+    and that is still in ``sys.stdout``'s buffer goes to stderr too. Both are put back after.
+    """
+    saved = sys.stdout
+    frames_fd = os.dup(1)
+    try:
+        os.dup2(2, 1)
+    except OSError:  # no usable stderr: the noise goes nowhere rather than into the frames
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    sys.stdout = sys.stderr
+    try:
+        yield frames_fd
+    finally:
+        sys.stdout = saved
+        with contextlib.suppress(OSError, ValueError):
+            saved.flush()  # still stderr here
+        os.dup2(frames_fd, 1)
+        os.close(frames_fd)
+
+
+def _canonical(urn: str) -> str:
+    try:
+        return str(CapUrn.parse(urn))
+    except UrnError:
+        return urn
 
 
 class CartridgeRuntime:
@@ -55,17 +95,31 @@ class CartridgeRuntime:
 
     :param manifest: the cartridge's manifest (sent in HELLO, used for output definitions).
     :param limits: the limits this side proposes in HELLO (defaults to the protocol defaults).
+    :param max_open_requests: most requests open at once (running or queued for a pool);
+        beyond it a REQ is refused with ERR ``TOO_MANY_REQUESTS`` (class ``resource``), so a
+        host that floods the cartridge cannot grow it without limit.
     """
 
-    def __init__(self, manifest: Manifest, *, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        *,
+        limits: Limits | None = None,
+        max_open_requests: int = DEFAULT_MAX_OPEN_REQUESTS,
+    ) -> None:
+        if max_open_requests < 1:
+            raise ValueError("max_open_requests must be at least 1")
         self.manifest = manifest
         self.limits = limits or Limits()
+        self.max_open_requests = max_open_requests
         self._handlers: dict[str, OpFactory] = {}
         #: find_handler answers per requested cap text (cleared by register_op).
         self._found: dict[str, tuple[str, OpFactory] | None] = {}
         self.register_op(IDENTITY_CAP, IdentityOp)
         self.register_op(DISCARD_CAP, DiscardOp)
         self.register_op(ADAPTER_SELECTION_CAP, AdapterSelectionOp)
+        #: The built-in registrations, which need no declaration in the manifest.
+        self._builtin = {DISCARD_CAP: DiscardOp, ADAPTER_SELECTION_CAP: AdapterSelectionOp}
 
     def __repr__(self) -> str:
         return f"CartridgeRuntime(manifest={self.manifest.name!r}, handlers={len(self._handlers)})"
@@ -153,12 +207,48 @@ class CartridgeRuntime:
                 capacities[key] = value  # a pool name or "all"
         return PoolTable(list(seen), PoolDeclarations(pools=decl.pools, capacities=capacities))
 
+    def check(self) -> None:
+        """Check that manifest and handlers fit together, as :meth:`run` does before it
+        serves anything: every alias names one cap, every declared cap has a handler, and
+        every registered handler serves a declared cap (the built-in discard and adapter
+        selection handlers excepted).
+
+        :raises SetupError: one line naming every problem found.
+        """
+        problems: list[str] = []
+        owners: dict[str, str] = {}
+        declared: set[str] = set()
+        for cap in self.manifest.iter_caps():
+            declared.add(_canonical(cap.urn))
+            for alias in cap.aliases:
+                first = owners.setdefault(alias, cap.urn)
+                if first != cap.urn:
+                    problems.append(f"alias {alias!r} names two caps ({first} and {cap.urn})")
+            if self.find_handler(cap.urn) is None:
+                problems.append(f"declared cap {cap.urn} has no handler")
+        for urn, factory in self._handlers.items():
+            if self._builtin.get(urn) is factory:
+                continue
+            if _canonical(urn) not in declared:
+                problems.append(
+                    f"a handler is registered for {urn}, which the manifest does not declare"
+                )
+        if problems:
+            raise SetupError(
+                f"cartridge {self.manifest.name!r} cannot start: " + "; ".join(problems)
+            )
+
     # -- entry points ----------------------------------------------------------------------
 
     def run(self, argv: Sequence[str] | None = None) -> None:
         """Run as a cartridge process and exit: no arguments → CBOR frames on stdin/stdout;
         any argument → CLI mode."""
         args = list(sys.argv[1:] if argv is None else argv)
+        try:
+            self.check()
+        except SetupError as exc:
+            print(f"cartridge: {exc}", file=sys.stderr, flush=True)
+            sys.exit(EXIT_FAILURE)
         if args:
             from ._cli_mode import run_cli
 
@@ -178,13 +268,14 @@ class CartridgeRuntime:
         from ._stdin import LoopReceiveStream
 
         tune_allocator()  # keep 256 KiB payload buffers in the heap (see protocol._alloc)
-        receive = LoopReceiveStream(sys.stdin.fileno())
-        send = FdSendStream(sys.stdout.fileno())
-        try:
-            return await self.serve(receive, send)
-        finally:
-            receive.restore()
-            send.restore()
+        with stdout_for_frames() as frames_fd:
+            receive = LoopReceiveStream(sys.stdin.fileno())
+            send = FdSendStream(frames_fd)
+            try:
+                return await self.serve(receive, send)
+            finally:
+                receive.restore()
+                send.restore()
 
     async def serve(
         self, receive: anyio.abc.ByteReceiveStream, send: anyio.abc.ByteSendStream

@@ -169,7 +169,9 @@ class Session(HandlerRunner, InputReader):
             except ProtocolError as exc:
                 _note(f"protocol error: {exc}")
                 status = EXIT_PROTOCOL
-                # FRM-21: tell the host why before going away (id 0: no request owns it).
+                # FRM-21: every request still open ends with ERR PROTOCOL_ERROR, and the host
+                # hears why on id 0 (no request owns it), before the cartridge goes away.
+                self._fail_open_requests(f"the host's byte stream broke: {exc}")
                 with anyio.move_on_after(1):
                     await self.send(
                         frames.err(ZERO_ID, ErrorCode.PROTOCOL_ERROR, str(exc), "internal")
@@ -180,6 +182,23 @@ class Session(HandlerRunner, InputReader):
                 await self.writer.done.wait()
             tg.cancel_scope.cancel()
         return status
+
+    def _fail_open_requests(self, message: str) -> None:
+        """End every open request with ERR ``PROTOCOL_ERROR`` (class ``internal``): a running
+        handler is cancelled with that reason (its terminal is that ERR), a queued request is
+        answered here."""
+        reason = (str(ErrorCode.PROTOCOL_ERROR), "internal", message)
+        for a in list(self.active.values()):
+            if a.started:
+                self._cancel(a, reason)
+                continue
+            self.pools.remove_queued(lambda item, a=a: item is a)
+            self.active.pop(a.rid, None)
+            if not a.terminal_sent:
+                a.terminal_sent = True
+                a.cancel = a.cancel or reason
+                code, cls, text = a.cancel
+                self.push(frames.err(a.rid, code, text, cls, xid=a.xid))
 
     async def _shutdown(self, *, graceful: bool) -> None:
         """Stop every request: at EOF, give complete requests a short grace first."""
@@ -261,6 +280,15 @@ class Session(HandlerRunner, InputReader):
                 frame,
                 "PROTOCOL_VIOLATION",
                 "REQ before POLICY: only the identity check may come first",
+            )
+            return
+        if len(self.active) >= self.runtime.max_open_requests:
+            self._reject(
+                frame,
+                "TOO_MANY_REQUESTS",
+                f"too many open requests (at most {self.runtime.max_open_requests}); "
+                "retry when some have ended",
+                "resource",
             )
             return
         found = self.runtime.find_handler(cap)

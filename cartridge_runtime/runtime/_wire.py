@@ -243,10 +243,14 @@ class WireReporter:
         self.active = active
         self.last = 0.0  #: the last fraction reported (repeated by sync keepalives)
 
-    async def progress(self, fraction: float, message: str) -> None:
+    async def progress(self, fraction: float | None, message: str) -> None:
         a = self.active
-        self.last = fraction
-        await a.session.send(frames.progress(a.rid, fraction, message, xid=a.xid))
+        if fraction is None:
+            frame = frames.progress(a.rid, self.last, message, xid=a.xid, indeterminate=True)
+        else:
+            self.last = fraction
+            frame = frames.progress(a.rid, fraction, message, xid=a.xid)
+        await a.session.send(frame)
 
     async def log(
         self, level: str, message: str, attribution_class: str, arg_urn: str | None

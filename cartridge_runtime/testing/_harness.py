@@ -320,7 +320,7 @@ class CartridgeHarness:
             elif isinstance(ev, LogReceived):
                 res.logs.append(ev)
             elif isinstance(ev, ProgressReceived):
-                res.progress.append((ev.progress, ev.message))
+                res.progress.append((None if ev.indeterminate else ev.progress, ev.message))
             elif isinstance(ev, BodyEnded):
                 res.end = ev.meta
             elif isinstance(ev, ErrorReceived):
@@ -537,12 +537,18 @@ async def run_op(
 
 
 def call_sync(
-    runtime: Any, cap: str, inputs: Sequence[InputSpec] = (), *, backend: str = "asyncio"
+    runtime: Any,
+    cap: str,
+    inputs: Sequence[InputSpec] = (),
+    *,
+    backend: str = "asyncio",
+    timeout: float = 30,
 ) -> CallResult:
-    """Synchronous one-shot call for non-async test code."""
+    """Synchronous one-shot call for non-async test code (``timeout`` as for
+    :meth:`CartridgeHarness.call`)."""
 
     async def main() -> CallResult:
         async with CartridgeHarness(runtime) as h:
-            return await h.call(cap, inputs)
+            return await h.call(cap, inputs, timeout=timeout)
 
     return anyio.run(main, backend=backend)

@@ -138,7 +138,7 @@ class CallResult:
     rid: MessageId
     streams: list[StreamResult] = attrs.field(factory=list)
     logs: list[LogReceived] = attrs.field(factory=list)
-    progress: list[tuple[float, str]] = attrs.field(factory=list)
+    progress: list[tuple[float | None, str]] = attrs.field(factory=list)
     end: Any = attrs.field(default=None, repr=describe_meta)
     error: ErrorInfo | None = None
     frames: list[Frame] = attrs.field(factory=list, repr=describe_items)
