@@ -1,0 +1,223 @@
+"""The machine plan (sans-IO) and the executor over an in-memory engine.
+
+The plan is a pure function of a machine: which scope each step runs in, how each binding
+finds its value (local, item, outer, collected), which values stream, and the skip rule. The
+executor is then driven with a fake engine (no process, no pipe): items that finish out of
+order still come out in item order, the window bounds how many run at once, absent items are
+left out of what a map collects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cartridges"))
+
+import wordkit
+
+from cartridge_runtime.engine import (
+    CallError,
+    Item,
+    MachineRunError,
+    OutputData,
+    OutputEnded,
+    OutputItem,
+    OutputStarted,
+)
+from cartridge_runtime.engine._machine_run import run_to_end
+from cartridge_runtime.machine import Machine, parse_machine
+from cartridge_runtime.machine._plan import FeedKind, plan_machine, runs
+
+H = {
+    "split": wordkit.SPLIT,
+    "upper": wordkit.UPPER,
+    "join": wordkit.JOIN,
+    "route": wordkit.ROUTE,
+    "pair": wordkit.PAIR,
+    "count": wordkit.COUNT_WORDS,
+    "bang": wordkit.BANG,
+}
+
+
+def machine(*wirings: str, **renamed: str) -> Machine:
+    names = {**{k: k for k in H}, **renamed}
+    headers = [f"{alias} {H[cap]}" for alias, cap in names.items()
+               if any(f"-> {alias}" in w for w in wirings)]  # fmt: skip
+    return parse_machine("\n".join(headers + list(wirings)), wordkit.CAPS)
+
+
+# -- the plan ----------------------------------------------------------------------------------
+
+
+def test_a_chain_streams_its_values_and_a_map_reads_items() -> None:
+    m = machine("doc -> split -> ws", "ws -> upper -> up", "(words=up) -> join -> out")
+    plan = plan_machine(m)
+    root = plan.roots[0]
+    assert [s.step.label for s in root.steps] == ["split", "join"]
+    split, join = root.steps
+    assert split.feeds[0].kind is FeedKind.LOCAL and split.feeds[0].streamed
+    assert join.feeds[0].kind is FeedKind.COLLECTED and not join.feeds[0].streamed
+    inner = plan.scope(0, root.children[0])
+    assert [s.step.label for s in inner.steps] == ["upper"]
+    assert inner.steps[0].feeds[0].kind is FeedKind.ITEM
+    assert inner.sources == (m.node("ws").name,)
+    assert plan.item_readers == {m.node("ws").name: 1}
+
+
+def test_a_step_given_several_streamed_values_or_a_policy_takes_them_whole() -> None:
+    m = machine("(word=a, right=b) -> pair -> p")
+    (pair,) = plan_machine(m).roots[0].steps
+    assert [f.streamed for f in pair.feeds] == [False, False]
+    m = machine("(word=a) -> upper{retry=2} -> u")
+    (upper,) = plan_machine(m).roots[0].steps
+    assert upper.buffered and not upper.feeds[0].streamed
+    m = machine("(word=a) -> upper -> u")
+    (upper,) = plan_machine(m).roots[0].steps
+    assert not upper.buffered and upper.feeds[0].streamed
+
+
+def test_a_value_from_outside_a_map_is_given_to_every_item_whole() -> None:
+    m = machine("doc -> split -> ws", "(word=ws, right=r) -> pair -> p")
+    plan = plan_machine(m)
+    inner = plan.scope(0, plan.roots[0].children[0])
+    kinds = {f.binding.arg: f.kind for f in inner.steps[0].feeds}
+    assert kinds == {"word": FeedKind.ITEM, "right": FeedKind.OUTER}
+
+
+def test_the_skip_rule_needs_every_node_and_never_a_constant() -> None:
+    m = machine("(word=w, min_length=3) -> route -> (kept=k, dropped=d)", "k -> upper -> u")
+    plan = plan_machine(m)
+    route = next(s for s in plan.roots[0].steps if s.step.label == "route")
+    upper = next(s for s in plan.roots[0].steps if s.step.label == "upper")
+    w, k = m.node("w").name, m.node("k").name
+    assert runs(route, {w: True})
+    assert not runs(route, {w: False})
+    assert runs(upper, {k: True}) and not runs(upper, {k: False}) and not runs(upper, {})
+
+
+# -- the executor over a fake engine -------------------------------------------------------------
+
+
+class _Response:
+    def __init__(self, events: list[Any], delay: float) -> None:
+        self._events = events
+        self._delay = delay
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._gen()
+
+    async def _gen(self) -> AsyncIterator[Any]:
+        await anyio.sleep(self._delay)
+        for event in self._events:
+            yield event
+
+
+class FakeEngine:
+    """Answers upper, split, join, route and bang like wordkit, after a random delay; counts
+    the calls in flight besides split's."""
+
+    def __init__(self, seed: int = 1) -> None:
+        self.random = random.Random(seed)
+        self.in_flight = self.most = 0
+        self.calls: list[tuple[str, list[Any]]] = []
+
+    @contextlib.asynccontextmanager
+    async def call(self, cap: str, inputs: Any = None) -> AsyncIterator[_Response]:
+        given = []
+        for media, value in inputs:
+            if hasattr(value, "source"):
+                value = [p async for p in value.source]
+            given.append((media, value))
+        self.calls.append((cap, given))
+        counted = cap != wordkit.SPLIT  # the one call that streams the map's sequence
+        self.in_flight += counted
+        self.most = max(self.most, self.in_flight)
+        try:
+            yield _Response(self._answer(cap, given), self.random.random() / 500)
+        finally:
+            self.in_flight -= counted
+
+    @staticmethod
+    def _text(value: Any) -> str:
+        if isinstance(value, list):
+            value = b"".join(p if isinstance(p, bytes) else str(p).encode() for p in value)
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    def _answer(self, cap: str, given: list[Any]) -> list[Any]:
+        def scalar(value: bytes, output: str | None = None) -> list[Any]:
+            media = wordkit.WORD if output is None else output
+            return [OutputStarted(output=output, stream_id="s", media_urn=media, is_sequence=False),
+                    OutputData(output=output, stream_id="s", value=value),
+                    OutputEnded(output=output, stream_id="s", chunk_count=1)]  # fmt: skip
+
+        word = self._text(given[0][1]) if given else ""
+        if cap == wordkit.SPLIT:
+            items = [OutputItem(output=None, stream_id="s", value=w.encode()) for w in word.split()]
+            return [OutputStarted(output=None, stream_id="s", media_urn=wordkit.WORD,
+                                  is_sequence=True), *items,
+                    OutputEnded(output=None, stream_id="s", chunk_count=len(items))]  # fmt: skip
+        if cap == wordkit.UPPER:
+            return scalar(word.upper().encode())
+        if cap == wordkit.ROUTE:
+            return scalar(word.encode(), wordkit.KEPT if len(word) >= 4 else wordkit.DROPPED)
+        if cap == wordkit.BANG and word == "boom":
+            raise CallError("BANG", "input", "the word is 'boom'", arg_urn=wordkit.WORD)
+        if cap == wordkit.JOIN:
+            words = [self._text(i.value if isinstance(i, Item) else i) for i in given[0][1]]
+            return scalar(" ".join(words).encode())
+        return scalar(word.encode())
+
+
+@pytest.mark.asyncio
+async def test_items_finishing_out_of_order_come_out_in_item_order() -> None:
+    words = [f"w{i}" for i in range(300)]
+    engine = FakeEngine(seed=7)
+    m = machine("doc -> split -> ws", "ws -> upper -> up")
+    result = await run_to_end(engine, m, {"doc": " ".join(words)}, window=16)
+    assert [i.value for i in result["up"].items] == [w.upper().encode() for w in words]
+    assert 1 < engine.most <= 16
+
+
+@pytest.mark.asyncio
+async def test_the_window_bounds_the_items_in_flight() -> None:
+    engine = FakeEngine(seed=3)
+    m = machine("doc -> split -> ws", "ws -> upper -> up")
+    await run_to_end(engine, m, {"doc": " ".join(["x"] * 100)}, window=3)
+    assert engine.most == 3
+
+
+@pytest.mark.asyncio
+async def test_absent_items_are_left_out_and_nothing_downstream_is_called() -> None:
+    engine = FakeEngine()
+    m = machine("doc -> split -> ws", "ws -> route -> (kept=long, dropped=short)",
+                "long -> upper -> loud", "(words=loud) -> join -> text")  # fmt: skip
+    result = await run_to_end(engine, m, {"doc": "a verylong b another"}, window=4)
+    assert result["text"].data == b"VERYLONG ANOTHER"
+    upper_calls = [given for cap, given in engine.calls if cap == wordkit.UPPER]
+    assert sorted(g[0][1] for g in upper_calls) == [b"another", b"verylong"]
+
+
+@pytest.mark.asyncio
+async def test_the_first_failure_names_step_and_item_over_a_fake_engine() -> None:
+    engine = FakeEngine()
+    m = machine("doc -> split -> ws", "ws -> bang -> out")
+    with pytest.raises(MachineRunError) as caught:
+        await run_to_end(engine, m, {"doc": "a b boom c"}, window=2)
+    assert (caught.value.step, caught.value.item, caught.value.code) == ("bang", 2, "BANG")
+
+
+@pytest.mark.asyncio
+async def test_constants_are_sent_as_text_under_the_args_stream_urn() -> None:
+    engine = FakeEngine()
+    m = machine("(word=w, min_length=12) -> route -> (kept=k, dropped=d)")
+    await run_to_end(engine, m, {"w": b"x"}, window=1)
+    ((_, given),) = engine.calls
+    assert dict(given) == {wordkit.WORD: [b"x"], wordkit.MIN_LENGTH: b"12"}
