@@ -32,7 +32,7 @@ from cartridge_runtime.engine import (
     OutputItem,
     OutputStarted,
 )
-from cartridge_runtime.engine._machine_run import run_to_end
+from cartridge_runtime.engine._machine_api import run_to_end
 from cartridge_runtime.machine import Machine, parse_machine
 from cartridge_runtime.machine._plan import FeedKind, plan_machine, runs
 

@@ -41,6 +41,7 @@ from ._events import (
     Result,
 )
 from ._inputs import CborValue, ItemStream, ValueStream
+from ._machine_api import MachineRun
 from ._machine_events import (
     ItemFinished,
     ItemStarted,
@@ -55,7 +56,6 @@ from ._machine_events import (
     StepReport,
     StepStarted,
 )
-from ._machine_run import MachineRun
 from ._response import CallContext, Response
 
 __all__ = (

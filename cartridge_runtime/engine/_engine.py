@@ -39,8 +39,9 @@ from ._config import EngineConfig
 from ._conn import Connection
 from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
 from ._events import Result
+from ._machine_api import MachineRun, open_run, run_to_end
 from ._machine_events import MachineResult
-from ._machine_run import DEFAULT_WINDOW, MachineRun, open_run, run_to_end
+from ._machine_run import DEFAULT_WINDOW
 from ._peer import PeerLink, run_peer_link
 from ._proc import Counters, command_for, describe_returncode
 from ._response import CallContext

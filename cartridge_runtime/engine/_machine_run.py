@@ -24,53 +24,62 @@ stream cannot be sent twice.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
 from typing import Any, Final, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 
 from ..machine import Machine, OnError, Step, constant_text
 from ..machine._plan import Feed, FeedKind, Plan, ScopePlan, StepPlan, plan_machine
 from ..urn import MediaUrn, UrnError
-from ._response import Response
 from ._errors import CallError
-from ._events import Item, Log, OutputData, OutputEnded, OutputItem, OutputStarted, Progress
+from ._events import (
+    CallEvent,
+    Item,
+    Log,
+    OutputData,
+    OutputEnded,
+    OutputItem,
+    OutputStarted,
+    Progress,
+)
 from ._flow import Flow, FlowCollector, FlowReader, whole_value
 from ._inputs import CborValue, ItemStream, ValueStream
 from ._machine_events import (
     ItemFinished,
     ItemStarted,
     MachineEvent,
-    MachineInputError,
     MachineLog,
     MachineOutputData,
     MachineProgress,
-    MachineResult,
     MachineRunError,
     StepFinished,
     StepStarted,
 )
+from ._machine_inputs import check_inputs, feed_input
 from ._machine_report import Reports
+
+
+class _Events(Protocol):
+    """A call's response, as a run reads it: its events in order (an ERR raises)."""
+
+    def __aiter__(self) -> AsyncIterator[CallEvent]: ...
 
 
 class Caller(Protocol):
     """What a run needs of the engine: its public call API."""
 
-    def call(self, cap: str, inputs: Any = None) -> AbstractAsyncContextManager[Response]: ...
+    def call(self, cap: str, inputs: Any = None) -> AbstractAsyncContextManager[_Events]: ...
 
 
-__all__ = ("MachineRunner", "MachineRun", "open_run", "run_to_end", "DEFAULT_WINDOW")
+__all__ = ("Caller", "MachineRunner", "DEFAULT_WINDOW")
 
 #: Items of one map in flight at once (the cartridge's pool admits what it can of them).
 DEFAULT_WINDOW: Final = 64
-#: Bytes per piece when the run reads a machine input it was given whole or from a file.
-_PIECE: Final = 256 * 1024
 _ABSENT: Final = object()
 
 
@@ -179,93 +188,15 @@ class MachineRunner:
         self.plan: Plan = plan_machine(machine)
         self.events = events
         self.window = max(1, window)
-        self.inputs = self._validate(inputs)
+        self.inputs = check_inputs(machine, inputs)
         self.reports = Reports(machine, keep_outputs)
-        self._exported = self._exports()
+        self._exported = self.plan.collected
         #: The first step failure of the run (the one the run reports).
         self.failure: MachineRunError | None = None
         #: Per step, the node each output stream key (None: the main output) goes to.
         self._targets: dict[int, dict[str | None, str | None]] = {}
 
     # -- before anything starts -------------------------------------------------------------
-
-    def _validate(self, given: Mapping[str, Any]) -> dict[str, tuple[str | None, Any]]:
-        by_label = {node.label or node.name: node for node in self.machine.inputs}
-        for name in given:
-            if name not in by_label:
-                known = ", ".join(sorted(by_label)) or "none"
-                raise MachineInputError(
-                    name, f"the machine has no such input (its inputs: {known})"
-                )
-        out: dict[str, tuple[str | None, Any]] = {}
-        for label, node in by_label.items():
-            if label not in given:
-                raise MachineInputError(label, f"not given (it takes {node.media})")
-            value = given[label]
-            media: str | None = None
-            if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
-                media, value = value
-                try:
-                    conforms = MediaUrn.parse(media).conforms_to(node.media)
-                except UrnError as error:
-                    raise MachineInputError(
-                        label, f"its media URN does not parse: {error}"
-                    ) from None
-                if not conforms:
-                    raise MachineInputError(label, f"'{media}' does not conform to {node.media}")
-            if isinstance(value, list | tuple):
-                for step in self.machine.steps:
-                    for binding in step.bindings:
-                        arg = step.definition.arg_named(binding.arg)
-                        if binding.node == node.name and arg is not None and not arg.is_sequence:
-                            raise MachineInputError(
-                                label,
-                                f"a list was given, but arg '{binding.arg}' of step "
-                                f"'{step.label or step.alias}' takes one value",
-                            )
-            elif isinstance(value, os.PathLike) and not Path(value).is_file():
-                raise MachineInputError(label, f"no file at {os.fspath(value)}")
-            elif not isinstance(
-                value, bytes | bytearray | memoryview | str | os.PathLike
-            ) and not hasattr(value, "__aiter__"):
-                raise MachineInputError(label, f"a {type(value).__name__} is not an input value")
-            out[node.name] = (media, value)
-        return out
-
-    def _exports(self) -> dict[tuple[int, int], set[str]]:
-        """For each scope, the nodes of inner scopes collected into it."""
-        exported: dict[tuple[int, int], set[str]] = {}
-        machine = self.machine
-        outputs = {n.name for n in machine.outputs}
-        for strand in machine.strands:
-            parents = strand.scope_parents
-            need: dict[str, int] = {}  # node -> the outermost scope that needs it
-
-            depth = _depth_of(parents)
-
-            def needs(
-                node: str, scope: int, need: dict[str, int] = need, depth: Any = depth
-            ) -> None:
-                at = need.get(node)
-                need[node] = scope if at is None else min(at, scope, key=depth)
-
-            for sp in (self.plan.scope(strand.index, i) for i in range(len(parents))):
-                for step in sp.steps:
-                    for feed in step.feeds:
-                        if feed.kind is FeedKind.COLLECTED and feed.node is not None:
-                            needs(feed.node.name, sp.index)
-                if sp.index:
-                    for source in sp.sources:
-                        needs(source, sp.parent)
-            for node in strand.nodes:
-                if node.name in outputs and node.scope:
-                    needs(node.name, 0)
-            for name, outer in need.items():
-                at = machine.node(name).scope
-                while at != outer and at != 0:
-                    at = parents[at]
-                    exported.setdefault((strand.index, at), set()).add(name)
-        return exported
 
     # -- the run ----------------------------------------------------------------------------
 
@@ -276,7 +207,7 @@ class MachineRunner:
                 instance = _Instance(root, None, None, {})
                 self._setup(instance)
                 for node in self.machine.strands[root.strand].inputs:
-                    tg.start_soon(self._feed_input, instance.flows[node], *self.inputs[node])
+                    tg.start_soon(feed_input, instance.flows[node], self.inputs[node][1])
                 self._start(instance, tg)
         self.reports.finish()
 
@@ -308,7 +239,7 @@ class MachineRunner:
                     ):
                         instance.wholes[name] = flows[name].collector()
         if instance.parent is not None:
-            handed = self._exported.get((sp.strand, instance.parent.scope.index), set())
+            handed = self._exported.get((sp.strand, instance.parent.scope.index), frozenset())
             instance.exports = [(n, flows[n].collector()) for n in sorted(handed) if n in flows]
         else:
             strand = self.machine.strands[sp.strand]
@@ -337,28 +268,6 @@ class MachineRunner:
             self.events.send_nowait(event)
         except anyio.WouldBlock:
             await self.events.send(event)
-
-    async def _feed_input(self, flow: Flow, media: str | None, value: Any) -> None:
-        flow.start()
-        try:
-            if isinstance(value, bytes | bytearray | memoryview):
-                view = memoryview(value).cast("B")
-                for pos in range(0, max(len(view), 1), _PIECE):
-                    await flow.put(view[pos : pos + _PIECE])
-            elif isinstance(value, str):
-                await flow.put(value)
-            elif isinstance(value, os.PathLike):
-                async with await anyio.open_file(Path(value), "rb") as f:
-                    while block := await f.read(_PIECE):
-                        await flow.put(block)
-            elif isinstance(value, list | tuple):
-                for item in value:
-                    await flow.put(item if isinstance(item, Item) else Item(value=item))
-            else:
-                async for piece in value:
-                    await flow.put(piece.encode("utf-8") if isinstance(piece, str) else piece)
-        finally:
-            flow.close()
 
     async def _read_output(self, name: str, reader: FlowReader) -> None:
         label = _label(self.machine, name)
@@ -683,116 +592,3 @@ class MachineRunner:
 async def _iterate(pieces: list[Any]) -> AsyncIterator[Any]:
     for piece in pieces:
         yield piece
-
-
-def _depth_of(parents: tuple[int, ...]) -> Any:
-    def depth(scope: int) -> int:
-        n = 0
-        while scope:
-            n, scope = n + 1, parents[scope]
-        return n
-
-    return depth
-
-
-class MachineRun:
-    """``async with engine.stream_machine(machine, inputs) as run: async for event in run``.
-
-    The run starts on entering the block and its events come in the order things happen;
-    iteration ends when the run is done, and raises :class:`MachineRunError` when a step
-    failed. Leaving the block early cancels the run (and every call in flight). After the
-    loop, :attr:`result` has the step reports (and the outputs when ``keep_outputs``).
-    """
-
-    def __init__(
-        self, runner: MachineRunner, receive: MemoryObjectReceiveStream[MachineEvent]
-    ) -> None:
-        self._runner = runner
-        self._receive = receive
-        self._tg: TaskGroup | None = None
-        self._error: BaseException | None = None
-
-    async def __aenter__(self) -> MachineRun:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._drive)
-        return self
-
-    async def _drive(self) -> None:
-        try:
-            await self._runner.run()
-        except BaseException:
-            # The first step that failed; what it cancelled (task groups nest) is not news.
-            if self._runner.failure is None:
-                raise
-            self._error = self._runner.failure
-        finally:
-            if self._runner.events is not None:
-                self._runner.events.close()
-
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        self._receive.close()
-        # The block's own exception (a step failure raised by the loop, a cancel) goes on
-        # unchanged: the run's tasks were only cancelled, which is not news to the caller.
-        await self._tg.__aexit__(None, None, None)
-        return None
-
-    def __aiter__(self) -> MachineRun:
-        return self
-
-    async def __anext__(self) -> MachineEvent:
-        try:
-            event: MachineEvent = await self._receive.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            if self._error is not None:
-                raise self._error from None
-            raise StopAsyncIteration from None
-        return event
-
-    @property
-    def result(self) -> Any:
-        """The :class:`MachineResult`, once the run ended."""
-        return self._runner.reports.result
-
-
-def open_run(
-    engine: Caller,
-    machine: Machine,
-    inputs: Mapping[str, Any],
-    *,
-    window: int,
-    keep_outputs: bool,
-    buffer: int = 64,
-) -> MachineRun:
-    """A run of ``machine``; the inputs are checked here, before anything starts.
-
-    :raises MachineInputError: an input missing, unknown, or not of its node's type.
-    """
-    send, receive = anyio.create_memory_object_stream[MachineEvent](buffer)
-    try:
-        runner = MachineRunner(engine, machine, inputs, send, window, keep_outputs)
-    except BaseException:
-        send.close()
-        receive.close()
-        raise
-    return MachineRun(runner, receive)
-
-
-async def run_to_end(
-    engine: Caller, machine: Machine, inputs: Mapping[str, Any], *, window: int
-) -> MachineResult:
-    """Run ``machine`` and gather its outputs, with no event stream in between.
-
-    :raises MachineInputError: the inputs do not fit (nothing is started).
-    :raises MachineRunError: the first step that failed.
-    """
-    runner = MachineRunner(engine, machine, inputs, None, window, True)
-    try:
-        await runner.run()
-    except BaseException:
-        if runner.failure is None:
-            raise
-        raise runner.failure from None
-    return runner.reports.result

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -20,13 +20,17 @@ from ..machine import FileMachineSource, Machine, MachineSource, parse_machine
 from ..manifest import CapDef
 from ._errors import EngineError
 
-if TYPE_CHECKING:
-    from ._engine import Engine
-
-__all__ = ("engine_caps", "read_machine")
+__all__ = ("ManifestSource", "engine_caps", "read_machine")
 
 
-async def engine_caps(engine: Engine, names: Sequence[str]) -> list[CapDef]:
+class ManifestSource(Protocol):
+    """What reading a machine needs of the engine: start a cartridge, read its manifest."""
+
+    async def start(self, name: str) -> None: ...
+    def manifest(self, name: str) -> Any: ...
+
+
+async def engine_caps(engine: ManifestSource, names: Sequence[str]) -> list[CapDef]:
     """Every cap of the cartridges ``names``, in the order added, starting those not running.
 
     :raises SpawnFailed: a cartridge failed to start (the first of them, in the order added).
@@ -62,7 +66,7 @@ def _read(path: Path) -> tuple[str, str]:
 
 
 async def read_machine(
-    engine: Engine,
+    engine: ManifestSource,
     names: Sequence[str],
     text_or_path: str | os.PathLike[str],
     source: MachineSource | None,

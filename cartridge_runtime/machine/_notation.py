@@ -10,14 +10,103 @@ The per-item map is not written: reading the text derives it again.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from ._constant import constant_text
-from ._model import Machine, Step
 
 __all__ = ("canonical_text", "mermaid_text", "dot_text")
 
 
-def _wiring(step: Step) -> str:
+# What writing reads of a machine (the model in ``_model`` has it; these protocols keep this
+# module from importing the model that calls it).
+
+
+class _Urn(Protocol):
+    @property
+    def text(self) -> str: ...
+
+
+class _Cap(_Urn, Protocol):
+    @property
+    def tags(self) -> Mapping[str, str]: ...
+
+
+class _Binding(Protocol):
+    @property
+    def arg(self) -> str: ...
+    @property
+    def node(self) -> str | None: ...
+    @property
+    def constant(self) -> Any: ...
+
+
+class _Output(Protocol):
+    @property
+    def output(self) -> str: ...
+    @property
+    def node(self) -> str: ...
+    @property
+    def optional(self) -> bool: ...
+
+
+class _Policy(Protocol):
+    def to_notation(self) -> str: ...
+
+
+class _Placement(Protocol):
+    @property
+    def per_item(self) -> bool: ...
+
+
+class _Step(Protocol):
+    @property
+    def alias(self) -> str: ...
+    @property
+    def label(self) -> str | None: ...
+    @property
+    def cap(self) -> _Cap: ...
+    @property
+    def bindings(self) -> Sequence[_Binding]: ...
+    @property
+    def outputs(self) -> Sequence[_Output]: ...
+    @property
+    def policy(self) -> _Policy: ...
+    @property
+    def placement(self) -> _Placement: ...
+
+
+class _Node(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def label(self) -> str | None: ...
+    @property
+    def media(self) -> _Urn: ...
+    @property
+    def is_sequence(self) -> bool: ...
+
+
+class _Strand(Protocol):
+    @property
+    def index(self) -> int: ...
+    @property
+    def steps(self) -> Sequence[_Step]: ...
+    @property
+    def nodes(self) -> Sequence[_Node]: ...
+
+
+class _Machine(Protocol):
+    @property
+    def steps(self) -> Sequence[_Step]: ...
+    @property
+    def nodes(self) -> Sequence[_Node]: ...
+    @property
+    def strands(self) -> Sequence[_Strand]: ...
+    def node(self, name: str) -> _Node: ...
+
+
+def _wiring(step: _Step) -> str:
     members = ", ".join(
         f"{b.arg}={constant_text(b.constant) if b.node is None else b.node}" for b in step.bindings
     )
@@ -25,7 +114,7 @@ def _wiring(step: Step) -> str:
     return f"({members}) -> {step.alias}{step.policy.to_notation()} -> ({targets})"
 
 
-def canonical_text(machine: Machine, *, bracketed: bool = False) -> str:
+def canonical_text(machine: _Machine, *, bracketed: bool = False) -> str:
     """The canonical notation of ``machine`` (line-based, or bracketed on one line)."""
     steps = machine.steps
     statements = [f"{step.alias} {step.cap.text}" for step in steps]
@@ -35,19 +124,19 @@ def canonical_text(machine: Machine, *, bracketed: bool = False) -> str:
     return "\n".join(statements)
 
 
-def _caption(step: Step) -> str:
+def _caption(step: _Step) -> str:
     name = step.label or step.alias
     op = step.cap.tags.get("op")
     return f"{name}: {op}" if op and op != name else name
 
 
-def _node_caption(machine: Machine, name: str) -> str:
+def _node_caption(machine: _Machine, name: str) -> str:
     node = machine.node(name)
     shown = node.label or node.name
     return f"{shown}{'[]' if node.is_sequence else ''}\n{node.media.text}"
 
 
-def mermaid_text(machine: Machine) -> str:
+def mermaid_text(machine: _Machine) -> str:
     """A Mermaid ``flowchart LR``: nodes as rounded boxes, steps as boxes (double-edged when
     they run once per item), arrows labelled with the arg and output names."""
     lines = ["flowchart LR"]
@@ -73,7 +162,7 @@ def _dot_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def dot_text(machine: Machine) -> str:
+def dot_text(machine: _Machine) -> str:
     """A Graphviz ``digraph``: nodes as ellipses, steps as boxes (doubled when per item),
     one cluster per strand; an optional output's arrow is dashed."""
     lines = ["digraph machine {", "    rankdir=LR;", '    node [fontname="Helvetica"];']

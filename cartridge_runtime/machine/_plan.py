@@ -83,6 +83,10 @@ class Plan:
     stream_readers: Mapping[str, int]
     #: The scope-0 sequence nodes maps iterate, and how many maps read each.
     item_readers: Mapping[str, int]
+    #: By (strand, scope), the nodes of inner scopes an instance of that scope collects: what
+    #: a step, a map or the machine's outputs need from further in, handed outward level by
+    #: level up to the outermost scope that needs it.
+    collected: Mapping[tuple[int, int], frozenset[str]]
 
     def scope(self, strand: int, index: int) -> ScopePlan:
         return self.scopes[(strand, index)]
@@ -166,8 +170,58 @@ def plan_machine(machine: Machine) -> Plan:
                 nodes=tuple(n.name for n in strand.nodes if n.scope == index),
             )
     return Plan(
-        machine=machine, scopes=scopes, stream_readers=stream_readers, item_readers=item_readers
+        machine=machine,
+        scopes=scopes,
+        stream_readers=stream_readers,
+        item_readers=item_readers,
+        collected=_collected(machine, scopes),
     )
+
+
+def _depth(parents: tuple[int, ...], scope: int) -> int:
+    depth = 0
+    while scope:
+        depth, scope = depth + 1, parents[scope]
+    return depth
+
+
+def _collected(
+    machine: Machine, scopes: Mapping[tuple[int, int], ScopePlan]
+) -> dict[tuple[int, int], frozenset[str]]:
+    outputs = {n.name for n in machine.outputs}
+    into: dict[tuple[int, int], set[str]] = {}
+    for strand in machine.strands:
+        parents = strand.scope_parents
+        outermost: dict[str, int] = {}  # node -> the outermost scope that needs it
+
+        def needs(
+            node: str,
+            scope: int,
+            outermost: dict[str, int] = outermost,
+            parents: tuple[int, ...] = parents,
+        ) -> None:
+            known = outermost.get(node)
+            if known is None or _depth(parents, scope) < _depth(parents, known):
+                outermost[node] = scope
+
+        for index in range(len(parents)):
+            sp = scopes[(strand.index, index)]
+            for step in sp.steps:
+                for feed in step.feeds:
+                    if feed.kind is FeedKind.COLLECTED and feed.node is not None:
+                        needs(feed.node.name, index)
+            if index:
+                for source in sp.sources:
+                    needs(source, sp.parent)
+        for node in strand.nodes:
+            if node.name in outputs and node.scope:
+                needs(node.name, 0)
+        for name, outer in outermost.items():
+            at = machine.node(name).scope
+            while at not in (outer, 0):
+                at = parents[at]
+                into.setdefault((strand.index, at), set()).add(name)
+    return {key: frozenset(names) for key, names in into.items()}
 
 
 def runs(step: StepPlan, present: Mapping[str, bool]) -> bool:
