@@ -148,9 +148,16 @@ async def _blocks(reader: StdinReader) -> AsyncIterator[bytes]:
         yield block
 
 
+def _stdin_input(reader: StdinReader) -> Any:
+    """Standard input as an engine input: a regular file by its path (sent with its size), a
+    pipe or terminal block by block."""
+    path = reader.regular_file()
+    return path if path is not None else _blocks(reader)
+
+
 def _engine_input(item: CliInput) -> tuple[str, Any]:
     if item.reader is not None:
-        return item.media_urn, _blocks(item.reader)
+        return item.media_urn, _stdin_input(item.reader)
     if item.items is not None:
         return item.media_urn, list(item.items)
     return item.media_urn, item.data or b""
@@ -199,7 +206,7 @@ def plan_call_inputs(
     if args and not tokens:
         main = _stdin_source(cap)
         if main is not None and main[1].name not in covered and stdin.present():
-            given.insert(0, (main[0], _blocks(stdin)))
+            given.insert(0, (main[0], _stdin_input(stdin)))
         return [given]
     rest = attrs.evolve(
         cap, args=[a for a in cap.args if a.name not in covered], aliases=cap.aliases or cap.urn

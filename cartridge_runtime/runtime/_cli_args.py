@@ -31,6 +31,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Final
@@ -110,6 +111,20 @@ class StdinReader:
         self._first: bytes | None = None
         self._probed = False
         self._taken = False
+
+    def regular_file(self) -> Path | None:
+        """The file standard input is, when it is a regular one with bytes in it (its size is
+        then known, and the engine sends it with its size for progress), else ``None``."""
+        if self._stream is None or self._taken:
+            return None
+        try:
+            fd = self._stream.fileno()
+            info = os.fstat(fd)
+        except (AttributeError, OSError, ValueError):
+            return None
+        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+            return None
+        return Path(f"/dev/fd/{fd}")
 
     def _tty(self) -> bool:
         if self._stream is None:
