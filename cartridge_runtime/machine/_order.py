@@ -8,6 +8,7 @@ their other tags likewise. This is the reference's order, not the order of the c
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 from cartridge_runtime.urn import CapEffect, CapUrn, MediaUrn
@@ -24,8 +25,9 @@ _EFFECT_RANK: Final = {
 MediaKey = tuple[str, tuple[tuple[str, str], ...]]
 
 
+@functools.lru_cache(maxsize=4096)
 def media_key(media: MediaUrn) -> MediaKey:
-    """The sort key of a media URN."""
+    """The sort key of a media URN (cached: URNs are immutable)."""
     return ("media", tuple(sorted(media.tags.items())))
 
 

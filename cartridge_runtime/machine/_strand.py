@@ -10,6 +10,7 @@ by (cap URN, bindings, outputs, per-item flag), ties kept in the order written.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,8 +38,8 @@ from ._iteration import CyclicSteps, MemberShape, StepShape, place_steps
 from ._match import MatchFailure, match_sources
 from ._order import cap_key, media_key
 from ._syntax import StepPolicy
-from ._types import is_main_input, main_input_media, media
-from ._wiring import CapTable, StepWiring, Where
+from ._types import media
+from ._wiring import CapShape, CapTable, StepWiring, Where
 
 __all__ = (
     "ResolvedBinding",
@@ -135,28 +136,25 @@ def _bind(
     wiring: StepWiring,
     cap: CapUrn,
     definition: CapDef,
+    shape: CapShape,
     nodes: Sequence[MediaUrn],
     ids: Mapping[str, int],
 ) -> list[ResolvedBinding]:
     args = definition.args
     step = wiring.label or wiring.step
-    in_spec = main_input_media(cap)
-    primary: int | None = None
-    if in_spec is not None:
-        primary = next((i for i, arg in enumerate(args) if is_main_input(arg, in_spec)), None)
-        if primary is None:
-            raise CapDoesNotDeclareInputError(
-                f"step '{step}': cap '{cap}' takes in={in_spec} but no arg has it as its stdin "
-                "source"
-            )
-    accepts = [media(arg.accepted_urn) for arg in args]
-    slots = [media(arg.media_urn) for arg in args]
+    primary = shape.primary
+    if shape.has_input and primary is None:
+        raise CapDoesNotDeclareInputError(
+            f"step '{step}': cap '{cap}' takes in={cap.in_spec} but no arg has it as its stdin "
+            "source"
+        )
+    accepts, slots = shape.accepts, shape.slots
     bindings: list[ResolvedBinding] = []
     named = [0] * len(args)
     for member in wiring.sources:
         if member.name is None:
             continue
-        index = next((i for i, arg in enumerate(args) if arg.name == member.name), None)
+        index = shape.by_name.get(member.name)
         if index is None:
             raise UnknownArgNameError(
                 f"cap '{cap}' has no arg named '{member.name}' (its args: "
@@ -228,15 +226,21 @@ def _bind(
 
 def step_shapes(steps: Sequence[ResolvedStep], is_sequence: Sequence[bool]) -> list[StepShape]:
     """What each step is given and makes, as iteration sees it."""
+    takes_sequence: dict[tuple[int, str], bool] = {}  # (definition, slot) -> the arg's flag
     shapes = []
     for step in steps:
-        slots = [(media(arg.media_urn), arg.is_sequence) for arg in step.definition.args]
         members = []
         for binding in step.bindings:
             if binding.node is None:
                 continue
-            arg_is_sequence = next(seq for slot, seq in slots if slot.is_equivalent(binding.slot))
-            members.append(MemberShape(binding.node, arg_is_sequence))
+            key = (id(step.definition), binding.slot.text)
+            if key not in takes_sequence:
+                takes_sequence[key] = next(
+                    arg.is_sequence
+                    for arg in step.definition.args
+                    if media(arg.media_urn).is_equivalent(binding.slot)
+                )
+            members.append(MemberShape(binding.node, takes_sequence[key]))
         outputs = tuple((o.node, is_sequence[o.node]) for o in step.outputs)
         shapes.append(StepShape(tuple(members), outputs))
     return shapes
@@ -266,16 +270,20 @@ def _canonical_order(steps: Sequence[ResolvedStep], nodes: Sequence[MediaUrn]) -
                 after[maker].append(index)
                 waiting[index] += 1
     keys = [_order_key(step, nodes) for step in steps]
-    ready = sorted((i for i in range(len(steps)) if not waiting[i]), key=keys.__getitem__)
+    # The smallest key first; among equal keys, the one that became ready first (and, at the
+    # start, the one written first): a stable sort of the ready list, without re-sorting it.
+    ready = [(keys[i], i, i) for i in range(len(steps)) if not waiting[i]]
+    heapq.heapify(ready)
+    arrived = len(steps)
     order = []
     while ready:
-        index = ready.pop(0)
+        _, _, index = heapq.heappop(ready)
         order.append(index)
         for successor in after[index]:
             waiting[successor] -= 1
             if not waiting[successor]:
-                ready.append(successor)
-                ready.sort(key=keys.__getitem__)
+                heapq.heappush(ready, (keys[successor], arrived, successor))
+                arrived += 1
     return order
 
 
@@ -314,7 +322,7 @@ def resolve_strand(
         cap = cap_of[wiring.step]
         definition = caps.get(cap)
         try:
-            bindings = _bind(wiring, cap, definition, nodes, ids)
+            bindings = _bind(wiring, cap, definition, caps.shape(cap), nodes, ids)
         except MachineError as error:
             raise wiring.where.locate(error) from None
         steps.append(

@@ -8,12 +8,13 @@ from, so that a refusal can say where.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from cartridge_runtime.manifest import CapDef
-from cartridge_runtime.urn import CapUrn
+from cartridge_runtime.urn import CapUrn, MediaUrn
 
 from ._errors import MachineError, UnknownCapError
 from ._syntax import StepPolicy
@@ -79,11 +80,29 @@ class StepWiring:
         return [m.value.node for m in self.sources if m.name is None and m.value.node is not None]
 
 
+@attrs.frozen
+class CapShape:
+    """What resolution reads of a cap definition, worked out once per cap.
+
+    :ivar accepts: per arg, what a value bound to it must conform to.
+    :ivar slots: per arg, its own media URN (its identity).
+    :ivar primary: the index of the main input, or None when the cap takes none (``in=`` is
+        void) or no arg has ``in=`` as its stdin source (``has_input`` then says which).
+    """
+
+    accepts: tuple[MediaUrn, ...]
+    slots: tuple[MediaUrn, ...]
+    primary: int | None
+    has_input: bool
+    by_name: Mapping[str, int]
+
+
 class CapTable:
     """The caps a machine is resolved against, by canonical cap URN."""
 
     def __init__(self, caps: Any) -> None:
         self._by_urn: dict[str, CapDef] = {}
+        self._shapes: dict[str, CapShape] = {}
         for cap in caps:
             if not isinstance(cap, CapDef):
                 raise TypeError(
@@ -100,6 +119,31 @@ class CapTable:
         if found is None:
             raise UnknownCapError(f"cap URN '{cap.text}' is none of the caps given")
         return found
+
+    def shape(self, cap: CapUrn) -> CapShape:
+        """The cap's :class:`CapShape` (cached).
+
+        :raises UnknownCapError: none of the caps has that URN.
+        """
+        shape = self._shapes.get(cap.text)
+        if shape is None:
+            from ._types import is_main_input, main_input_media, media
+
+            definition = self.get(cap)
+            in_spec = main_input_media(cap)
+            primary = None
+            if in_spec is not None:
+                primary = next(
+                    (i for i, a in enumerate(definition.args) if is_main_input(a, in_spec)), None
+                )
+            shape = self._shapes[cap.text] = CapShape(
+                accepts=tuple(media(a.accepted_urn) for a in definition.args),
+                slots=tuple(media(a.media_urn) for a in definition.args),
+                primary=primary,
+                has_input=in_spec is not None,
+                by_name={a.name: i for i, a in reversed(list(enumerate(definition.args)))},
+            )
+        return shape
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self._by_urn.values())
