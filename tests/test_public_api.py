@@ -18,6 +18,7 @@ PUBLIC = [
     "cartridge_runtime.engine",
     "cartridge_runtime.testing",
     "cartridge_runtime.conformance",
+    "cartridge_runtime.machine",
 ]
 
 
@@ -47,9 +48,13 @@ def test_package_never_imports_the_reference() -> None:
     assert offenders == []
 
 
-def test_protocol_core_is_sans_io() -> None:
+@pytest.mark.parametrize(
+    "core",
+    ["cartridge_runtime.protocol", "cartridge_runtime.machine, cartridge_runtime.machine._plan"],
+)
+def test_the_cores_are_sans_io(core: str) -> None:
     code = (
-        "import sys; import cartridge_runtime.protocol; "
+        f"import sys; import {core}; "
         "bad = [m for m in ('anyio', 'asyncio', 'trio', 'socket', 'subprocess') if m in sys.modules]; "
         "print(bad)"
     )

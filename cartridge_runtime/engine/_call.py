@@ -254,7 +254,12 @@ class CallState:
     def _on_data(self, ev: P.StreamData, cost: str | None) -> None:
         out = self._outputs.get(ev.stream_id)
         self._queue(
-            OutputData(output=out[0] if out else None, stream_id=ev.stream_id, value=ev.value),
+            OutputData(
+                output=out[0] if out else None,
+                stream_id=ev.stream_id,
+                value=ev.value,
+                wire=ev.wire,
+            ),
             cost,
         )
 

@@ -30,11 +30,16 @@ class OutputStarted:
 
 @attrs.frozen(kw_only=True)
 class OutputData:
-    """One scalar chunk of an output, decoded: usually ``bytes`` or ``str``, any CBOR value."""
+    """One scalar chunk of an output, decoded: usually ``bytes`` or ``str``, any CBOR value.
+
+    ``wire`` is the verified ``(checksum, payload length)`` of its CHUNK, for forwarding the
+    value to another call without hashing it again (see :class:`Verified`).
+    """
 
     output: str | None
     stream_id: str
     value: Any = attrs.field(repr=describe)
+    wire: tuple[int, int] | None = attrs.field(default=None, repr=False, eq=False)
 
 
 @attrs.frozen(kw_only=True)

@@ -17,6 +17,8 @@ from typing import Any, Final
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ._inputs import Verified
+
 __all__ = ("Flow", "FlowReader", "FlowCollector", "FLOW_BUFFER", "whole_value")
 
 #: Pieces a reader may have waiting before the producer waits for it.
@@ -36,7 +38,7 @@ class FlowReader:
         return self._flow.is_present
 
     async def pieces(self) -> AsyncIterator[Any]:
-        """The pieces, as they come."""
+        """The pieces, as they come (bytes that arrived verified as :class:`Verified`)."""
         async with self._receive:
             async for piece in self._receive:
                 yield piece
@@ -132,10 +134,14 @@ class Flow:
         self._decide(False)
         self.close()
 
-    async def put(self, piece: Any) -> None:
-        """Hand ``piece`` to every reader, waiting for room in each."""
+    async def put(self, piece: Any, wire: tuple[int, int] | None = None) -> None:
+        """Hand ``piece`` to every reader, waiting for room in each. ``wire`` is the verified
+        checksum and payload length ``piece`` arrived with: a streaming reader gets it along
+        (:class:`Verified`), to forward the piece without hashing it again."""
         for collector in self._collectors:
             collector.pieces.append(piece)
+        if wire is not None:
+            piece = Verified(piece, *wire)
         for send in self._senders:
             try:
                 send.send_nowait(piece)

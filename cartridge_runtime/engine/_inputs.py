@@ -20,7 +20,7 @@ import os
 import stat
 from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.lowlevel
@@ -38,6 +38,16 @@ class CborValue:
     itself, not bytes that encode it."""
 
     value: Any
+
+
+class Verified(NamedTuple):
+    """A piece of a :class:`ValueStream` that arrived in one CHUNK whose checksum was verified
+    (``OutputData.wire``): sent on as the same payload with the same checksum, not hashed
+    again, where the stream would send exactly that payload."""
+
+    data: bytes
+    checksum: int
+    size: int
 
 
 @attrs.frozen
@@ -259,7 +269,9 @@ class InputSender:
             await self._emit(stream, stream.emit_value(value.value))
         elif isinstance(value, ValueStream):
             async for piece in value.source:
-                if isinstance(piece, _BYTES_LIKE):
+                if type(piece) is Verified:
+                    await self._emit(stream, stream.write_verified(*piece))
+                elif isinstance(piece, _BYTES_LIKE):
                     view = memoryview(piece).cast("B")
                     for pos in range(0, len(view), size):
                         await self._emit(stream, stream.write_bytes(view[pos : pos + size]))

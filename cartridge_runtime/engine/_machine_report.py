@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..machine import Machine, Node, Step
 from ._events import Item, OutputResult
+from ._inputs import Verified
 from ._machine_events import MachineEvent, MachineOutputData, MachineResult, StepReport
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ __all__ = ("Reports",)
 
 
 def _size(piece: Any) -> int:
+    if type(piece) is Verified:
+        return len(piece.data)
     if isinstance(piece, bytes | bytearray):
         return len(piece)
     if isinstance(piece, memoryview):

@@ -48,7 +48,7 @@ from ._events import (
     Progress,
 )
 from ._flow import Flow, FlowCollector, FlowReader, whole_value
-from ._inputs import CborValue, ItemStream, ValueStream
+from ._inputs import CborValue, ItemStream, ValueStream, Verified
 from ._machine_events import (
     ItemFinished,
     ItemStarted,
@@ -284,7 +284,8 @@ class MachineRunner:
                     )
                 )
             else:
-                await self._emit(MachineOutputData(output=label, value=piece, is_item=False))
+                value = piece.data if type(piece) is Verified else piece
+                await self._emit(MachineOutputData(output=label, value=value, is_item=False))
 
     # -- maps ---------------------------------------------------------------------------------
 
@@ -543,7 +544,7 @@ class MachineRunner:
                     if sp.buffered:
                         held[flow.name].append(piece)
                     else:
-                        await flow.put(piece)
+                        await flow.put(piece, ev.wire if kind is OutputData else None)  # type: ignore[union-attr]
                 elif isinstance(ev, OutputStarted):
                     node = target(ev.output)
                     stream_to[ev.stream_id] = outflows[node] if node is not None else None

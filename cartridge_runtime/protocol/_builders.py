@@ -84,8 +84,10 @@ def chunk(
     xid: MessageId | None = None,
     meta: Mapping[str, Any] | None = None,
     seq: int = 0,
+    checksum: int | None = None,
 ) -> Frame:
-    """CHUNK carrying ``payload`` exactly as given, with its FNV-1a 64 checksum."""
+    """CHUNK carrying ``payload`` exactly as given, with its FNV-1a 64 checksum (``checksum``,
+    when the caller already holds it for exactly these bytes: a verified chunk forwarded)."""
     d: dict[str, Any] = {"version": PROTOCOL_VERSION, "frame_type": _CHUNK, "id": rid}
     d["seq"] = seq
     if meta is not None:
@@ -95,7 +97,7 @@ def chunk(
     if xid is not None:
         d["routing_id"] = xid
     d["chunk_index"] = index
-    d["checksum"] = _checksum(payload)
+    d["checksum"] = _checksum(payload) if checksum is None else checksum
     return _from_fields(d)
 
 

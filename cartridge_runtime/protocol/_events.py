@@ -35,10 +35,16 @@ class StreamOpened:
 
 @attrs.frozen(slots=True, kw_only=True)
 class StreamData:
-    """One scalar-mode chunk, decoded: a single CBOR value (bytes, text, list element...)."""
+    """One scalar-mode chunk, decoded: a single CBOR value (bytes, text, list element...).
+
+    ``wire`` is ``(checksum, payload length)`` of the CHUNK once its checksum was verified, so
+    that whoever forwards the value unchanged need not hash it again (``None`` when checksums
+    are not verified).
+    """
 
     stream_id: str
     value: Any = attrs.field(repr=describe)
+    wire: tuple[int, int] | None = attrs.field(default=None, repr=False, eq=False)
 
 
 @attrs.frozen(slots=True, kw_only=True)

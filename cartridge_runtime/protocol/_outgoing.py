@@ -25,7 +25,7 @@ from . import _builders as build
 from ._constants import COALESCE_AGE, COALESCE_BYTES
 from ._errors import LocalProtocolError
 from ._frame import Frame, MessageId
-from ._payload import scalar_payloads, sequence_fragments
+from ._payload import bstr_head, scalar_payloads, sequence_fragments
 
 
 class OutState(enum.Enum):
@@ -166,6 +166,30 @@ class OutgoingStream:
         )
         self.chunks_sent += 1
         return f
+
+    def write_verified(self, data: bytes, checksum: int, size: int) -> list[Frame]:
+        """Forward bytes a peer sent in one CHUNK of ``size`` payload bytes whose checksum was
+        verified: when this stream would send exactly that payload (one chunk, the canonical
+        head, nothing coalesced before it) the CHUNK carries ``checksum`` and the bytes are not
+        hashed again; otherwise this is :meth:`write_bytes`."""
+        head = bstr_head(len(data))
+        if (
+            self.is_sequence
+            or self._buf
+            or type(data) is not bytes
+            or not 0 < len(data) <= self.max_chunk
+            or len(head) + len(data) != size
+        ):
+            return self.write_bytes(data)
+        out = self._ensure_open()
+        out.append(
+            build.chunk(
+                self.rid, self.stream_id, self.chunks_sent, head + data, xid=self.xid,
+                checksum=checksum,
+            )
+        )  # fmt: skip
+        self.chunks_sent += 1
+        return out
 
     def write_bytes(self, data: bytes | bytearray | memoryview, now: float = 0.0) -> list[Frame]:
         """Emit bytes on a scalar stream (coalesced), or as one item on a sequence stream."""

@@ -380,7 +380,9 @@ class BodyReceiver:
             return []
         sid = stream.stream_id
         if stream.assembler is None:
-            return [StreamData(stream_id=sid, value=decode_scalar(payload))]
+            held = frame.checksum
+            wire = (held, len(payload)) if self.verify_checksums and held is not None else None
+            return [StreamData(stream_id=sid, value=decode_scalar(payload), wire=wire)]
         continuing = stream.assembler.in_item
         if not continuing:
             stream.item_meta = frame.meta
