@@ -35,6 +35,7 @@ from ._errors import (
 )
 from ._match import MatchFailure, match_sources
 from ._model import Machine
+from ._order import conforms
 from ._syntax import StepPolicy
 from ._types import MachineShape, type_nodes
 from ._wiring import CapTable, StepWiring, Value, WiredMember, WiredTarget
@@ -239,7 +240,7 @@ def _bind_inputs(
             raise MachineInputBindingError(
                 f"machine step '{wiring.step}': input '{member.name}' is given {count} times"
             )
-        if member.value.node is not None and not held[member.value.node].conforms_to(accepts):
+        if member.value.node is not None and not conforms(held[member.value.node], accepts):
             raise SourceDoesNotConformToMachineInputError(
                 f"machine step '{wiring.step}': node '{member.value.node}' holds "
                 f"'{held[member.value.node]}', which does not conform to '{accepts}', what input "

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from cartridge_runtime.urn import MediaUrn
 
-from ._order import media_key
+from ._order import conforms, media_key
 
 __all__ = ("MatchFailure", "match_sources")
 
@@ -103,7 +103,7 @@ def match_sources(
 
     :raises MatchFailure: no assignment, or several that tie.
     """
-    fits = [any(source.conforms_to(arg) for arg in args) for source in sources]
+    fits = [any(conforms(source, arg) for arg in args) for source in sources]
     if len(sources) > len(args) and not any(arg_is_sequence):
         raise MatchFailure(source=fits.index(False) if False in fits else 0)
     cost: list[list[int | None]] = []
@@ -112,7 +112,7 @@ def match_sources(
             raise MatchFailure(source=position)
         cost.append(
             [
-                source.specificity - arg.specificity if source.conforms_to(arg) else None
+                source.specificity - arg.specificity if conforms(source, arg) else None
                 for arg in args
             ]
         )

@@ -1,4 +1,5 @@
-"""The structural order of URNs that canonical machines sort by (MCH-7).
+"""The URNs of a machine: the structural order canonical machines sort by (MCH-7), and the
+relations resolution asks, remembered.
 
 Media URNs order by prefix, then their tags as ``(key, stored value)`` pairs in key order;
 cap URNs by ``in=``, ``out=`` (as media URNs), the effect (declared, none, patch, any), then
@@ -11,9 +12,19 @@ from __future__ import annotations
 import functools
 from typing import Final
 
-from cartridge_runtime.urn import CapEffect, CapUrn, MediaUrn
+from cartridge_runtime.manifest import ArgDef, StdinSource
+from cartridge_runtime.urn import MEDIA_VOID, CapEffect, CapUrn, MediaUrn
 
-__all__ = ("media_key", "cap_key")
+__all__ = (
+    "media_key",
+    "cap_key",
+    "conforms",
+    "equivalent",
+    "comparable",
+    "media",
+    "main_input_media",
+    "is_main_input",
+)
 
 _EFFECT_RANK: Final = {
     CapEffect.DECLARED: 0,
@@ -38,4 +49,47 @@ def cap_key(cap: CapUrn) -> tuple[MediaKey, MediaKey, int, tuple[tuple[str, str]
         media_key(cap.out_spec),
         _EFFECT_RANK[cap.effect],
         tuple(sorted(cap.tags.items())),
+    )
+
+
+# The relations, remembered: a machine asks the same few questions of the same few URNs many
+# times (every step of a cap, every node of a type), and URNs are immutable values.
+
+
+@functools.lru_cache(maxsize=8192)
+def conforms(a: MediaUrn, b: MediaUrn) -> bool:
+    """``a.conforms_to(b)``."""
+    return a.conforms_to(b)
+
+
+@functools.lru_cache(maxsize=8192)
+def equivalent(a: MediaUrn, b: MediaUrn) -> bool:
+    """``a.is_equivalent(b)``."""
+    return a.is_equivalent(b)
+
+
+@functools.lru_cache(maxsize=8192)
+def comparable(a: MediaUrn, b: MediaUrn) -> bool:
+    """``a.is_comparable(b)``."""
+    return a.is_comparable(b)
+
+
+_VOID: Final = MediaUrn.parse(MEDIA_VOID)
+
+
+def media(text: str) -> MediaUrn:
+    """A media URN from a cap definition (the manifest model has already checked it)."""
+    return MediaUrn.parse(text)
+
+
+def main_input_media(cap: CapUrn) -> MediaUrn | None:
+    """What a cap's main input accepts (its ``in=``), or None for a cap that takes none."""
+    return None if equivalent(cap.in_spec, _VOID) else cap.in_spec
+
+
+def is_main_input(arg: ArgDef, in_spec: MediaUrn) -> bool:
+    """Whether ``arg`` is the main input: a stdin source equivalent to ``in=``."""
+    return any(
+        isinstance(source, StdinSource) and equivalent(media(source.media_urn), in_spec)
+        for source in arg.sources
     )

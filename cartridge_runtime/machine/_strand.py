@@ -36,9 +36,8 @@ from ._errors import (
 )
 from ._iteration import CyclicSteps, MemberShape, StepShape, place_steps
 from ._match import MatchFailure, match_sources
-from ._order import cap_key, media_key
+from ._order import cap_key, conforms, equivalent, media, media_key
 from ._syntax import StepPolicy
-from ._types import media
 from ._wiring import CapShape, CapTable, StepWiring, Where
 
 __all__ = (
@@ -121,7 +120,7 @@ def _outputs(
                     f"{_declared([o.name for o in definition.outputs])})"
                 )
         urn = media(output.media_urn)
-        if any(t.media.is_equivalent(urn) for t in taken):
+        if any(equivalent(t.media, urn) for t in taken):
             raise OutputTakenTwiceError(
                 f"step '{wiring.label or wiring.step}' takes output '{output.name}' twice"
             )
@@ -163,7 +162,7 @@ def _bind(
         node: int | None = None
         if member.value.node is not None:
             node = ids[member.value.node]
-            if not nodes[node].conforms_to(accepts[index]):
+            if not conforms(nodes[node], accepts[index]):
                 raise SourceDoesNotConformToArgError(
                     f"step '{step}': node '{member.value.node}' holds '{nodes[node]}', which "
                     f"does not conform to '{accepts[index]}', what arg '{member.name}' accepts"
@@ -205,18 +204,18 @@ def _bind(
             ) from None
         consumed = [False] * len(unnamed)
         for arg_urn, source_urn in matched:
-            at = next(i for i, a in enumerate(free_accepts) if a.is_equivalent(arg_urn))
+            at = next(i for i, a in enumerate(free_accepts) if equivalent(a, arg_urn))
             position = next(
                 p
                 for p, n in enumerate(unnamed)
-                if not consumed[p] and nodes[n].is_equivalent(source_urn)
+                if not consumed[p] and equivalent(nodes[n], source_urn)
             )
             consumed[position] = True
             bindings.append(
                 ResolvedBinding(slots[free[at]], args[free[at]].name, unnamed[position])
             )
     bindings.sort(key=lambda b: media_key(b.slot))
-    if primary is not None and not any(b.slot.is_equivalent(slots[primary]) for b in bindings):
+    if primary is not None and not any(equivalent(b.slot, slots[primary]) for b in bindings):
         raise MainInputUnboundError(
             f"step '{step}': cap '{cap}' takes its main input '{args[primary].name}' and no member "
             "gives it"
@@ -238,7 +237,7 @@ def step_shapes(steps: Sequence[ResolvedStep], is_sequence: Sequence[bool]) -> l
                 takes_sequence[key] = next(
                     arg.is_sequence
                     for arg in step.definition.args
-                    if media(arg.media_urn).is_equivalent(binding.slot)
+                    if equivalent(media(arg.media_urn), binding.slot)
                 )
             members.append(MemberShape(binding.node, takes_sequence[key]))
         outputs = tuple((o.node, is_sequence[o.node]) for o in step.outputs)

@@ -20,10 +20,10 @@ all of them, then each wiring's main input, against what the first passes left.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Final, Protocol
+from typing import Protocol
 
-from cartridge_runtime.manifest import ArgDef, CapDef, StdinSource
-from cartridge_runtime.urn import MEDIA_VOID, CapUrn, MediaUrn
+from cartridge_runtime.manifest import CapDef
+from cartridge_runtime.urn import CapUrn, MediaUrn
 
 from ._errors import (
     MachineError,
@@ -34,9 +34,10 @@ from ._errors import (
     UntypedMachineInputError,
     UntypedMachineMemberError,
 )
+from ._order import comparable, is_main_input, main_input_media, media
 from ._wiring import CapTable, StepWiring
 
-__all__ = ("MachineShape", "type_nodes", "main_input_media", "is_main_input", "media")
+__all__ = ("MachineShape", "type_nodes")
 
 
 class MachineShape(Protocol):
@@ -48,33 +49,12 @@ class MachineShape(Protocol):
     def output_names(self) -> list[str]: ...
 
 
-_VOID: Final = MediaUrn.parse(MEDIA_VOID)
-
-
-def media(text: str) -> MediaUrn:
-    """A media URN from a cap definition (the manifest model has already checked it)."""
-    return MediaUrn.parse(text)
-
-
-def main_input_media(cap: CapUrn) -> MediaUrn | None:
-    """What a cap's main input accepts (its ``in=``), or None for a cap that takes none."""
-    return None if cap.in_spec.is_equivalent(_VOID) else cap.in_spec
-
-
-def is_main_input(arg: ArgDef, in_spec: MediaUrn) -> bool:
-    """Whether ``arg`` is the main input: a stdin source equivalent to ``in=``."""
-    return any(
-        isinstance(source, StdinSource) and media(source.media_urn).is_equivalent(in_spec)
-        for source in arg.sources
-    )
-
-
 def _give(held: dict[str, MediaUrn], node: str, urn: MediaUrn) -> None:
     existing = held.get(node)
     if existing is None:
         held[node] = urn
         return
-    if not existing.is_comparable(urn):
+    if not comparable(existing, urn):
         raise NodeMediaConflictError(
             f"node '{node}' is given '{existing}' and '{urn}', which are not on one "
             "specialization chain"
@@ -149,7 +129,7 @@ def type_nodes(
         untyped = [node for node in unnamed if node not in held]
         if not untyped:
             if main is not None and not main_named:
-                on_chain = [node for node in unnamed if held[node].is_comparable(main)]
+                on_chain = [node for node in unnamed if comparable(held[node], main)]
                 if len(on_chain) == 1:
                     refined.append((on_chain[0], main))
         elif len(untyped) == 1 and main is not None and not main_named:

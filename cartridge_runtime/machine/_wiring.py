@@ -127,7 +127,7 @@ class CapTable:
         """
         shape = self._shapes.get(cap.text)
         if shape is None:
-            from ._types import is_main_input, main_input_media, media
+            from ._order import is_main_input, main_input_media, media
 
             definition = self.get(cap)
             in_spec = main_input_media(cap)
