@@ -137,9 +137,11 @@ class _Parser:
             self.expected.append(what)
 
     def skip(self) -> None:
-        match = _WS.match(self.text, self.pos)
-        assert match is not None
-        self.pos = match.end()
+        pos = self.pos
+        if pos < len(self.text) and self.text[pos] in " \t\r\n":
+            match = _WS.match(self.text, pos)
+            assert match is not None
+            self.pos = match.end()
 
     def literal(self, token: str) -> bool:
         if self.text.startswith(token, self.pos):

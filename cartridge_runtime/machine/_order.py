@@ -10,7 +10,7 @@ their other tags likewise. This is the reference's order, not the order of the c
 from __future__ import annotations
 
 import functools
-from typing import Final
+from typing import Any, Final
 
 from cartridge_runtime.manifest import ArgDef, StdinSource
 from cartridge_runtime.urn import MEDIA_VOID, CapEffect, CapUrn, MediaUrn
@@ -56,22 +56,36 @@ def cap_key(cap: CapUrn) -> tuple[MediaKey, MediaKey, int, tuple[tuple[str, str]
 # times (every step of a cap, every node of a type), and URNs are immutable values.
 
 
-@functools.lru_cache(maxsize=8192)
+_CONFORMS: dict[tuple[str, str], bool] = {}
+_EQUIVALENT: dict[tuple[str, str], bool] = {}
+_COMPARABLE: dict[tuple[str, str], bool] = {}
+#: Pairs remembered per relation before the memory starts afresh.
+_REMEMBERED: Final = 16384
+
+
+def _asked(memory: dict[tuple[str, str], bool], a: MediaUrn, b: MediaUrn, answer: Any) -> bool:
+    key = (a.text, b.text)
+    known = memory.get(key)
+    if known is None:
+        if len(memory) >= _REMEMBERED:
+            memory.clear()
+        known = memory[key] = answer(a, b)
+    return known
+
+
 def conforms(a: MediaUrn, b: MediaUrn) -> bool:
     """``a.conforms_to(b)``."""
-    return a.conforms_to(b)
+    return _asked(_CONFORMS, a, b, MediaUrn.conforms_to)
 
 
-@functools.lru_cache(maxsize=8192)
 def equivalent(a: MediaUrn, b: MediaUrn) -> bool:
     """``a.is_equivalent(b)``."""
-    return a.is_equivalent(b)
+    return _asked(_EQUIVALENT, a, b, MediaUrn.is_equivalent)
 
 
-@functools.lru_cache(maxsize=8192)
 def comparable(a: MediaUrn, b: MediaUrn) -> bool:
     """``a.is_comparable(b)``."""
-    return a.is_comparable(b)
+    return _asked(_COMPARABLE, a, b, MediaUrn.is_comparable)
 
 
 _VOID: Final = MediaUrn.parse(MEDIA_VOID)

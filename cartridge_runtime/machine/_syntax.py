@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import re
 from typing import Any, Final
 
 import attrs
@@ -128,14 +129,15 @@ class Statement:
     wiring: Wiring | None = None
 
 
+_LINE_END: Final = re.compile(r"\r\n|\n|\r")
+
+
 class _Lines:
     """Offsets to 1-based line and column."""
 
     def __init__(self, text: str) -> None:
-        self._starts = [0]
-        for index, char in enumerate(text):
-            if char == "\n" or (char == "\r" and text[index + 1 : index + 2] != "\n"):
-                self._starts.append(index + 1)
+        # A line ends at LF, CR LF or a lone CR.
+        self._starts = [0] + [m.end() for m in _LINE_END.finditer(text)]
 
     def at(self, offset: int) -> tuple[int, int]:
         line = bisect.bisect_right(self._starts, offset)
