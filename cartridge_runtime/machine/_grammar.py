@@ -147,13 +147,15 @@ class _Parser:
         if self.text.startswith(token, self.pos):
             self.pos += len(token)
             return True
-        self.fail(self.pos, repr(token))
+        if self.pos >= self.furthest:  # only the furthest failures are reported
+            self.fail(self.pos, repr(token))
         return False
 
     def token(self, pattern: re.Pattern[str], what: str) -> Span | None:
         match = pattern.match(self.text, self.pos)
         if match is None:
-            self.fail(self.pos, what)
+            if self.pos >= self.furthest:
+                self.fail(self.pos, what)
             return None
         self.pos = match.end()
         return Span(match.start(), match.end())
