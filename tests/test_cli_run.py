@@ -106,3 +106,50 @@ def test_usage_errors_are_exit_2_with_one_line(args: list[str], words: str) -> N
     assert done.returncode == 2, done.stderr
     assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert done.stdout == ""
+
+
+def _on_terminal(*args: str, stdout_file: Path | None = None) -> bytes:
+    """Run the CLI with stderr (and stdout, unless a file is given) on a pseudo-terminal."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    out = open(stdout_file, "wb") if stdout_file is not None else None  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cartridge_runtime.cli", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=out if out is not None else slave,
+        stderr=slave,
+    )
+    os.close(slave)
+    got = b""
+    while True:
+        try:
+            block = os.read(master, 65536)
+        except OSError:
+            break
+        if not block:
+            break
+        got += block
+    assert proc.wait(timeout=120) == 0
+    os.close(master)
+    if out is not None:
+        out.close()
+    return got.replace(b"\r\n", b"\n")
+
+
+def test_on_a_terminal_the_data_stays_whole_and_the_summary_follows() -> None:
+    got = _on_terminal("run", str(MACHINES / "shout.machine"), "-c", WORDKIT, "-i", "doc=one two")
+    lines = got.decode().splitlines()
+    assert "ONE TWO" in lines  # the data, on a line of its own
+    assert any("machine run" in line for line in lines)
+
+
+def test_the_live_table_runs_on_a_terminal_when_the_data_goes_elsewhere(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    got = _on_terminal(
+        "run", str(MACHINES / "route.machine"), "-c", WORDKIT, "-i", "doc=ant elephants",
+        "-o", str(out),
+    )  # fmt: skip
+    assert (out / "long_words").read_text() == "ELEPHANTS"
+    assert b"upper" in got and b"\x1b[" in got  # the table was drawn with terminal codes

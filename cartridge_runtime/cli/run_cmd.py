@@ -237,7 +237,10 @@ async def _run(
         except MachineInputError as error:
             return fail({"error": "usage", "node": error.node}, f"error: {error}", _USAGE)
         sinks = _Sinks(outputs, output_dir) if not (as_json and output_dir is None) else None
-        view = _View([s.label or s.alias for s in machine.steps], err.isatty() and not as_json)
+        # The live table redraws stderr: never while the data goes to the same terminal.
+        data_on_terminal = output_dir is None and sys.stdout.isatty()
+        live = err.isatty() and not as_json and not data_on_terminal
+        view = _View([s.label or s.alias for s in machine.steps], live)
         try:
             async with run:
                 async for event in run:
