@@ -34,6 +34,7 @@ from ._include import (
     MachineSourceError,
     MappingMachineSource,
 )
+from ._media import MediaDef, MediaValidation
 from ._model import Binding, Machine, Node, Step, StepPlacement, Strand, TakenOutput
 from ._parse import parse_machine
 from ._syntax import MAX_RETRY, RESERVED_NODE_NAMES, OnError, StepPolicy
@@ -50,6 +51,8 @@ __all__ = (
     "StepPolicy",
     "OnError",
     "MachineBuilder",
+    "MediaDef",
+    "MediaValidation",
     "MachineSource",
     "MappingMachineSource",
     "FileMachineSource",

@@ -10,6 +10,7 @@ as their steps; then, strand by strand, the nodes typed and the strand resolved.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from cartridge_runtime.manifest import CapDef
 from cartridge_runtime.urn import CapUrn, MediaUrn, UrnError
@@ -36,6 +37,7 @@ from ._include import (
     included_view,
     write_in_machines,
 )
+from ._media import MediaDef, MediaTable
 from ._model import Machine, build_machine
 from ._strand import resolve_strand
 from ._syntax import Statement, StatementKind, read_statements
@@ -52,6 +54,7 @@ def parse_machine(
     source: MachineSource | None = None,
     origin: str | None = None,
     aliases: Mapping[str, str] | None = None,
+    media: Iterable[MediaDef | Mapping[str, Any]] | None = None,
 ) -> Machine:
     """Parse and resolve machine notation against ``caps``.
 
@@ -62,10 +65,17 @@ def parse_machine(
         it from inside is a circle.
     :param aliases: step names that need no header, each mapped to a cap URN (like a registry's
         cap aliases). Without it a step is defined only by a header in the text.
+    :param media: media definitions (:class:`MediaDef`, or their registry JSON) that constants
+        are held to: each constant must satisfy the definition of its arg's media URN. Without
+        them constants are not checked.
     :raises MachineError: the subclass says what failed, ``kind`` names it as the reference
         does, and ``line`` / ``column`` say where.
     """
-    table = caps if isinstance(caps, CapTable) else CapTable(caps)
+    table = (
+        caps
+        if isinstance(caps, CapTable)
+        else CapTable(caps, MediaTable(media) if media is not None else None)
+    )
     return _parse(text, table, source, origin, aliases or {}, [] if origin is None else [origin])
 
 

@@ -36,6 +36,7 @@ from ._errors import (
 )
 from ._iteration import CyclicSteps, MemberShape, StepShape, place_steps
 from ._match import MatchFailure, match_sources
+from ._media import MediaTable
 from ._order import cap_key, conforms, equivalent, media, media_key
 from ._syntax import StepPolicy
 from ._wiring import CapShape, CapTable, StepWiring, Where
@@ -138,6 +139,7 @@ def _bind(
     shape: CapShape,
     nodes: Sequence[MediaUrn],
     ids: Mapping[str, int],
+    media: MediaTable | None,
 ) -> list[ResolvedBinding]:
     args = definition.args
     step = wiring.label or wiring.step
@@ -160,6 +162,8 @@ def _bind(
                 f"{_declared([a.name for a in args])})"
             )
         node: int | None = None
+        if member.value.node is None and media is not None:
+            media.check(step, args[index].name, args[index].media_urn, member.value.constant)
         if member.value.node is not None:
             node = ids[member.value.node]
             if not conforms(nodes[node], accepts[index]):
@@ -321,7 +325,7 @@ def resolve_strand(
         cap = cap_of[wiring.step]
         definition = caps.get(cap)
         try:
-            bindings = _bind(wiring, cap, definition, caps.shape(cap), nodes, ids)
+            bindings = _bind(wiring, cap, definition, caps.shape(cap), nodes, ids, caps.media)
         except MachineError as error:
             raise wiring.where.locate(error) from None
         steps.append(

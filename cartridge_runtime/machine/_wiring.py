@@ -17,6 +17,7 @@ from cartridge_runtime.manifest import CapDef
 from cartridge_runtime.urn import CapUrn, MediaUrn
 
 from ._errors import MachineError, UnknownCapError
+from ._media import MediaTable
 from ._syntax import StepPolicy
 
 __all__ = ("Value", "WiredMember", "WiredTarget", "StepWiring", "Where", "CapTable")
@@ -100,9 +101,11 @@ class CapShape:
 class CapTable:
     """The caps a machine is resolved against, by canonical cap URN."""
 
-    def __init__(self, caps: Any) -> None:
+    def __init__(self, caps: Any, media: MediaTable | None = None) -> None:
         self._by_urn: dict[str, CapDef] = {}
         self._shapes: dict[str, CapShape] = {}
+        #: The media definitions constants are held to, or None: constants are not checked.
+        self.media = media
         for cap in caps:
             if not isinstance(cap, CapDef):
                 raise TypeError(
