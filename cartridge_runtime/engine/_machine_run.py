@@ -146,15 +146,8 @@ class _Instance:
         #: Readers of the machine's outputs (the machine's own instance only).
         self.outputs: list[tuple[str, FlowReader]] = []
 
-    def flow(self, name: str) -> Flow:
-        at: _Instance | None = self
-        while at is not None:
-            if name in at.flows:
-                return at.flows[name]
-            at = at.parent
-        raise KeyError(name)
-
     def item_of(self, name: str, scope: int) -> Any:
+        """The current item of ``name`` in the enclosing instance of map ``scope``."""
         at: _Instance | None = self
         while at is not None:
             if at.scope.index == scope and name in at.items:
@@ -163,6 +156,7 @@ class _Instance:
         raise KeyError(name)
 
     def whole_of(self, name: str) -> FlowCollector:
+        """The whole-value collector of ``name`` in the enclosing instance it lives in."""
         at: _Instance | None = self
         while at is not None:
             if name in at.wholes:
