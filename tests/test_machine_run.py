@@ -418,3 +418,11 @@ async def test_a_map_of_ten_thousand_items(tmp_path: Path) -> None:
     assert result["n"].data == b"10000"
     assert len(calls(log, "upper")) == 10_000
     assert result.steps["upper"].calls == 10_000 == result.steps["upper"].items
+
+
+@pytest.mark.asyncio
+async def test_an_error_inside_the_engine_block_comes_out_as_itself() -> None:
+    with pytest.raises(KeyError, match="mine"):
+        async with Engine() as engine:
+            engine.add_cartridge(WORDKIT)
+            raise KeyError("mine")

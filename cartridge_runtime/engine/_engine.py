@@ -176,7 +176,10 @@ class Engine:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         try:
-            return await self._tg.__aexit__(*exc_info)
+            # The block's own exception goes on as it is (not wrapped in an ExceptionGroup):
+            # the engine's tasks were only cancelled, which is no news to the caller.
+            await self._tg.__aexit__(None, None, None)
+            return None
         finally:
             self._tg = None
             if self._tmp is not None:
