@@ -31,10 +31,9 @@ one counted as a protocol error.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,10 +51,11 @@ from ._events import Result
 from ._machine_events import MachineResult
 from ._machine_run import DEFAULT_WINDOW, MachineRun, open_run, run_to_end
 from ._peer import PeerLink, run_peer_link
-from ._placement import LaunchSpec, Placement
+from ._placement import Placement
 from ._proc import Counters, describe_returncode
 from ._replicas import CartridgeSlot, Replica, ReplicaStatus
 from ._response import CallContext
+from ._starter import ReplicaStarter
 from ._subprocess import Subprocess
 
 if TYPE_CHECKING:
@@ -144,6 +144,12 @@ class Engine:
         self._log_dir: Path | None = None
         #: Routing results by the exact cap text asked for; cleared when caps change.
         self._routes: dict[str, tuple[CartridgeSlot, str]] = {}
+        self._starter = ReplicaStarter(
+            config=self.config,
+            counters=self._counters,
+            on_peer_request=self._on_peer_request,
+            on_started=self._caps_changed,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -158,10 +164,11 @@ class Engine:
             self._log_dir = Path(self._tmp.name)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        self._starter.run_in(self._tg, self._log_dir)
         for slot in self._slots.values():
             if slot.eager:
                 for replica in slot.replicas:
-                    self._tg.start_soon(self._start_quietly, slot, replica)
+                    self._starter.start_soon(slot, replica)
         return self
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
@@ -172,6 +179,7 @@ class Engine:
             return await self._tg.__aexit__(*exc_info)
         finally:
             self._tg = None
+            self._starter.run_in(None, None)
             if self._tmp is not None:
                 # The private log directory lives as long as the engine; set
                 # ``EngineConfig.log_dir`` to keep the stderr logs afterwards.
@@ -183,6 +191,7 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        self._starter.close()
         conns = [r.conn for s in self._slots.values() for r in s.replicas if r.conn is not None]
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
@@ -245,9 +254,9 @@ class Engine:
         )
         self._slots[unique] = slot
         self._caps_changed()
-        if eager and self._tg is not None:
+        if eager:
             for replica in slot.replicas:
-                self._tg.start_soon(self._start_quietly, slot, replica)
+                self._starter.start_soon(slot, replica)
         return unique
 
     async def start(self, name: str) -> None:
@@ -255,7 +264,7 @@ class Engine:
 
         :raises SpawnFailed: a start-up failed (the first replica's, in order).
         """
-        await self._each_replica(self._slot(name), self._ensure_started)
+        await self._starter.each(self._slot(name), self._starter.ensure_started)
 
     async def restart(self, name: str) -> None:
         """Forget start-up failures and (re)start the cartridge's replicas, stopping those
@@ -268,9 +277,9 @@ class Engine:
             replica.failure = None
             if replica.conn is not None and replica.conn.state in ("ready", "starting"):
                 await replica.conn.close(self.config.shutdown_grace)
-            return await self._ensure_started(slot, replica)
+            return await self._starter.ensure_started(slot, replica)
 
-        await self._each_replica(self._slot(name), restart)
+        await self._starter.each(self._slot(name), restart)
 
     async def stop(self, name: str) -> None:
         """Shut one cartridge down, every replica of it (a later call starts it again)."""
@@ -369,7 +378,7 @@ class Engine:
         """
         slot = self._slot(name)
         (one,) = self._replicas_of(slot, replica)
-        conn = await self._ensure_started(slot, one)
+        conn = await self._starter.ensure_started(slot, one)
         return await conn.probe()
 
     def _replicas_of(self, slot: CartridgeSlot, index: int | None) -> tuple[Replica, ...]:
@@ -386,29 +395,6 @@ class Engine:
             )
         return (slot.replicas[index],)
 
-    async def _each_replica(
-        self,
-        slot: CartridgeSlot,
-        action: Callable[[CartridgeSlot, Replica], Awaitable[Connection]],
-    ) -> None:
-        """Run ``action`` on every replica at once; raise the first replica's failure."""
-        if len(slot.replicas) == 1:
-            await action(slot, slot.replicas[0])
-            return
-        failures: dict[int, CallError] = {}
-
-        async def one(replica: Replica) -> None:
-            try:
-                await action(slot, replica)
-            except CallError as exc:
-                failures[replica.index] = exc
-
-        async with anyio.create_task_group() as tg:
-            for replica in slot.replicas:
-                tg.start_soon(one, replica)
-        if failures:
-            raise failures[min(failures)]
-
     def _slot(self, name: str) -> CartridgeSlot:
         try:
             return self._slots[name]
@@ -416,98 +402,6 @@ class Engine:
             raise EngineError(
                 f"no cartridge named {name!r}; known: {', '.join(self._slots) or 'none'}"
             ) from None
-
-    async def _start_quietly(self, slot: CartridgeSlot, replica: Replica) -> None:
-        with contextlib.suppress(CallError):
-            await self._ensure_started(slot, replica)
-
-    async def _connection(self, slot: CartridgeSlot) -> Connection:
-        """A ready connection of ``slot`` for one more request: its only replica (started if
-        needed), or the least-loaded ready replica, starting the others in the background.
-
-        :raises SpawnFailed: no replica is ready and the first that may start cannot.
-        :raises EngineClosed: the engine is not running.
-        """
-        single = slot.single
-        if single is not None:
-            conn = single.conn
-            if conn is not None and conn.state == "ready":
-                return conn
-            return await self._ensure_started(slot, single)
-        best = slot.least_loaded()
-        idle = slot.startable(anyio.current_time(), self.config.spawn_retry_after)
-        if idle and self._tg is not None and not self._closed:
-            first = idle[0] if best is None else None
-            for replica in idle:
-                if replica is not first:
-                    self._tg.start_soon(self._start_quietly, slot, replica)
-            if first is not None:
-                return await self._ensure_started(slot, first)
-        if best is not None:
-            return best
-        # Every replica is starting or failed: wait for the first starting one.
-        waiting = next(
-            (r for r in slot.replicas if r.conn is not None and r.conn.state == "starting"),
-            slot.replicas[0],
-        )
-        return await self._ensure_started(slot, waiting)
-
-    async def _ensure_started(self, slot: CartridgeSlot, replica: Replica) -> Connection:
-        if self._closed:
-            raise EngineClosed()
-        if self._tg is None:
-            raise EngineClosed(
-                "the engine is not running: use it as `async with Engine() as engine`"
-            )
-        conn = replica.conn
-        if conn is not None and conn.state == "ready":
-            return conn
-        async with replica.lock:
-            conn = replica.conn
-            if conn is not None and conn.state == "ready":
-                return conn
-            if conn is not None and conn.state in ("starting", "closing"):
-                await conn.dead.wait() if conn.state == "closing" else await conn.started.wait()
-                if conn.state == "ready":
-                    return conn
-            if replica.failure is not None:
-                retry = self.config.spawn_retry_after
-                if retry is None or anyio.current_time() - replica.failed_at < retry:
-                    raise replica.failure
-                replica.failure = None
-            if self._closed:
-                raise EngineClosed()
-            assert self._log_dir is not None
-            replica.starts += 1
-            if replica.starts > 1:
-                self._counters.respawns += 1
-            log_name = slot.name if replica.index == 0 else f"{slot.name}.{replica.index}"
-            conn = Connection(
-                placement=slot.placement,
-                spec=LaunchSpec(
-                    name=slot.name, replica=replica.index, target=slot.target, env=slot.env
-                ),
-                config=self.config,
-                counters=self._counters,
-                log_path=self._log_dir / f"{log_name}.stderr.log",
-                on_peer_request=self._on_peer_request,
-                on_dead=lambda c: None,
-            )
-            replica.conn = conn
-            assert self._tg is not None
-            self._tg.start_soon(conn.run)
-            await conn.started.wait()
-            self._caps_changed()
-            if conn.state != "ready":
-                failure = conn.startup_error or SpawnFailed(
-                    f"cartridge {slot.name} stopped during start-up",
-                    step="spawn",
-                    stderr_tail=conn.stderr_tail,
-                )
-                replica.failure = failure
-                replica.failed_at = anyio.current_time()
-                raise failure
-            return conn
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -554,7 +448,7 @@ class Engine:
         for slot in list(self._slots.values()):
             if slot.caps is None:
                 try:
-                    await self._connection(slot)
+                    await self._starter.connection(slot)
                 except SpawnFailed as exc:
                     failures.append(exc)
                     continue
@@ -625,7 +519,7 @@ class Engine:
         single = slot.single
         conn = single.conn if single is not None else None
         if conn is None or conn.state != "ready":
-            conn = await self._connection(slot)
+            conn = await self._starter.connection(slot)
         chain = await conn.gate.acquire(handler)
         if conn.state != "ready":
             conn.gate.release(chain)
@@ -650,7 +544,7 @@ class Engine:
         :raises CallError: no route, or the target cannot start.
         """
         slot, handler = await self._route(cap)
-        return await self._connection(slot), handler
+        return await self._starter.connection(slot), handler
 
     def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
         link = PeerLink(self._peer_target, origin, frame)
