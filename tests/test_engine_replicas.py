@@ -336,3 +336,23 @@ async def test_a_dead_subprocess_replica_fails_its_call_and_later_calls_work() -
         assert pid_of(answer.data) == replicas(engine, name)[1].pid
         await until(lambda: replicas(engine, name)[0].state == "running")
         assert replicas(engine, name)[0].pid not in (first.pid, second.pid, None)
+
+
+def test_replicas_in_process_and_as_subprocesses_on_trio() -> None:
+    gate = Gate()
+
+    async def main() -> None:
+        async with Engine() as engine, anyio.create_task_group() as tg:
+            held = engine.add_cartridge(held_runtime(gate), replicas=2)
+            spread = engine.add_cartridge(FIXTURE, replicas=2, env={"REPLICA_PAUSE": "0"})
+            await engine.start(held)
+            await engine.start(spread)
+            for i in range(2):
+                tg.start_soon(engine.call_bytes, HOLD, [(TEXT, f"h{i}")])
+            await until(lambda: gate.arrived == 2)
+            assert [r.in_flight for r in replicas(engine, held)] == [1, 1]
+            gate.open.set()
+            answer = await engine.call(WHOAMI, [(WORD, "t")])
+            assert pid_of(answer.data) == replicas(engine, spread)[0].pid
+
+    anyio.run(main, backend="trio")
