@@ -105,6 +105,26 @@ async def test_an_in_process_cartridge_is_served_over_memory_streams() -> None:
 
 
 @pytest.mark.asyncio
+async def test_the_interop_runtime_in_process_streams_probes_peer_calls_and_stops() -> None:
+    from _bundled import load_cartridge
+
+    interop = load_cartridge("interop")
+    payload = bytes(range(256)) * (32 << 10)  # 8 MiB: many CHUNKs through the memory pipes
+    async with Engine() as engine:
+        name = engine.add_cartridge(interop.build_runtime(), replicas=2)
+        echo = await engine.call(interop.URNS["echo"], [("media:", payload)])
+        assert echo.data == payload
+        peer = await engine.call(interop.URNS["peer-echo"], [("media:", b"via the engine")])
+        assert peer.data == b"via the engine"
+        assert await engine.probe(name, replica=0)
+        await engine.stop(name)
+        assert {r.state for r in replicas(engine, name)} == {"stopped"}
+        again = await engine.call(interop.URNS["echo"], [("media:", b"again")])
+        assert again.data == b"again"
+        assert replicas(engine, name)[0].starts == 2
+
+
+@pytest.mark.asyncio
 async def test_each_call_goes_to_the_least_loaded_replica() -> None:
     gate = Gate()
     async with Engine() as engine, anyio.create_task_group() as tg:

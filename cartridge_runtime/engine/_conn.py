@@ -426,7 +426,12 @@ class Connection(Outbox):
         tail = self._tail.strip()
         how = self.exit_description
         reason = self._kill_reason or f"it {reason}"
-        message = f"cartridge {self.name} died ({how}); {reason}"
+        if was_closing and self._kill_reason is None:
+            # Asked to stop, it ended: a shutdown, not a death (whatever ended first, its
+            # output or its process, which an in-process instance does in one go).
+            message = f"cartridge {self.name} was stopped ({how}); {reason}"
+        else:
+            message = f"cartridge {self.name} died ({how}); {reason}"
         if tail:
             message += f". stderr:\n{tail}"
         died = CartridgeUnhealthy if self._unhealthy else CartridgeDied
