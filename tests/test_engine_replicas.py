@@ -376,3 +376,15 @@ def test_replicas_in_process_and_as_subprocesses_on_trio() -> None:
             assert pid_of(answer.data) == replicas(engine, spread)[0].pid
 
     anyio.run(main, backend="trio")
+
+
+@pytest.mark.asyncio
+async def test_the_engine_default_placement_applies_to_cartridges_added_without_one() -> None:
+    gate = Gate()
+    gate.open.set()
+    async with Engine(placement=InProcess(held_runtime(gate))) as engine:
+        name = engine.add_cartridge("embedded")
+        assert (await engine.call(HOLD, [(TEXT, "x")])).data == b"x"
+        (status,) = engine.status()
+    assert name == "embedded" and status.command == ("<in-process>", "held")
+    assert status.replicas[0].placement_id == "in-process embedded/0"
