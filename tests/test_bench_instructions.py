@@ -1,4 +1,4 @@
-"""The instruction-count benchmark (``scripts/bench_instructions.py``).
+"""The instruction-count benchmark (``benchmarks/bench_instructions.py``).
 
 Its parsing and arithmetic are checked on made-up cachegrind output; one slow test
 runs it for real under valgrind (skipped where valgrind is missing) and one builds the
@@ -18,17 +18,17 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "bench_instructions.py"
+SCRIPT = ROOT / "benchmarks" / "bench_instructions.py"
 
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="no valgrind")
 
 
 def _module() -> Any:
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         return importlib.import_module("bench_instructions")
     finally:
-        sys.path.remove(str(ROOT / "scripts"))
+        sys.path.remove(str(ROOT / "benchmarks"))
 
 
 def _cachegrind(cmd: str, total: int) -> str:
@@ -45,7 +45,7 @@ def test_parse_cachegrind_reads_the_command_and_the_total() -> None:
 
 def test_classify_names_the_engine_and_the_cartridge_and_refuses_anything_else() -> None:
     bench = _module()
-    driver = "python /x/scripts/_bench_instr_driver.py /x/cartridges/interop.py cap media"
+    driver = "python /x/benchmarks/_bench_instr_driver.py /x/cartridges/interop.py cap media"
     cartridge = "python /x/cartridges/interop.py"
     counts = bench.classify([(cartridge, 7), (driver, 5)])
     assert (counts.driver, counts.cartridge) == (5, 7)

@@ -1,4 +1,4 @@
-"""Smoke test of the side-by-side benchmark (``scripts/bench.py --quick``).
+"""Smoke test of the side-by-side benchmark (``benchmarks/bench.py --quick``).
 
 Runs the real orchestrator in a subprocess at tiny sizes and checks that the JSON
 report holds a value for every metric row of every pair, and a verdict slot for
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "scripts" / "bench.py"
+BENCH = ROOT / "benchmarks" / "bench.py"
 
 PAIRS = ("a", "b", "c", "d", "e")
 #: The checksum floor measures echo only.
@@ -86,11 +86,11 @@ def test_bench_quick_writes_every_row(tmp_path: Path) -> None:
 
 
 def _bench_module(name: str = "bench") -> object:
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         return importlib.import_module(name)
     finally:
-        sys.path.remove(str(ROOT / "scripts"))
+        sys.path.remove(str(ROOT / "benchmarks"))
 
 
 def test_median_run_reports_the_middle_run_with_all_figures() -> None:
@@ -154,7 +154,7 @@ def test_floor_child_echoes_every_byte_in_order() -> None:
     partial-block boundaries, and exits 0 at EOF."""
     data = bytes(range(256)) * 4099 + b"tail"  # not a multiple of the 256 KiB block
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "_bench_floor.py")],
+        [sys.executable, str(ROOT / "benchmarks" / "_bench_floor.py")],
         input=data,
         capture_output=True,
         timeout=60,
@@ -168,7 +168,7 @@ def test_floor_worker_echo_counts_every_byte() -> None:
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "scripts" / "_bench_worker.py"),
+            str(ROOT / "benchmarks" / "_bench_worker.py"),
             "f",
             "echo",
             "--bytes",

@@ -1,4 +1,4 @@
-"""scripts/bench_engine.py runs end to end on both backends (tiny sizes; no timing asserted)."""
+"""benchmarks/bench_engine.py runs end to end on both backends (tiny sizes; no timing asserted)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_bench_engine_smoke(tmp_path: Path, backend: str) -> None:
     subprocess.run(
         [
             sys.executable,
-            str(ROOT / "scripts" / "bench_engine.py"),
+            str(ROOT / "benchmarks" / "bench_engine.py"),
             "--backend",
             backend,
             "--mib",

@@ -78,7 +78,7 @@ async def test_cancel_before_anything_left_fails_locally() -> None:
     async with Engine() as e:
         name = e.add_cartridge(RAW, env=raw_env("echo"), known_caps=["cap:echo"])
         await e.start(name)
-        conn = e._slots[name].conn  # white-box: keep the call's frames in the queue
+        conn = e._slots[name].replicas[0].conn  # white-box: keep the call's frames in the queue
         assert conn is not None
         conn.hold()
         try:
@@ -112,7 +112,7 @@ async def test_plain_cancel_unanswered_fails_after_the_grace() -> None:
         status = e.status()[0]
         assert status.name == name and status.state == "running" and status.starts == 1
         assert status.in_flight == 0
-        conn = e._slots[name].conn
+        conn = e._slots[name].replicas[0].conn
         assert conn is not None and conn.gate.active == 0
         assert (await e.call_bytes("cap:echo", [(BYTES, b"still")])).data == b"still"
 
@@ -126,7 +126,7 @@ async def test_abandoned_call_to_a_stubborn_cartridge_releases_its_slot() -> Non
         with anyio.fail_after(30):
             async with e.call("cap:echo", [(BYTES, _held())]):
                 pass
-            conn = e._slots[name].conn
+            conn = e._slots[name].replicas[0].conn
             assert conn is not None
             while conn.gate.active:  # noqa: ASYNC110 (a test waiting on engine state)
                 await anyio.sleep(0.02)

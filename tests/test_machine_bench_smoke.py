@@ -1,4 +1,4 @@
-"""Smoke test of ``scripts/bench_machine_parse.py`` at a tiny size: it runs, both sides agree
+"""Smoke test of ``benchmarks/bench_machine_parse.py`` at a tiny size: it runs, both sides agree
 on the canonical text, and it prints every figure. No time is asserted."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "scripts" / "bench_machine_parse.py"
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_machine_parse.py"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

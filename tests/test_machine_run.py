@@ -397,7 +397,7 @@ def test_a_gigabyte_through_a_three_step_chain_keeps_every_process_small(tmp_pat
 
     report = tmp_path / "memory.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "bench_machine.py"), "--only", "memory",
+        [sys.executable, str(ROOT / "benchmarks" / "bench_machine.py"), "--only", "memory",
          "--gib", "1", "--json", str(report)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip

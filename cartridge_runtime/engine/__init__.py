@@ -1,6 +1,6 @@
-"""The engine: launch cartridges of any language as subprocesses, route calls to them by cap
-URN, stream data both ways under credit flow control, watch their health and survive their
-crashes.
+"""The engine: launch cartridges of any language as subprocesses (or serve a runtime in this
+process), route calls to them by cap URN, stream data both ways under credit flow control,
+watch their health and survive their crashes; run several replicas of a cartridge.
 
 Example::
 
@@ -10,6 +10,9 @@ Example::
             async for event in response:
                 ...
         result = await engine.call(cap, [("media:", b"hi")], timeout=30)  # the whole Result
+
+    engine.add_cartridge("cpu.py", replicas=2)  # two processes; calls go to the least loaded
+    engine.add_cartridge("embedded", placement=InProcess(runtime))  # served in this process
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from ._events import (
     Progress,
     Result,
 )
+from ._inprocess import InProcess
 from ._inputs import CborValue, ItemStream, ValueStream
 from ._machine_api import MachineRun
 from ._machine_events import (
@@ -56,7 +60,10 @@ from ._machine_events import (
     StepReport,
     StepStarted,
 )
+from ._placement import ByteSink, Instance, LaunchError, LaunchSpec, Placement, Target
+from ._replicas import ReplicaStatus
 from ._response import CallContext, Response
+from ._subprocess import Subprocess
 
 __all__ = (
     "Engine",
@@ -76,6 +83,7 @@ __all__ = (
     "Progress",
     "Log",
     "CartridgeStatus",
+    "ReplicaStatus",
     "EngineStats",
     "EngineError",
     "CallError",
@@ -86,6 +94,15 @@ __all__ = (
     "CartridgeNotFound",
     "NoRoute",
     "EngineClosed",
+    # placements
+    "Placement",
+    "Subprocess",
+    "InProcess",
+    "Instance",
+    "ByteSink",
+    "LaunchSpec",
+    "LaunchError",
+    "Target",
     # streamed inputs
     "CborValue",
     "ValueStream",

@@ -7,6 +7,7 @@ from pathlib import Path
 import attrs
 
 from ..protocol import DEFAULT_LIMITS, Limits, NetworkPolicy
+from ._placement import Placement
 
 
 @attrs.frozen(kw_only=True)
@@ -40,6 +41,8 @@ class EngineConfig:
     :ivar log_dir: directory for the per-cartridge stderr logs (kept); ``None`` = a private
         temporary directory, removed when the engine shuts down.
     :ivar read_size: bytes asked for per read of a cartridge's stdout.
+    :ivar placement: where cartridges added without a ``placement=`` run (``None``: each in a
+        local subprocess, :class:`~cartridge_runtime.engine.Subprocess`).
     """
 
     step_timeout: float = 10.0
@@ -56,3 +59,4 @@ class EngineConfig:
     stderr_log_max_bytes: int | None = 16 << 20
     log_dir: Path | None = None
     read_size: int = 1 << 20  # several 256 KiB CHUNK frames per read: fewer calls and copies
+    placement: Placement | None = None

@@ -2,10 +2,13 @@
 
 Theory of operation
 -------------------
-A :class:`Connection` owns one subprocess and four tasks in its own task group:
+A :class:`Connection` owns one cartridge instance, started by its placement (a local
+subprocess, or a runtime in this process: see :mod:`._placement`), and four tasks in its own
+task group:
 
-* the **reader** reads stdout in large blocks (on asyncio from a reader callback registered
-  once, see :func:`~cartridge_runtime._fdio.read_blocks`), feeds the sans-IO :class:`FrameDecoder` and
+* the **reader** reads the instance's output in large blocks (for a subprocess on asyncio
+  from a reader callback registered once, see :func:`~cartridge_runtime._fdio.read_blocks`),
+  feeds the sans-IO :class:`FrameDecoder` and
   dispatches every frame at once (no polling): during start-up to the start-up channel, after
   it by request id to the flow that owns it (an engine call, or a peer call forwarded here)
   or, for frames of a peer call this cartridge made, to that peer link;
@@ -17,26 +20,22 @@ A :class:`Connection` owns one subprocess and four tasks in its own task group:
 
 Every frame written is numbered (per (rid, xid) flow, stragglers after a terminal dropped and
 counted) and encoded at once, checked against the negotiated ``max_frame``. EOF on stdout, a
-frame that does not decode, or the process ending is death: the process is reaped (killed if
+frame that does not decode, or the instance ending is death: the instance is reaped (killed if
 it lingers), and every pending flow is failed with ``CARTRIDGE_DIED`` naming the exit status
 or signal and the stderr tail.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import subprocess
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-
-from cartridge_runtime._fdio import FdReader, FdWriter, make_pipe, read_blocks
 
 from .. import protocol as P
 from ..protocol import Frame, FrameType, MessageId, frames
@@ -44,8 +43,9 @@ from . import _health
 from ._config import EngineConfig
 from ._errors import CallError, CartridgeDied, CartridgeUnhealthy, EngineClosed, SpawnFailed
 from ._outbox import Outbox
+from ._placement import ByteSink, Instance, LaunchError, LaunchSpec, Placement
 from ._pools import PoolGate
-from ._proc import Counters, Flow, PeerOrigin, describe_returncode, describe_stray_bytes
+from ._proc import Counters, Flow, PeerOrigin, describe_stray_bytes
 from ._startup import run_startup
 
 if TYPE_CHECKING:
@@ -65,23 +65,23 @@ _ROUTED = frozenset(
 
 
 class Connection(Outbox):
-    """A started (or starting) cartridge process. Created and driven by the engine."""
+    """A started (or starting) cartridge instance. Created and driven by the engine."""
 
     def __init__(
         self,
         *,
-        name: str,
-        command: list[str],
-        env: Mapping[str, str] | None,
+        placement: Placement,
+        spec: LaunchSpec,
         config: EngineConfig,
         counters: Counters,
         log_path: Path,
         on_peer_request: Callable[[Connection, Frame], None],
         on_dead: Callable[[Connection], None],
     ) -> None:
-        self.name = name
-        self.command = command
-        self.env = env
+        self.name = spec.name
+        self.command = list(spec.target.command)
+        self._placement = placement
+        self._spec = spec
         self.config = config
         self.counters = counters
         self.log_path = log_path
@@ -89,7 +89,7 @@ class Connection(Outbox):
         self._on_dead = on_dead
 
         self.state = "starting"  # starting -> ready -> (closing) -> dead | failed
-        self.process: anyio.abc.Process | None = None
+        self.process: Instance | None = None
         self.limits: P.Limits = config.limits
         self.manifest: Manifest | None = None
         self.caps: list[str] = []
@@ -119,13 +119,14 @@ class Connection(Outbox):
         self._hb_pending: dict[MessageId, tuple[anyio.Event, list[Frame]]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._notified = False
-        self._stdin: FdWriter | None = None
-        self._stdout: FdReader | None = None
+        self._stdin: ByteSink | None = None
         self._kill_reason: str | None = None
         self._unhealthy = False
         #: Words for stray text on the cartridge's stdout, once the decoder failed on it.
         self._stray: str | None = None
         self._scope = anyio.CancelScope()
+        #: Whether the instance is known to have ended (its ``wait()`` returned).
+        self._ended = False
         #: The running backend's event class, made directly (``anyio.Event()`` looks the
         #: backend up on every call).
         self.new_event: Callable[[], anyio.Event] = type(anyio.Event())
@@ -135,6 +136,16 @@ class Connection(Outbox):
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
+
+    @property
+    def placement_id(self) -> str | None:
+        """Who the instance is (``pid 1234``, ``in-process NAME/0``...), once launched."""
+        return self.process.placement_id if self.process is not None else None
+
+    @property
+    def exit_description(self) -> str:
+        """How the instance ended (``exit status 3``...), or ``still running``."""
+        return self.process.describe_exit() if self.process is not None else "still running"
 
     @property
     def stderr_tail(self) -> str:
@@ -162,11 +173,10 @@ class Connection(Outbox):
     # -- reading ---------------------------------------------------------------------------
 
     async def _reader(self) -> None:
-        assert self._stdout is not None
+        assert self.process is not None
         reason = "closed its stdout"
         try:
-            await read_blocks(
-                self._stdout,
+            await self.process.read_blocks(
                 self.config.read_size,
                 self._on_block,
                 self._read_size,
@@ -301,7 +311,11 @@ class Connection(Outbox):
     # -- stderr ----------------------------------------------------------------------------
 
     async def _stderr_reader(self) -> None:
-        assert self.process is not None and self.process.stderr is not None
+        assert self.process is not None
+        stderr = self.process.stderr
+        if stderr is None:
+            self._stderr_done.set()
+            return
         limit = self.config.stderr_tail_chars
         cap = self.config.stderr_log_max_bytes
         logfile = None
@@ -309,7 +323,7 @@ class Connection(Outbox):
             # A local log file, written in line-sized blocks: not worth a thread hop.
             logfile = open(self.log_path, "ab")  # noqa: ASYNC230, SIM115
             written = logfile.tell()
-            async for block in self.process.stderr:
+            async for block in stderr:
                 if cap is not None and written + len(block) > cap and written:
                     # Rotate: the full file becomes NAME.1 (replacing an older one).
                     logfile.close()
@@ -331,30 +345,17 @@ class Connection(Outbox):
     # -- life ------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Spawn, start up, then serve until death or shutdown. Never raises."""
+        """Launch, start up, then serve until death or shutdown. Never raises."""
         try:
             with self._scope:
-                in_r, in_w = make_pipe()
-                out_r, out_w = make_pipe()
-                try:
-                    with anyio.fail_after(self.config.step_timeout):
-                        self.process = await anyio.open_process(
-                            self.command,
-                            stdin=in_r,
-                            stdout=out_w,
-                            stderr=subprocess.PIPE,
-                            env=dict(self.env) if self.env is not None else None,
-                        )
-                except (OSError, TimeoutError) as exc:
-                    for fd in (in_r, in_w, out_r, out_w):
-                        os.close(fd)
-                    self._fail_start("spawn", f"cannot start {' '.join(self.command)!r}: {exc}")
-                    return
-                os.close(in_r)
-                os.close(out_w)
-                self._stdin = FdWriter(in_w)
-                self._stdout = FdReader(out_r)
                 async with anyio.create_task_group() as tg:
+                    try:
+                        with anyio.fail_after(self.config.step_timeout):
+                            self.process = await self._placement.launch(self._spec, tg)
+                    except (LaunchError, TimeoutError) as exc:
+                        self._fail_start("spawn", f"cannot start {' '.join(self.command)!r}: {exc}")
+                        return
+                    self._stdin = self.process.stdin
                     self._tg = tg
                     tg.start_soon(self._stderr_reader)
                     tg.start_soon(self._reader)
@@ -371,7 +372,7 @@ class Connection(Outbox):
                     if closing and not self._notified:
                         self._fail_all(EngineClosed(f"cartridge {self.name} was shut down"))
                     if self.death is None:
-                        how = describe_returncode(self.returncode)
+                        how = self.exit_description
                         self.death = CartridgeDied(
                             f"cartridge {self.name} was stopped ({how})",
                             returncode=self.returncode,
@@ -388,22 +389,18 @@ class Connection(Outbox):
         proc = self.process
         if proc is None:
             return
-        if proc.returncode is None:
+        if not self._ended:
             with anyio.move_on_after(_EXIT_WAIT):
                 await proc.wait()
-        if proc.returncode is None and kill:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+                self._ended = True
+        if not self._ended and kill:
+            proc.kill()
             await proc.wait()
+            self._ended = True
         self.returncode = proc.returncode
         with anyio.move_on_after(_EXIT_WAIT):
             await self._stderr_done.wait()
-        for end in (self._stdin, self._stdout):
-            if end is not None:
-                end.close()
-        if proc.stderr is not None:
-            with contextlib.suppress(OSError, anyio.BrokenResourceError):
-                await proc.stderr.aclose()
+        await proc.aclose()
 
     def _fail_start(self, step: str, message: str, rule: str | None = None) -> None:
         tail = self._tail.strip()
@@ -427,9 +424,14 @@ class Connection(Outbox):
         with anyio.CancelScope(shield=True):
             await self._reap(kill=True)
         tail = self._tail.strip()
-        how = describe_returncode(self.returncode)
+        how = self.exit_description
         reason = self._kill_reason or f"it {reason}"
-        message = f"cartridge {self.name} died ({how}); {reason}"
+        if was_closing and self._kill_reason is None:
+            # Asked to stop, it ended: a shutdown, not a death (whatever ended first, its
+            # output or its process, which an in-process instance does in one go).
+            message = f"cartridge {self.name} was stopped ({how}); {reason}"
+        else:
+            message = f"cartridge {self.name} died ({how}); {reason}"
         if tail:
             message += f". stderr:\n{tail}"
         died = CartridgeUnhealthy if self._unhealthy else CartridgeDied
@@ -456,11 +458,10 @@ class Connection(Outbox):
         self._on_dead(self)
 
     def kill(self, reason: str, *, unhealthy: bool = False) -> None:
-        """Kill the process now (pending calls fail with ``CARTRIDGE_DIED``, or with
+        """Kill the instance now (pending calls fail with ``CARTRIDGE_DIED``, or with
         ``CARTRIDGE_UNHEALTHY`` when it is killed for missing health probes)."""
-        if self.process is not None and self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
+        if self.process is not None:
+            self.process.kill()
         self._kill_reason = reason
         self._unhealthy = unhealthy
 
@@ -478,9 +479,9 @@ class Connection(Outbox):
             self._stdin.close()
             with anyio.move_on_after(grace):
                 await proc.wait()
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
+                self._ended = True
+            if not self._ended:
+                proc.kill()
         self._scope.cancel()
         await self.dead.wait()
 

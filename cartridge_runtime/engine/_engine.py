@@ -11,6 +11,16 @@ several cartridges declare belongs to the first of them. When nothing matches an
 cartridges have not told their caps yet (no ``known_caps`` and never started), they are
 started, in the order added, until one matches.
 
+Placements and replicas
+-----------------------
+Where a cartridge runs is its placement (:mod:`._placement`: a local subprocess by default,
+or a runtime in this process); routing never asks which. A cartridge added with
+``replicas=N`` runs N instances (:mod:`._replicas`): a call, or a peer call, goes to the
+least-loaded ready one. Each choice also starts, in the background, every replica that is
+not running (never started, or dead), so a replica that died is respawned by the calls
+after its death while the others serve them. When none is ready, the call waits for the
+first replica's start-up.
+
 Ids
 ---
 Every request the engine sends a cartridge (its own calls and forwarded peer calls) gets a
@@ -21,7 +31,6 @@ one counted as a protocol error.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -43,8 +52,12 @@ from ._machine_api import MachineRun, open_run, run_to_end
 from ._machine_events import MachineResult
 from ._machine_run import DEFAULT_WINDOW
 from ._peer import PeerLink, run_peer_link
-from ._proc import Counters, command_for, describe_returncode
+from ._placement import Placement
+from ._proc import Counters, describe_returncode
+from ._replicas import CartridgeSlot, Replica, ReplicaStatus
 from ._response import CallContext
+from ._starter import ReplicaStarter
+from ._subprocess import Subprocess
 
 if TYPE_CHECKING:
     from ..machine import Machine, MachineSource
@@ -60,6 +73,10 @@ class CartridgeStatus:
     ``state`` is ``stopped`` (never started or exited cleanly), ``starting``, ``running``,
     ``failed`` (its start-up failed; see ``last_error``) or ``dead`` (it died; the next call
     respawns it).
+
+    With several replicas, ``state`` is the best of theirs (running, starting, dead, failed,
+    stopped, in that order), ``in_flight``, ``queued`` and ``starts`` are their sums, the
+    other fields are those of the first replica in that state, and ``replicas`` has each one.
     """
 
     name: str
@@ -78,6 +95,11 @@ class CartridgeStatus:
     last_heartbeat: float | None
     remote_stats: Mapping[str, Any]
     pools: Mapping[str, Mapping[str, int]]
+    replicas: tuple[ReplicaStatus, ...] = ()
+
+
+#: Cartridge states from best to worst, for a cartridge's state over its replicas.
+_STATE_ORDER = ("running", "starting", "dead", "failed", "stopped")
 
 
 @attrs.frozen(kw_only=True)
@@ -102,35 +124,6 @@ class EngineStats:
     late_credits: int
 
 
-class _Slot:
-    """One added cartridge: its command and its current process (if any)."""
-
-    def __init__(
-        self,
-        name: str,
-        command: list[str],
-        env: Mapping[str, str] | None,
-        known_caps: Sequence[str] | None,
-        eager: bool,
-    ) -> None:
-        self.name = name
-        self.command = command
-        self.env = env
-        self.known_caps: list[str] | None = list(known_caps) if known_caps is not None else None
-        self.eager = eager
-        self.conn: Connection | None = None
-        self.failure: SpawnFailed | None = None
-        self.failed_at = 0.0
-        self.starts = 0
-        self.lock = anyio.Lock()
-
-    @property
-    def caps(self) -> list[str] | None:
-        if self.conn is not None and self.conn.manifest is not None:
-            return self.conn.caps
-        return self.known_caps
-
-
 class Engine:
     """Starts cartridges, routes calls to them, and keeps them healthy. Use as::
 
@@ -144,14 +137,20 @@ class Engine:
     def __init__(self, config: EngineConfig | None = None, **overrides: Any) -> None:
         config = config or EngineConfig()
         self.config = attrs.evolve(config, **overrides) if overrides else config
-        self._slots: dict[str, _Slot] = {}
+        self._slots: dict[str, CartridgeSlot] = {}
         self._counters = Counters()
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._log_dir: Path | None = None
         #: Routing results by the exact cap text asked for; cleared when caps change.
-        self._routes: dict[str, tuple[_Slot, str]] = {}
+        self._routes: dict[str, tuple[CartridgeSlot, str]] = {}
+        self._starter = ReplicaStarter(
+            config=self.config,
+            counters=self._counters,
+            on_peer_request=self._on_peer_request,
+            on_started=self._caps_changed,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -166,9 +165,11 @@ class Engine:
             self._log_dir = Path(self._tmp.name)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
+        self._starter.run_in(self._tg, self._log_dir)
         for slot in self._slots.values():
             if slot.eager:
-                self._tg.start_soon(self._start_quietly, slot)
+                for replica in slot.replicas:
+                    self._starter.start_soon(slot, replica)
         return self
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
@@ -182,6 +183,7 @@ class Engine:
             return None
         finally:
             self._tg = None
+            self._starter.run_in(None, None)
             if self._tmp is not None:
                 # The private log directory lives as long as the engine; set
                 # ``EngineConfig.log_dir`` to keep the stderr logs afterwards.
@@ -193,7 +195,8 @@ class Engine:
         if self._closed:
             return
         self._closed = True
-        conns = [s.conn for s in self._slots.values() if s.conn is not None]
+        self._starter.close()
+        conns = [r.conn for s in self._slots.values() for r in s.replicas if r.conn is not None]
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
                 for conn in conns:
@@ -203,8 +206,10 @@ class Engine:
 
     def add_cartridge(
         self,
-        target: str | os.PathLike[str] | Sequence[str],
+        target: str | os.PathLike[str] | Sequence[str] | object,
         *,
+        replicas: int = 1,
+        placement: Placement | None = None,
         known_caps: Sequence[str] | None = None,
         env: Mapping[str, str] | None = None,
         eager: bool = False,
@@ -212,58 +217,95 @@ class Engine:
     ) -> str:
         """Register a cartridge; returns its name (unique within the engine).
 
-        :param target: a ``.py`` script (run with this interpreter), an executable, or a
-            command list.
+        :param target: for a subprocess (the default placement), a ``.py`` script (run with
+            this interpreter), an executable, or a command list; for
+            ``InProcess(runtime)``, a name or the runtime. A ``CartridgeRuntime`` given
+            without a placement runs in process.
+        :param replicas: how many instances run it; each call goes to the least-loaded ready
+            one, and each is respawned on its own after its death.
+        :param placement: where the instances run: :class:`Subprocess` (the default, or
+            ``EngineConfig.placement``), :class:`InProcess`.
         :param known_caps: its cap URNs, so calls route to it before it ever started.
         :param env: the process environment (default: inherit).
-        :param eager: start it as soon as the engine runs instead of at the first call.
+        :param eager: start its replicas as soon as the engine runs instead of at the first call.
         :raises CartridgeNotFound: the script or program does not exist (nothing is added).
+        :raises TypeError: the placement cannot run this target, or ``placement`` is not one.
+        :raises ValueError: ``replicas`` is not a whole number of at least 1.
         """
-        command = command_for(target)
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+            raise ValueError(f"replicas must be a whole number of at least 1, not {replicas!r}")
+        if placement is None:
+            placement = self.config.placement or _default_placement(target)
+        elif not isinstance(placement, Placement):
+            raise TypeError(
+                "placement must be a placement such as Subprocess() or InProcess(runtime), "
+                f"not {type(placement).__name__}"
+            )
+        resolved = placement.resolve(target)
         if name is None:
-            base = command[-1] if isinstance(target, str | os.PathLike) else command[0]
-            name = Path(base).stem or "cartridge"
+            name = resolved.label
         unique, n = name, 2
         while unique in self._slots:
             unique, n = f"{name}#{n}", n + 1
-        slot = _Slot(unique, command, env, known_caps, eager)
+        slot = CartridgeSlot(
+            unique,
+            placement=placement,
+            target=resolved,
+            replicas=replicas,
+            env=env,
+            known_caps=known_caps,
+            eager=eager,
+        )
         self._slots[unique] = slot
         self._caps_changed()
-        if eager and self._tg is not None:
-            self._tg.start_soon(self._start_quietly, slot)
+        if eager:
+            for replica in slot.replicas:
+                self._starter.start_soon(slot, replica)
         return unique
 
     async def start(self, name: str) -> None:
-        """Start a cartridge now (no-op when running).
+        """Start a cartridge now, every replica of it (no-op for those running).
 
-        :raises SpawnFailed: its start-up failed.
+        :raises SpawnFailed: a start-up failed (the first replica's, in order).
         """
-        await self._ensure_started(self._slot(name))
+        await self._starter.each(self._slot(name), self._starter.ensure_started)
 
     async def restart(self, name: str) -> None:
-        """Forget a start-up failure and (re)start the cartridge, stopping it first if running."""
-        slot = self._slot(name)
-        slot.failure = None
-        if slot.conn is not None and slot.conn.state in ("ready", "starting"):
-            await slot.conn.close(self.config.shutdown_grace)
-        await self._ensure_started(slot)
+        """Forget start-up failures and (re)start the cartridge's replicas, stopping those
+        running first.
+
+        :raises SpawnFailed: a start-up failed.
+        """
+
+        async def restart(slot: CartridgeSlot, replica: Replica) -> Connection:
+            replica.failure = None
+            if replica.conn is not None and replica.conn.state in ("ready", "starting"):
+                await replica.conn.close(self.config.shutdown_grace)
+            return await self._starter.ensure_started(slot, replica)
+
+        await self._starter.each(self._slot(name), restart)
 
     async def stop(self, name: str) -> None:
-        """Shut one cartridge down (a later call starts it again)."""
+        """Shut one cartridge down, every replica of it (a later call starts it again)."""
         slot = self._slot(name)
-        if slot.conn is not None:
-            await slot.conn.close(self.config.shutdown_grace)
+        async with anyio.create_task_group() as tg:
+            for replica in slot.replicas:
+                if replica.conn is not None:
+                    tg.start_soon(replica.conn.close, self.config.shutdown_grace)
 
-    def kill(self, name: str) -> None:
-        """Kill a cartridge's process at once (for tests and operators)."""
-        slot = self._slot(name)
-        if slot.conn is not None:
-            slot.conn.kill("killed by the engine operator")
+    def kill(self, name: str, *, replica: int | None = None) -> None:
+        """Kill a cartridge's instances at once, or only replica ``replica`` (for tests and
+        operators).
+
+        :raises EngineError: no such cartridge or replica.
+        """
+        for one in self._replicas_of(self._slot(name), replica):
+            if one.conn is not None:
+                one.conn.kill("killed by the engine operator")
 
     def manifest(self, name: str) -> Any:
         """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, or ``None``."""
-        conn = self._slot(name).conn
-        return conn.manifest if conn is not None else None
+        return self._slot(name).manifest
 
     async def machine(
         self,
@@ -331,12 +373,33 @@ class Engine:
             machine = await self.machine(machine)
         return await run_to_end(self, machine, inputs, window=window)
 
-    async def probe(self, name: str) -> bool:
-        """Send one health probe now; returns whether the cartridge answered in time."""
-        conn = await self._ensure_started(self._slot(name))
+    async def probe(self, name: str, *, replica: int = 0) -> bool:
+        """Send one health probe now (to replica ``replica``, starting it if needed); returns
+        whether it answered in time.
+
+        :raises EngineError: no such cartridge or replica.
+        :raises SpawnFailed: it cannot start.
+        """
+        slot = self._slot(name)
+        (one,) = self._replicas_of(slot, replica)
+        conn = await self._starter.ensure_started(slot, one)
         return await conn.probe()
 
-    def _slot(self, name: str) -> _Slot:
+    def _replicas_of(self, slot: CartridgeSlot, index: int | None) -> tuple[Replica, ...]:
+        if index is None:
+            return slot.replicas
+        if (
+            isinstance(index, bool)
+            or not isinstance(index, int)
+            or not (0 <= index < len(slot.replicas))
+        ):
+            raise EngineError(
+                f"cartridge {slot.name} has no replica {index!r} "
+                f"(it has {len(slot.replicas)}: 0 to {len(slot.replicas) - 1})"
+            )
+        return (slot.replicas[index],)
+
+    def _slot(self, name: str) -> CartridgeSlot:
         try:
             return self._slots[name]
         except KeyError:
@@ -344,70 +407,11 @@ class Engine:
                 f"no cartridge named {name!r}; known: {', '.join(self._slots) or 'none'}"
             ) from None
 
-    async def _start_quietly(self, slot: _Slot) -> None:
-        with contextlib.suppress(CallError):
-            await self._ensure_started(slot)
-
-    async def _ensure_started(self, slot: _Slot) -> Connection:
-        if self._closed:
-            raise EngineClosed()
-        if self._tg is None:
-            raise EngineClosed(
-                "the engine is not running: use it as `async with Engine() as engine`"
-            )
-        conn = slot.conn
-        if conn is not None and conn.state == "ready":
-            return conn
-        async with slot.lock:
-            conn = slot.conn
-            if conn is not None and conn.state == "ready":
-                return conn
-            if conn is not None and conn.state in ("starting", "closing"):
-                await conn.dead.wait() if conn.state == "closing" else await conn.started.wait()
-                if conn.state == "ready":
-                    return conn
-            if slot.failure is not None:
-                retry = self.config.spawn_retry_after
-                if retry is None or anyio.current_time() - slot.failed_at < retry:
-                    raise slot.failure
-                slot.failure = None
-            if self._closed:
-                raise EngineClosed()
-            assert self._log_dir is not None
-            slot.starts += 1
-            if slot.starts > 1:
-                self._counters.respawns += 1
-            conn = Connection(
-                name=slot.name,
-                command=slot.command,
-                env=slot.env,
-                config=self.config,
-                counters=self._counters,
-                log_path=self._log_dir / f"{slot.name}.stderr.log",
-                on_peer_request=self._on_peer_request,
-                on_dead=lambda c: None,
-            )
-            slot.conn = conn
-            assert self._tg is not None
-            self._tg.start_soon(conn.run)
-            await conn.started.wait()
-            self._caps_changed()
-            if conn.state != "ready":
-                failure = conn.startup_error or SpawnFailed(
-                    f"cartridge {slot.name} stopped during start-up",
-                    step="spawn",
-                    stderr_tail=conn.stderr_tail,
-                )
-                slot.failure = failure
-                slot.failed_at = anyio.current_time()
-                raise failure
-            return conn
-
     # -- routing ---------------------------------------------------------------------------
 
-    def _table(self) -> tuple[list[str], list[tuple[_Slot, str]]]:
+    def _table(self) -> tuple[list[str], list[tuple[CartridgeSlot, str]]]:
         texts: list[str] = []
-        owners: list[tuple[_Slot, str]] = []
+        owners: list[tuple[CartridgeSlot, str]] = []
         seen: set[str] = set()
         for slot in self._slots.values():
             for cap in slot.caps or ():
@@ -417,7 +421,7 @@ class Engine:
                     owners.append((slot, cap))
         return texts, owners
 
-    def _lookup(self, cap: str) -> tuple[_Slot, str] | None:
+    def _lookup(self, cap: str) -> tuple[CartridgeSlot, str] | None:
         hit = self._routes.get(cap)
         if hit is not None:
             return hit
@@ -434,7 +438,7 @@ class Engine:
         """The routing table changed (a cartridge added, or its manifest became known)."""
         self._routes.clear()
 
-    async def _route(self, cap: str) -> tuple[_Slot, str]:
+    async def _route(self, cap: str) -> tuple[CartridgeSlot, str]:
         """The cartridge (and its handler cap) that serves ``cap``; may start cartridges whose
         caps are still unknown.
 
@@ -448,7 +452,7 @@ class Engine:
         for slot in list(self._slots.values()):
             if slot.caps is None:
                 try:
-                    await self._ensure_started(slot)
+                    await self._starter.connection(slot)
                 except SpawnFailed as exc:
                     failures.append(exc)
                     continue
@@ -516,9 +520,10 @@ class Engine:
             raise EngineClosed()
         hit = self._routes.get(cap)
         slot, handler = hit if hit is not None else await self._route(cap)
-        conn = slot.conn
+        single = slot.single
+        conn = single.conn if single is not None else None
         if conn is None or conn.state != "ready":
-            conn = await self._ensure_started(slot)
+            conn = await self._starter.connection(slot)
         chain = await conn.gate.acquire(handler)
         if conn.state != "ready":
             conn.gate.release(chain)
@@ -537,8 +542,16 @@ class Engine:
         state.start()
         return state
 
+    async def _peer_target(self, cap: str) -> tuple[Connection, str]:
+        """Where a peer call to ``cap`` goes: a ready connection and its handler cap.
+
+        :raises CallError: no route, or the target cannot start.
+        """
+        slot, handler = await self._route(cap)
+        return await self._starter.connection(slot), handler
+
     def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
-        link = PeerLink(self, origin, frame)
+        link = PeerLink(self._peer_target, origin, frame)
         if self._tg is None or self._closed:
             link._error_to_origin(EngineClosed())
             return
@@ -547,50 +560,35 @@ class Engine:
     # -- reports ---------------------------------------------------------------------------
 
     def status(self) -> list[CartridgeStatus]:
-        """One snapshot per cartridge, in the order they were added."""
+        """One snapshot per cartridge, in the order they were added (each replica's in
+        ``replicas``)."""
         out = []
         for slot in self._slots.values():
-            conn = slot.conn
-            if conn is None:
-                state = "failed" if slot.failure else "stopped"
-            elif conn.state == "ready" or conn.state == "closing":
-                state = "running"
-            elif conn.state == "starting":
-                state = "starting"
-            elif conn.state == "failed":
-                state = "failed"
-            else:
-                state = (
-                    "dead"
-                    if conn.returncode not in (0, None)
-                    or (conn.death and "died" in conn.death.message)
-                    else "stopped"
-                )
-            last_error = None
-            if slot.failure is not None:
-                last_error = slot.failure.message
-            elif conn is not None and conn.death is not None:
-                last_error = conn.death.message
+            replicas = tuple(r.status() for r in slot.replicas)
+            state = min((r.state for r in replicas), key=_STATE_ORDER.index)
+            first = next(r for r in replicas if r.state == state)
+            conn = slot.replicas[first.index].conn
             out.append(
                 CartridgeStatus(
                     name=slot.name,
                     command=tuple(slot.command),
                     state=state,
-                    pid=conn.pid if conn is not None and state in ("running", "starting") else None,
-                    healthy=conn.healthy
-                    if conn is not None and state == "running"
+                    pid=first.pid,
+                    healthy=all(r.healthy for r in replicas if r.state == "running")
+                    if state == "running"
                     else state != "failed",
                     caps=tuple(slot.caps or ()),
-                    in_flight=len(conn.calls) if conn is not None else 0,
-                    queued=conn.gate.queued if conn is not None else 0,
-                    starts=slot.starts,
-                    last_error=last_error,
-                    returncode=conn.returncode if conn is not None else None,
+                    in_flight=sum(r.in_flight for r in replicas),
+                    queued=sum(r.queued for r in replicas),
+                    starts=sum(r.starts for r in replicas),
+                    last_error=first.last_error,
+                    returncode=first.returncode,
                     stderr_tail=conn.stderr_tail if conn is not None else "",
                     log_path=str(conn.log_path) if conn is not None else "",
                     last_heartbeat=conn.last_heartbeat if conn is not None else None,
                     remote_stats=dict(conn.remote_stats) if conn is not None else {},
                     pools=conn.gate.snapshot() if conn is not None else {},
+                    replicas=replicas,
                 )
             )
         return out
@@ -607,6 +605,15 @@ class Engine:
             respawns=c.respawns,
             late_credits=c.late_credits,
         )
+
+
+def _default_placement(target: object) -> Placement:
+    """A runtime object runs in process; anything else as a subprocess."""
+    if callable(getattr(target, "serve", None)):
+        from ._inprocess import InProcess
+
+        return InProcess(target)  # type: ignore[arg-type]
+    return Subprocess()
 
 
 __all__ = ("CartridgeStatus", "Engine", "EngineStats", "describe_returncode")

@@ -1,5 +1,6 @@
 """The writing half of a :class:`~cartridge_runtime.engine._conn.Connection`: the frame queue
-to the cartridge's stdin and the task that writes it.
+to the cartridge's stdin (its placement's :class:`~._placement.ByteSink`) and the task that
+writes it.
 
 Theory of operation
 -------------------
@@ -25,8 +26,7 @@ from .. import protocol as P
 from ..protocol import Frame, MessageId
 
 if TYPE_CHECKING:
-    from cartridge_runtime._fdio import FdWriter
-
+    from ._placement import ByteSink
     from ._proc import Counters
 
 #: Frames whose payload is under this size are encoded as one buffer, prefix included; larger
@@ -42,7 +42,7 @@ class Outbox:
     state: str
     counters: Counters
     limits: P.Limits
-    _stdin: FdWriter | None
+    _stdin: ByteSink | None
 
     def _init_outbox(self) -> None:
         self._seq = P.SeqAssigner()

@@ -17,6 +17,7 @@ origin sends while the target is still starting (bounded by the origin's credit 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,14 +27,18 @@ from ._errors import CallError
 
 if TYPE_CHECKING:
     from ._conn import Connection
-    from ._engine import Engine
+
+#: Where a peer call goes: ``await target(cap)`` is a ready connection (the least-loaded
+#: replica of the cartridge that serves ``cap``) and the handler cap there.
+#: Raises :class:`CallError` (no route, a start-up that failed).
+PeerTarget = Callable[[str], Awaitable[tuple["Connection", str]]]
 
 
 class PeerLink:
     """One peer call in flight (internal)."""
 
-    def __init__(self, engine: Engine, origin: Connection, req: Frame) -> None:
-        self.engine = engine
+    def __init__(self, target: PeerTarget, origin: Connection, req: Frame) -> None:
+        self._find_target = target
         self.origin = origin
         self.orig_rid = req.id
         self.orig_xid = req.routing_id
@@ -51,8 +56,7 @@ class PeerLink:
         try:
             if not self.cap:
                 raise CallError(ErrorCode.INVALID_REQUEST, "internal", "peer REQ without a cap")
-            slot, handler = await self.engine._route(self.cap)
-            conn = await self.engine._ensure_started(slot)
+            conn, handler = await self._find_target(self.cap)
             chain = await conn.gate.acquire(handler)
         except CallError as exc:
             self._error_to_origin(exc)

@@ -14,7 +14,6 @@ import anyio
 from .. import protocol as P
 from ..protocol import Frame, frames
 from ._pools import PoolGate
-from ._proc import describe_returncode
 
 if TYPE_CHECKING:
     from ._conn import Connection
@@ -66,7 +65,7 @@ async def run_startup(conn: Connection) -> None:
         return
     except _StartupAbort as exc:
         await _settle_stderr(conn)
-        rc = describe_returncode(conn.process.returncode if conn.process else None)
+        rc = conn.exit_description
         conn._fail_start(
             exc.step, f"start-up step {exc.step!r} failed: the cartridge {exc.reason} ({rc})"
         )
@@ -87,10 +86,12 @@ async def run_startup(conn: Connection) -> None:
 async def _settle_stderr(conn: Connection) -> None:
     """Give a failing cartridge a moment to finish writing its stderr."""
     proc = conn.process
-    if proc is not None and proc.returncode is None:
+    ended = False
+    if proc is not None:
         with anyio.move_on_after(0.2):
             await proc.wait()
-    with anyio.move_on_after(0.2 if proc is not None and proc.returncode is not None else 0.05):
+            ended = True
+    with anyio.move_on_after(0.2 if ended else 0.05):
         await conn._stderr_done.wait()
 
 

@@ -14,7 +14,7 @@ Measures, in one run against one engine:
 
 Usage::
 
-    .venv/bin/python scripts/bench_engine.py [--backend asyncio|trio] [--mib 256]
+    .venv/bin/python benchmarks/bench_engine.py [--backend asyncio|trio] [--mib 256]
         [--seq 500] [--par 2000] [--inflight 16] [--json out.json]
 
 Prints one line per metric and, with ``--json``, writes them as a JSON object.

@@ -1,6 +1,6 @@
 """A tiny cartridge written with the reference runtime (capdag 1.524.58), for benchmarks only.
 
-It is the capdag side of the side-by-side benchmark (``scripts/bench.py``): the
+It is the capdag side of the side-by-side benchmark (``benchmarks/bench.py``): the
 same two jobs as ``cartridges/interop.py``'s ``echo`` and ``double`` caps, built
 with capdag's ``CartridgeRuntime`` and ``Op`` so that the reference host, and our
 engine, can drive a cartridge that uses the reference's own code paths.

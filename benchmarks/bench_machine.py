@@ -13,7 +13,7 @@ Three comparisons, each in one process and one run, so the ratios hold however b
 3. **memory**: the peak RSS of the engine process and of each cartridge while a GIB GiB
    stream passes the chain (target under 100 MiB each).
 
-Usage: ``.venv/bin/python scripts/bench_machine.py [--size MIB] [--items N] [--gib G]
+Usage: ``.venv/bin/python benchmarks/bench_machine.py [--size MIB] [--items N] [--gib G]
 [--only chain,map,memory] [--json FILE]``.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _bench_common import child_pids, cpu_seconds, vm_hwm_mib  # noqa: E402
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One benchmark measurement in a fresh process: ``_bench_worker.py PAIR METRIC [options]``.
 
-Run by ``scripts/bench.py``, one process per (pair, metric), so that the peak RSS
+Run by ``benchmarks/bench.py``, one process per (pair, metric), so that the peak RSS
 (VmHWM) read at the end belongs to this measurement alone and imports of one
 side never leak into another. Prints one line ``BENCH-RESULT {json}`` on stdout.
 

@@ -1,5 +1,5 @@
 """The benchmark's report: its rows with ratios to (b) and (a), the issue's targets as met or
-missed, and the rich table that prints them (``scripts/bench.py`` measures; this renders).
+missed, and the rich table that prints them (``benchmarks/bench.py`` measures; this renders).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ encoder per chunk), reads are 1 MiB and CREDIT frames are batched.
 
 Usage::
 
-    .venv/bin/python scripts/bench_runtime_echo.py [--mib 256] [--profile FILE]
+    .venv/bin/python benchmarks/bench_runtime_echo.py [--mib 256] [--profile FILE]
 
 ``--profile FILE`` starts the cartridge through a small wrapper that runs it under cProfile and
 writes the stats to ``FILE`` when it exits (read them with ``pstats``); the figures printed are

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Parse and resolve one generated machine with ours and with the reference, in one run.
 
-    .venv/bin/python scripts/bench_machine_parse.py [--steps 200] [--runs 15] [--profile]
+    .venv/bin/python benchmarks/bench_machine_parse.py [--steps 200] [--runs 15] [--profile]
 
 The machine is one strand of blocks of five steps each, every block a map opened and folded
 (text → words → upper per word → join → split → scale), each block fed by the head of the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Small calls through our engine to our cartridge, for counting instructions.
 
-Run by ``scripts/bench_instructions.py`` under valgrind, once with a few calls and once
+Run by ``benchmarks/bench_instructions.py`` under valgrind, once with a few calls and once
 with many, so that start-up cancels out of the difference. It uses only the engine's
 public API (``Engine``, ``Engine.call``, ``OutputData``), so it also drives an older
 checkout of this project put first on ``PYTHONPATH`` (the scripts stay this checkout's).

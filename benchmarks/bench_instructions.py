@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instructions per small call, engine and cartridge: a figure a busy host cannot skew.
 
-Wall-clock call rates move with whatever else the machine runs (``scripts/bench.py``
+Wall-clock call rates move with whatever else the machine runs (``benchmarks/bench.py``
 records the host's steal for that reason). The number of machine instructions our
 engine and our cartridge execute per call does not: it changes only when the code does.
 This script counts them with valgrind's cachegrind, for pair (c) of ``bench.py`` (our
@@ -17,7 +17,7 @@ the ratios. Its compiled fast path is built in place when missing.
 
 Usage::
 
-    .venv/bin/python scripts/bench_instructions.py [--calls 300] [--inflight 1 16]
+    .venv/bin/python benchmarks/bench_instructions.py [--calls 300] [--inflight 1 16]
         [--tree PATH ...] [--json FILE]
 
 Needs ``valgrind`` on PATH (Debian/Ubuntu: ``apt install valgrind``). Takes about 15 s

@@ -1,6 +1,6 @@
 """Shared pieces of the benchmark: pair names, cartridge paths, manifests, /proc readers.
 
-Used by both ``scripts/bench.py`` (the orchestrator) and ``scripts/_bench_worker.py``
+Used by both ``benchmarks/bench.py`` (the orchestrator) and ``benchmarks/_bench_worker.py``
 (one measurement per process).
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 import attrs
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ROOT / "scripts"
+BENCHMARKS = ROOT / "benchmarks"
 INTEROP = ROOT / "cartridges" / "interop.py"
-CAPDAG_CARTRIDGE = SCRIPTS / "_bench_capdag_cartridge.py"
+CAPDAG_CARTRIDGE = BENCHMARKS / "_bench_capdag_cartridge.py"
 
 MIB = 1024 * 1024
 #: Block size used everywhere data is streamed (the protocol's default max_chunk).

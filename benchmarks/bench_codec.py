@@ -17,7 +17,7 @@ x86 core), so a round trip that hashes the payload twice cannot reach 400 MB/s o
 the table prints that ceiling next to the figure.
 Timings are CPU time, best of several repeats, so other load on the machine inflates them less.
 
-Usage: ``.venv/bin/python scripts/bench_codec.py [--quick]``
+Usage: ``.venv/bin/python benchmarks/bench_codec.py [--quick]``
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Metrics: echo throughput (MB/s, 10^6 bytes), small ``double`` calls per second o
 a time and with 16 in flight, cold start (spawn to first result, ms, median) and the
 peak RSS (VmHWM) of the driver (engine/host) process and of the cartridge process
 during a large echo. Each (pair, metric) runs in its own worker process
-(``scripts/_bench_worker.py``) so RSS and imports are isolated.
+(``benchmarks/_bench_worker.py``) so RSS and imports are isolated.
 
 The reference pairs run at a few MB/s and about 24 calls/s, so the pairs that
 involve capdag (b, d, e) use smaller sizes; the table says where. Targets are
@@ -26,7 +26,7 @@ taken does (exit status 1).
 Echo and the call rates run ``--repeat`` times (default 3) in interleaved rounds and the
 median run is reported, because this kind of machine drifts by tens of percent.
 
-Usage: ``scripts/bench.py [--quick] [--json FILE] [--repeat N] [--echo-mib N] [--rss-mib N]
+Usage: ``benchmarks/bench.py [--quick] [--json FILE] [--repeat N] [--echo-mib N] [--rss-mib N]
 [--pairs abcdef]``
 """
 
@@ -47,10 +47,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_common import MIB, PAIR_METRICS, PAIRS, RESULT_MARK, ROOT, SCRIPTS, venv_env
+from _bench_common import BENCHMARKS, MIB, PAIR_METRICS, PAIRS, RESULT_MARK, ROOT, venv_env
 from _bench_report import print_report, rows, targets
 
-WORKER = SCRIPTS / "_bench_worker.py"
+WORKER = BENCHMARKS / "_bench_worker.py"
 #: Pairs with a capdag side: measured at reduced sizes (the reference is slow).
 SLOW_PAIRS = frozenset("bde")
 
@@ -309,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": _machine(),
-        "command": " ".join(["scripts/bench.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["benchmarks/bench.py", *(argv if argv is not None else sys.argv[1:])]),
         "quick": args.quick,
         "seconds": round(time.monotonic() - started, 1),
         "pairs": {key: PAIRS[key].title for key in args.pairs},

@@ -1,0 +1,188 @@
+"""Replicas: the instances of one added cartridge, and which of them takes the next call.
+
+A cartridge added with ``replicas=N`` is a :class:`CartridgeSlot` holding N :class:`Replica`
+records, each with its own connection, start-up failure, start count and lock: a replica
+starts, fails, dies and is respawned on its own, and its pools (the capacities its cartridge
+declares) admit its own calls.
+
+Choosing a replica (:meth:`CartridgeSlot.least_loaded`) looks only at connections that are
+ready: the one with the fewest requests in flight and queued takes the call (ties go to the
+lower index). Starting replicas is the engine's part (:meth:`CartridgeSlot.startable` says
+which could start now).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import attrs
+
+from ._conn import Connection
+from ._errors import SpawnFailed
+from ._placement import Placement, Target
+
+__all__ = ("CartridgeSlot", "Replica", "ReplicaStatus", "replica_state")
+
+#: Load added to a replica whose last health probe went unanswered: it takes calls only when
+#: every replica is in that state.
+_UNHEALTHY = 1 << 30
+
+
+@attrs.frozen(kw_only=True)
+class ReplicaStatus:
+    """A snapshot of one replica of a cartridge (see :attr:`CartridgeStatus.replicas`).
+
+    :ivar index: 0, 1, ... in the order the replicas were declared.
+    :ivar state: ``stopped``, ``starting``, ``running``, ``failed`` or ``dead`` (as for the
+        cartridge).
+    :ivar placement_id: who runs it (``pid 1234``, ``in-process NAME/1``...), while it runs.
+    :ivar pid: its process id, when it is a local process and runs.
+    :ivar in_flight: requests it is serving (calls and peer calls).
+    :ivar queued: calls waiting for one of its pools.
+    :ivar starts: how many times it was started.
+    :ivar healthy: whether its last health probe was answered.
+    :ivar last_error: why it last failed to start or died.
+    :ivar returncode: its last exit status, if it ended.
+    """
+
+    index: int
+    state: str
+    placement_id: str | None
+    pid: int | None
+    in_flight: int
+    queued: int
+    starts: int
+    healthy: bool
+    last_error: str | None
+    returncode: int | None
+
+
+class Replica:
+    """One instance slot of a cartridge: its current connection and start-up record."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.conn: Connection | None = None
+        self.failure: SpawnFailed | None = None
+        self.failed_at = 0.0
+        self.starts = 0
+        self.lock = anyio.Lock()
+
+    def status(self) -> ReplicaStatus:
+        """A snapshot for :meth:`Engine.status`."""
+        conn = self.conn
+        state = replica_state(self)
+        live = conn is not None and state in ("running", "starting")
+        last_error = None
+        if self.failure is not None:
+            last_error = self.failure.message
+        elif conn is not None and conn.death is not None:
+            last_error = conn.death.message
+        return ReplicaStatus(
+            index=self.index,
+            state=state,
+            placement_id=conn.placement_id if conn is not None and live else None,
+            pid=conn.pid if conn is not None and live else None,
+            in_flight=len(conn.calls) if conn is not None else 0,
+            queued=conn.gate.queued if conn is not None else 0,
+            starts=self.starts,
+            healthy=conn.healthy if conn is not None and state == "running" else state != "failed",
+            last_error=last_error,
+            returncode=conn.returncode if conn is not None else None,
+        )
+
+
+def replica_state(replica: Replica) -> str:
+    """``stopped``, ``starting``, ``running``, ``failed`` or ``dead``."""
+    conn = replica.conn
+    if conn is None:
+        return "failed" if replica.failure else "stopped"
+    if conn.state == "ready" or conn.state == "closing":
+        return "running"
+    if conn.state == "starting":
+        return "starting"
+    if conn.state == "failed":
+        return "failed"
+    died = conn.returncode not in (0, None) or (
+        conn.death is not None and "died" in conn.death.message
+    )
+    return "dead" if died else "stopped"
+
+
+class CartridgeSlot:
+    """One added cartridge: where it runs, its target, and its replicas."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        placement: Placement,
+        target: Target,
+        replicas: int,
+        env: Mapping[str, str] | None,
+        known_caps: Sequence[str] | None,
+        eager: bool,
+    ) -> None:
+        self.name = name
+        self.placement = placement
+        self.target = target
+        self.env = env
+        self.known_caps: list[str] | None = list(known_caps) if known_caps is not None else None
+        self.eager = eager
+        self.replicas = tuple(Replica(i) for i in range(replicas))
+        #: The only replica of a cartridge that has one (the fast path of routing), else None.
+        self.single: Replica | None = self.replicas[0] if replicas == 1 else None
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        return self.target.command
+
+    @property
+    def caps(self) -> list[str] | None:
+        """Its caps: a started replica's manifest, else ``known_caps``."""
+        for replica in self.replicas:
+            conn = replica.conn
+            if conn is not None and conn.manifest is not None:
+                return conn.caps
+        return self.known_caps
+
+    @property
+    def manifest(self) -> Any:
+        """The manifest of a started replica, or ``None``."""
+        for replica in self.replicas:
+            conn = replica.conn
+            if conn is not None and conn.manifest is not None:
+                return conn.manifest
+        return None
+
+    def least_loaded(self) -> Connection | None:
+        """The ready connection with the fewest requests in flight and queued (healthy ones
+        first, the lowest index among equals), or ``None`` when no replica is ready."""
+        best: Connection | None = None
+        best_load = 0
+        for replica in self.replicas:
+            conn = replica.conn
+            if conn is not None and conn.state == "ready":
+                load = len(conn.calls) + conn.gate.queued + (0 if conn.healthy else _UNHEALTHY)
+                if best is None or load < best_load:
+                    best, best_load = conn, load
+        return best
+
+    def startable(self, now: float, retry_after: float | None) -> list[Replica]:
+        """Replicas not running nor starting that may start now (never started, stopped or
+        dead, or failed longer than ``retry_after`` ago)."""
+        out = []
+        for replica in self.replicas:
+            conn = replica.conn
+            if conn is not None and conn.state in ("ready", "starting", "closing"):
+                continue
+            if replica.failure is not None and (
+                retry_after is None or now - replica.failed_at < retry_after
+            ):
+                continue
+            if replica.lock.locked():
+                continue
+            out.append(replica)
+        return out
