@@ -18,6 +18,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cartridges"))
 
@@ -170,6 +172,8 @@ class FakeEngine:
             return scalar(word.encode(), wordkit.KEPT if len(word) >= 4 else wordkit.DROPPED)
         if cap == wordkit.BANG and word == "boom":
             raise CallError("BANG", "input", "the word is 'boom'", arg_urn=wordkit.WORD)
+        if cap == wordkit.COUNT_WORDS:
+            return scalar(str(len(given[0][1])).encode())
         if cap == wordkit.JOIN:
             words = [self._text(i.value if isinstance(i, Item) else i) for i in given[0][1]]
             return scalar(" ".join(words).encode())
@@ -221,3 +225,63 @@ async def test_constants_are_sent_as_text_under_the_args_stream_urn() -> None:
     await run_to_end(engine, m, {"w": b"x"}, window=1)
     ((_, given),) = engine.calls
     assert dict(given) == {wordkit.WORD: [b"x"], wordkit.MIN_LENGTH: b"12"}
+
+
+# -- generated pipelines against a direct model ------------------------------------------------
+
+
+_WORDS = st.lists(st.sampled_from(["a", "bb", "ccc", "dddd", "eeeee", "boom"]), max_size=12)
+#: A per-word stage: what it does to one word, or None when the word is absent after it.
+_STAGES = {
+    "upper": lambda w: w.upper(),
+    "kept": lambda w: w if len(w) >= 4 else None,
+    "dropped": lambda w: w if len(w) < 4 else None,
+    "safe": lambda w: None if w == "boom" else w,  # bang{on_error=absent}
+}
+
+
+def _pipeline_text(stages: list[str], fold: str) -> str:
+    lines, node = ["doc -> split -> n0"], "n0"
+    for index, stage in enumerate(stages):
+        nxt = f"n{index + 1}"
+        if stage == "upper":
+            lines.append(f"{node} -> upper{index} -> {nxt}")
+        elif stage in ("kept", "dropped"):
+            other = "dropped" if stage == "kept" else "kept"
+            lines.append(f"{node} -> route{index} -> ({stage}={nxt}, {other}=x{index})")
+        else:
+            lines.append(f"{node} -> bang{index}{{on_error=absent}} -> {nxt}")
+        node = nxt
+    lines.append(f"(words={node}) -> join -> out" if fold == "join" else f"{node} -> count -> out")
+    caps = {"upper": "upper", "kept": "route", "dropped": "route", "safe": "bang"}
+    headers = [f"{caps[s]}{i} {H[caps[s]]}" for i, s in enumerate(stages)]
+    headers += [f"split {H['split']}", f"{fold} {H[fold]}"]
+    return "\n".join(headers + lines)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    words=_WORDS,
+    stages=st.lists(st.sampled_from(sorted(_STAGES)), max_size=4),
+    fold=st.sampled_from(["join", "count"]),
+    window=st.integers(1, 8),
+    seed=st.integers(0, 10_000),
+)
+def test_generated_pipelines_give_what_the_words_say(
+    words: list[str], stages: list[str], fold: str, window: int, seed: int
+) -> None:
+    expected: list[str] = []
+    for word in words:
+        value: str | None = word
+        for stage in stages:
+            value = _STAGES[stage](value) if value is not None else None
+        if value is not None:
+            expected.append(value)
+    m = parse_machine(_pipeline_text(stages, fold), wordkit.CAPS)
+    engine = FakeEngine(seed=seed)
+    result = anyio.run(lambda: run_to_end(engine, m, {"doc": " ".join(words)}, window=window))
+    if fold == "join":
+        assert result["out"].data == " ".join(expected).encode()
+    else:
+        assert result["out"].data == str(len(expected)).encode()
+    assert engine.most <= window or not stages
