@@ -435,3 +435,18 @@ async def test_an_error_inside_the_engine_block_comes_out_as_itself() -> None:
         async with Engine() as engine:
             engine.add_cartridge(WORDKIT)
             raise KeyError("mine")
+
+
+def test_a_machine_runs_under_trio_too(tmp_path: Path) -> None:
+    text = machine_text("doc -> split -> ws", "ws -> upper -> up", "(words=up) -> join -> out")
+
+    async def main() -> bytes:
+        engine, _ = wordkit_engine(tmp_path)
+        async with engine:
+            result = await engine.run_machine(text, {"doc": "under trio"})
+            async with engine.stream_machine(await engine.machine(text), {"doc": "x y"}) as run:
+                events = [event async for event in run]
+        assert any(isinstance(e, MachineOutputData) for e in events)
+        return result["out"].data
+
+    assert anyio.run(main, backend="trio") == b"UNDER TRIO"
