@@ -13,7 +13,7 @@ Three comparisons, each in one process and one run, so the ratios hold however b
 3. **memory**: the peak RSS of the engine process and of each cartridge while a GIB GiB
    stream passes the chain (target under 100 MiB each).
 
-Usage: ``.venv/bin/python benchmarks/bench_machine.py [--size MIB] [--items N] [--gib G]
+Usage: ``.venv/bin/python benchmarks/bench_machine.py [--size MIB] [--replicas R] [--items N] [--gib G]
 [--only chain,map,memory] [--json FILE]``.
 """
 
@@ -70,12 +70,13 @@ async def _blocks(total: int):  # type: ignore[no-untyped-def]
         sent += n
 
 
-async def bench_chain(size_mib: int) -> dict[str, Any]:
+async def bench_chain(size_mib: int, replicas: int = 1) -> dict[str, Any]:
     total = size_mib * MIB
     async with Engine() as engine:
-        engine.add_cartridge(INTEROP)
+        engine.add_cartridge(INTEROP, replicas=replicas)
         machine = await engine.machine(CHAIN)
-        await engine.call_bytes("cap:echo", [("media:", b"warm")])
+        for _ in range(replicas):
+            await engine.call_bytes("cap:echo", [("media:", b"warm")])
         # three single calls, one after another, each SIZE bytes through echo
         split0 = _cpu_split()
         cpu0, t0 = _cpu_all(), time.perf_counter()
@@ -97,6 +98,7 @@ async def bench_chain(size_mib: int) -> dict[str, Any]:
     mb = total / 1e6
     return {
         "size_mib": size_mib,
+        "replicas": replicas,
         "calls_wall_s": calls_wall,
         "chain_wall_s": chain_wall,
         "wall_ratio": chain_wall / calls_wall,
@@ -160,6 +162,9 @@ async def bench_memory(gib: float) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=256, help="MiB through the chain")
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="replicas of the echo cartridge for the chain"
+    )
     parser.add_argument("--items", type=int, default=10_000, help="items of the map")
     parser.add_argument("--gib", type=float, default=1.0, help="GiB for the memory run")
     parser.add_argument("--only", default="chain,map,memory")
@@ -170,7 +175,7 @@ def main() -> int:
     wanted = set(args.only.split(","))
     report: dict[str, Any] = {}
     if "chain" in wanted:
-        report["chain"] = anyio.run(bench_chain, args.size)
+        report["chain"] = anyio.run(bench_chain, args.size, args.replicas)
     if "map" in wanted:
         report["map"] = anyio.run(bench_map, args.items)
     if "memory" in wanted:
