@@ -38,7 +38,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..machine import Machine, OnError, Step, constant_text
 from ..machine._plan import Feed, FeedKind, Plan, ScopePlan, StepPlan, plan_machine
 from ..urn import MediaUrn, UrnError
-from ._response import Response
 from ._errors import CallError
 from ._events import Item, Log, OutputData, OutputEnded, OutputItem, OutputStarted, Progress
 from ._flow import Flow, FlowCollector, FlowReader, whole_value
@@ -57,6 +56,7 @@ from ._machine_events import (
     StepStarted,
 )
 from ._machine_report import Reports
+from ._response import Response
 
 
 class Caller(Protocol):
