@@ -88,6 +88,7 @@ from ._errors import (
     PeerCallError,
     RequestCancelled,
     SetupError,
+    UnknownArgument,
     UnknownOutput,
 )
 from ._input import InputItem, InputPackage, InputStream
@@ -143,6 +144,7 @@ __all__ = (
     "CartridgeError",
     "OpError",
     "InputConsumedError",
+    "UnknownArgument",
     "UnknownOutput",
     "MissingInput",
     "InputDecodeError",

@@ -91,7 +91,7 @@ class HandlerRunner:
     limits: Any
     active: dict[Any, Active]
     _tg: Any
-    spec_cache: dict[tuple[str, str], list[Any]]
+    spec_cache: dict[tuple[str, str], tuple[list[Any], Any]]
     _idle: anyio.Event
 
     writer: FrameWriter
@@ -169,11 +169,15 @@ class HandlerRunner:
         try:
             reporter = WireReporter(a)
             key = (a.cap, a.handler_urn)
-            specs = self.spec_cache.get(key)
-            if specs is None:
-                specs = output_specs(self.runtime, a.cap, a.handler_urn)
+            cached = self.spec_cache.get(key)
+            if cached is None:
+                cached = (
+                    output_specs(self.runtime, a.cap, a.handler_urn),
+                    self.runtime.cap_def_for(a.cap, a.handler_urn),
+                )
                 if len(self.spec_cache) < 1024:
-                    self.spec_cache[key] = specs
+                    self.spec_cache[key] = cached
+            specs, definition = cached
             outputs = [a.make_output(spec, reporter) for spec in specs]
             req = Request(
                 cap_urn=a.cap,
@@ -182,6 +186,7 @@ class HandlerRunner:
                 reporter=reporter,
                 network=NetworkAccess(lambda: self.policy),
                 peer=PeerInvoker(WirePeer(self, a, reporter), reporter),  # type: ignore[arg-type]
+                definition=definition,
             )
             # A DryContext is immutable: requests with the same cap, handler and policy share
             # one (the limits are fixed for the session once the handshake is done).

@@ -118,6 +118,7 @@ async def invoke_package(
         outputs=outputs,
         reporter=reporter,
         network=NetworkAccess(lambda: "full"),
+        definition=runtime.cap_def_for(cap_urn, handler_urn),
     )
     dry = DryContext(cap_urn=cap_urn, handler_urn=handler_urn, limits=runtime.limits, policy="full")
     wet = WetContext()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cartridge_runtime.urn import media_matches_for_stream
 
@@ -32,8 +32,10 @@ class Request:
         reporter: Reporter,
         network: NetworkAccess,
         peer: PeerInvoker | None = None,
+        definition: Any = None,
     ) -> None:
         self.cap_urn = cap_urn
+        input_package._bind(cap_urn, definition)
         self._input: InputPackage | None = input_package
         self._outputs = list(outputs)
         self._reporter = reporter
@@ -64,15 +66,27 @@ class Request:
         """Every output: the main one first, then the others in definition order."""
         return list(self._outputs)
 
-    def output_for(self, media_urn: str) -> OutputStream:
-        """The output whose declared media URN is equivalent to ``media_urn``.
+    def output_for(self, media_urn_or_name: str) -> OutputStream:
+        """The output whose declared media URN is equivalent to ``media_urn_or_name``, or,
+        for text that is not a ``media:`` URN, the output of that *name* in the cap's
+        definition (``output_for("dropped")``).
 
         :raises UnknownOutput: the cap declares no such output.
         """
-        for out in self._outputs:
-            if media_matches_for_stream(out.spec.declared_urn, media_urn):
-                return out
-        raise UnknownOutput(self.cap_urn, media_urn, [o.spec.declared_urn for o in self._outputs])
+        key = media_urn_or_name
+        if key.startswith("media:"):
+            for out in self._outputs:
+                if media_matches_for_stream(out.spec.declared_urn, key):
+                    return out
+        else:
+            for out in self._outputs:
+                if out.spec.name == key:
+                    return out
+        raise UnknownOutput(
+            self.cap_urn,
+            key,
+            [f"{o.spec.name} ({o.spec.declared_urn})" for o in self._outputs],
+        )
 
     def peer(self) -> PeerInvoker:
         """Call other caps through the host (peer invocation).
