@@ -106,7 +106,7 @@ def test_words_is_a_sequence_of_text_items(engine: CapdagEngine, urns: dict[str,
     main = response.main
     assert main.is_sequence
     assert main.media_urn == "media:enc=utf-8;list"
-    assert main.values == ["one", "two", "three", "four"]
+    assert main.values == [b"one", b"two", b"three", b"four"]
 
 
 def test_fail_keeps_code_and_class(engine: CapdagEngine, urns: dict[str, str]) -> None:

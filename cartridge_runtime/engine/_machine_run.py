@@ -341,12 +341,12 @@ class MachineRunner:
     async def _feed_input(self, flow: Flow, media: str | None, value: Any) -> None:
         flow.start()
         try:
+            if isinstance(value, str):  # text travels as UTF-8 in byte strings
+                value = value.encode("utf-8")
             if isinstance(value, bytes | bytearray | memoryview):
                 view = memoryview(value).cast("B")
                 for pos in range(0, max(len(view), 1), _PIECE):
                     await flow.put(view[pos : pos + _PIECE])
-            elif isinstance(value, str):
-                await flow.put(value)
             elif isinstance(value, os.PathLike):
                 async with await anyio.open_file(Path(value), "rb") as f:
                     while block := await f.read(_PIECE):
