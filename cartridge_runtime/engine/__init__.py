@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+from ._arg_check import ArgumentError
 from ._call import Inputs, InputValue
 from ._config import EngineConfig
 from ._engine import CartridgeStatus, Engine, EngineStats
@@ -79,6 +80,7 @@ __all__ = (
     "EngineStats",
     "EngineError",
     "CallError",
+    "ArgumentError",
     "CallTimeout",
     "CartridgeDied",
     "CartridgeUnhealthy",

@@ -93,6 +93,8 @@ class Connection(Outbox):
         self.limits: P.Limits = config.limits
         self.manifest: Manifest | None = None
         self.caps: list[str] = []
+        #: Handler cap text -> its definition in the manifest (None: not declared), per call.
+        self._definitions: dict[str, Any] = {}
         self.gate = PoolGate()
         self.startup_error: SpawnFailed | None = None
         self.death: CartridgeDied | None = None
@@ -131,6 +133,21 @@ class Connection(Outbox):
         self.new_event: Callable[[], anyio.Event] = type(anyio.Event())
 
     # -- public helpers --------------------------------------------------------------------
+
+    def definition(self, handler_cap: str) -> Any:
+        """The :class:`~cartridge_runtime.manifest.CapDef` the manifest gives ``handler_cap``
+        (``None`` before the manifest is known, or when it does not declare it)."""
+        found = self._definitions.get(handler_cap, False)
+        if found is not False:
+            return found
+        manifest = self.manifest
+        if manifest is None:
+            return None
+        found = next((c for c in manifest.iter_caps() if c.urn == handler_cap), None)
+        if found is None:
+            found = manifest.find_cap(handler_cap)
+        self._definitions[handler_cap] = found
+        return found
 
     @property
     def pid(self) -> int | None:

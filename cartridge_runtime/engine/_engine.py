@@ -34,6 +34,7 @@ import attrs
 
 from ..protocol import ErrorCode, Frame, tune_allocator
 from ..urn import select_handler
+from ._arg_check import check_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
 from ._config import EngineConfig
 from ._conn import Connection
@@ -489,6 +490,9 @@ class Engine:
         :raises NoRoute: no cartridge provides ``cap`` (raised on awaiting or entering).
         :raises SpawnFailed: the chosen cartridge cannot start.
         :raises CallError: the call failed (when awaited).
+        :raises ArgumentError: the inputs do not fit the cap's definition in the cartridge's
+            manifest (a required argument missing, an input no argument takes, a list for an
+            argument taking one value); raised on awaiting or entering, before anything is sent.
         :raises TypeError: malformed ``inputs`` (at once).
         """
         return CallContext(self, cap, normalize_inputs(inputs), timeout)
@@ -515,6 +519,9 @@ class Engine:
         conn = slot.conn
         if conn is None or conn.state != "ready":
             conn = await self._ensure_started(slot)
+        definition = conn.definition(handler)
+        if definition is not None:  # before anything is sent, even the REQ
+            check_call_inputs(cap, definition, inputs)
         chain = await conn.gate.acquire(handler)
         if conn.state != "ready":
             conn.gate.release(chain)

@@ -38,6 +38,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ..machine import Machine, OnError, Step, constant_text
 from ..machine._plan import Feed, FeedKind, Plan, ScopePlan, StepPlan, plan_machine
 from ..urn import MediaUrn, UrnError
+from ._arg_check import media_problem, shape_problem
 from ._errors import CallError
 from ._events import Item, Log, OutputData, OutputEnded, OutputItem, OutputStarted, Progress
 from ._flow import Flow, FlowCollector, FlowReader, whole_value
@@ -205,24 +206,20 @@ class MachineRunner:
             media: str | None = None
             if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
                 media, value = value
-                try:
-                    conforms = MediaUrn.parse(media).conforms_to(node.media)
-                except UrnError as error:
-                    raise MachineInputError(
-                        label, f"its media URN does not parse: {error}"
-                    ) from None
-                if not conforms:
-                    raise MachineInputError(label, f"'{media}' does not conform to {node.media}")
+                problem = media_problem(media, node.media)
+                if problem is not None:
+                    raise MachineInputError(label, problem)
             if isinstance(value, list | tuple):
                 for step in self.machine.steps:
                     for binding in step.bindings:
                         arg = step.definition.arg_named(binding.arg)
-                        if binding.node == node.name and arg is not None and not arg.is_sequence:
-                            raise MachineInputError(
-                                label,
-                                f"a list was given, but arg '{binding.arg}' of step "
-                                f"'{step.label or step.alias}' takes one value",
-                            )
+                        if binding.node != node.name or arg is None:
+                            continue
+                        problem = shape_problem(
+                            arg, value, f" of step '{step.label or step.alias}'"
+                        )
+                        if problem is not None:
+                            raise MachineInputError(label, problem)
             elif isinstance(value, os.PathLike) and not Path(value).is_file():
                 raise MachineInputError(label, f"no file at {os.fspath(value)}")
             elif not isinstance(
