@@ -195,7 +195,7 @@ def test_cap_order() -> None:
     ]
     assert sorted(caps) == [caps[0], caps[3], caps[4], caps[2], caps[1]]
     with pytest.raises(TypeError):
-        _ = M("media:") > UPPER  # type: ignore[operator]
+        _ = M("media:") > UPPER
 
 
 # --- against the reference ---------------------------------------------------------------

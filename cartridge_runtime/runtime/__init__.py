@@ -64,6 +64,7 @@ from ._blocking import (
     BlockingRequest,
     BlockingWetContext,
 )
+from ._cartridge_context import CartridgeContext
 from ._context import (
     REQUEST_KEY,
     DryContext,
@@ -116,6 +117,7 @@ __all__ = (
     "SyncFunctionOp",
     "DryContext",
     "WetContext",
+    "CartridgeContext",
     "Key",
     "REQUEST_KEY",
     "Reach",
