@@ -29,7 +29,9 @@ DEF = CapDef.simple(
         ArgDef.flag(LANG, "--lang", name="lang", required=True),
         ArgDef.flag(TAGS, "--tag", name="tags", is_sequence=True),
         ArgDef.flag(SECRET, "--token", name="token"),
-        ArgDef.flag("media:enc=utf-8;mode", "--mode", name="mode", required=True, default_value="a"),
+        ArgDef.flag(
+            "media:enc=utf-8;mode", "--mode", name="mode", required=True, default_value="a"
+        ),
     ],
 )
 
