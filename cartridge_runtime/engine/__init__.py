@@ -33,6 +33,7 @@ from ._events import (
     CallEvent,
     Item,
     Log,
+    Metric,
     OutputData,
     OutputEnded,
     OutputItem,
@@ -40,6 +41,7 @@ from ._events import (
     OutputStarted,
     Progress,
     Result,
+    TraceEvent,
 )
 from ._inputs import CborValue, ItemStream, ValueStream
 from ._machine_events import (
@@ -57,6 +59,7 @@ from ._machine_events import (
     StepStarted,
 )
 from ._machine_run import MachineRun
+from ._observe import CallInfo, CallObserver, CallOutcome
 from ._response import CallContext, Response
 
 __all__ = (
@@ -76,6 +79,13 @@ __all__ = (
     "OutputEnded",
     "Progress",
     "Log",
+    "Metric",
+    "TraceEvent",
+    "CallObserver",
+    "CallInfo",
+    "CallOutcome",
+    # OtelExporter is importable from here too, but left out of __all__: it needs the
+    # optional extra ``otel`` (``from cartridge_runtime.engine import OtelExporter``).
     "CartridgeStatus",
     "EngineStats",
     "EngineError",
@@ -107,3 +117,12 @@ __all__ = (
     "MachineRunError",
     "MachineInputError",
 )
+
+
+def __getattr__(name: str) -> object:
+    """``OtelExporter`` is imported on first use: it needs the optional extra ``otel``."""
+    if name == "OtelExporter":
+        from ._otel import OtelExporter
+
+        return OtelExporter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

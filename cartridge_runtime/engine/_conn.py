@@ -95,6 +95,9 @@ class Connection(Outbox):
         self.caps: list[str] = []
         #: Handler cap text -> its definition in the manifest (None: not declared), per call.
         self._definitions: dict[str, Any] = {}
+        #: Metric name -> the sum of the values its handlers reported (REQ-39); the engine
+        #: shares one dict per cartridge across restarts.
+        self.metric_totals: dict[str, float] = {}
         self.gate = PoolGate()
         self.startup_error: SpawnFailed | None = None
         self.death: CartridgeDied | None = None

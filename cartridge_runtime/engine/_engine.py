@@ -42,6 +42,7 @@ from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
 from ._events import Result
 from ._machine_events import MachineResult
 from ._machine_run import DEFAULT_WINDOW, MachineRun, open_run, run_to_end
+from ._observe import CallObserver, observe_call
 from ._peer import PeerLink, run_peer_link
 from ._proc import Counters, command_for, describe_returncode
 from ._response import CallContext
@@ -78,6 +79,9 @@ class CartridgeStatus:
     last_heartbeat: float | None
     remote_stats: Mapping[str, Any]
     pools: Mapping[str, Mapping[str, int]]
+    #: Metric name -> the sum of the values its handlers reported (``req.metric``), over
+    #: every process of this cartridge since it was added.
+    metrics: Mapping[str, float] = attrs.field(factory=dict)
 
 
 @attrs.frozen(kw_only=True)
@@ -118,6 +122,8 @@ class _Slot:
         self.env = env
         self.known_caps: list[str] | None = list(known_caps) if known_caps is not None else None
         self.eager = eager
+        #: Metric name -> sum of every value this cartridge's handlers reported.
+        self.metric_totals: dict[str, float] = {}
         self.conn: Connection | None = None
         self.failure: SpawnFailed | None = None
         self.failed_at = 0.0
@@ -146,6 +152,8 @@ class Engine:
         self.config = attrs.evolve(config, **overrides) if overrides else config
         self._slots: dict[str, _Slot] = {}
         self._counters = Counters()
+        #: Observers of every call (``add_observer``); empty: calls record nothing extra.
+        self._observers: list[CallObserver] = []
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -384,6 +392,7 @@ class Engine:
                 on_peer_request=self._on_peer_request,
                 on_dead=lambda c: None,
             )
+            conn.metric_totals = slot.metric_totals  # sums survive a restart
             slot.conn = conn
             assert self._tg is not None
             self._tg.start_soon(conn.run)
@@ -537,8 +546,17 @@ class Engine:
             cancel_grace=self.config.cancel_grace,
             max_pending_logs=self.config.max_pending_logs,
         )
+        if self._observers:
+            state.observation = observe_call(self._observers, state, slot.name)
         state.start()
         return state
+
+    def add_observer(self, observer: CallObserver) -> None:
+        """Tell ``observer`` about every call from now on: its start, the metrics and trace
+        events its handler reports, its end (bytes in and out, outcome). The OpenTelemetry
+        exporter (:class:`~cartridge_runtime.engine.OtelExporter`, extra ``otel``) is one.
+        Without observers a call costs nothing extra."""
+        self._observers.append(observer)
 
     def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
         link = PeerLink(self, origin, frame)
@@ -594,6 +612,7 @@ class Engine:
                     last_heartbeat=conn.last_heartbeat if conn is not None else None,
                     remote_stats=dict(conn.remote_stats) if conn is not None else {},
                     pools=conn.gate.snapshot() if conn is not None else {},
+                    metrics=dict(slot.metric_totals),
                 )
             )
         return out

@@ -25,6 +25,7 @@ stream cannot be sent twice.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -187,6 +188,8 @@ class MachineRunner:
         self.failure: MachineRunError | None = None
         #: Per step, the node each output stream key (None: the main output) goes to.
         self._targets: dict[int, dict[str | None, str | None]] = {}
+        #: The engine's observers (``Engine.add_observer``): each sees every event.
+        self._observers: Sequence[Any] = getattr(engine, "_observers", ())
 
     # -- before anything starts -------------------------------------------------------------
 
@@ -268,14 +271,29 @@ class MachineRunner:
 
     async def run(self) -> None:
         """Run every strand; raises :class:`MachineRunError` for the first failing step."""
-        async with anyio.create_task_group() as tg:
-            for root in self.plan.roots:
-                instance = _Instance(root, None, None, {})
-                self._setup(instance)
-                for node in self.machine.strands[root.strand].inputs:
-                    tg.start_soon(self._feed_input, instance.flows[node], *self.inputs[node])
-                self._start(instance, tg)
+        self._observe(None)  # the run starts
+        try:
+            async with anyio.create_task_group() as tg:
+                for root in self.plan.roots:
+                    instance = _Instance(root, None, None, {})
+                    self._setup(instance)
+                    for node in self.machine.strands[root.strand].inputs:
+                        tg.start_soon(self._feed_input, instance.flows[node], *self.inputs[node])
+                    self._start(instance, tg)
+        except BaseException as exc:
+            self._observe(self.failure or exc)
+            raise
         self.reports.finish()
+        self._observe(self.reports)  # the run ended
+
+    def _observe(self, event: Any) -> None:
+        for observer in self._observers:
+            try:
+                observer.machine_event(self, event)
+            except Exception as exc:
+                print(
+                    f"engine: observer {type(observer).__name__} failed: {exc!r}", file=sys.stderr
+                )
 
     def _setup(self, instance: _Instance) -> None:
         """Make the instance's flows and take every reader its tasks need."""
@@ -328,6 +346,8 @@ class MachineRunner:
 
     async def _emit(self, event: MachineEvent) -> None:
         self.reports.on_event(event)
+        if self._observers:
+            self._observe(event)
         if self.events is None:
             return  # a run to the end: the reports are all that is kept
         try:

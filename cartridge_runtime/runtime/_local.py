@@ -70,6 +70,9 @@ class _SinkReporter:
     ) -> None:
         await _call(self.sink, "log", level, message, attribution_class, arg_urn)
 
+    async def telemetry(self, level: str, message: str, data: Any) -> None:
+        await _call(self.sink, "telemetry", level, message, data)
+
     def finish(self, progress: float, message: str | None) -> None:
         self.final = (progress, message)
 

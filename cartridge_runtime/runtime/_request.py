@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from cartridge_runtime.protocol import METRIC_LEVEL, TRACE_LEVEL, metric_data, trace_data
 from cartridge_runtime.urn import media_matches_for_stream
 
 from ._context import NetworkAccess
@@ -111,6 +112,25 @@ class Request:
     ) -> None:
         """Send a LOG frame; never waits for credit."""
         await self._reporter.log(level, message, str(attribution_class), arg_urn)
+
+    async def metric(self, name: str, value: float, **labels: Any) -> None:
+        """Report a metric (a count, a duration, a size) for this call: a LOG of level
+        ``metric`` (REQ-39) that the engine gathers per call and sums per cartridge. Never
+        waits for credit; costs nothing when not called.
+
+        :raises TelemetryError: a bad name, a value that is not a finite number, bad labels.
+        """
+        data = metric_data(name, value, labels)
+        await self._reporter.telemetry(METRIC_LEVEL, f"{name}={value}", data)
+
+    async def trace(self, name: str, **attributes: Any) -> None:
+        """Record a trace event of this call (becomes an event on the engine's span of the
+        call): a LOG of level ``trace`` (REQ-39). Attributes are text, int, float or bool.
+
+        :raises TelemetryError: a bad name or attribute.
+        """
+        data = trace_data(name, attributes)
+        await self._reporter.telemetry(TRACE_LEVEL, name, data)
 
     def finish(self, progress: float = 1.0, message: str | None = None) -> None:
         """Set the progress and message of the final END."""
