@@ -242,17 +242,19 @@ async def test_otel_exports_a_span_per_call_with_trace_events_and_metric_instrum
     assert points["bifaci.calls"] == [(2, {"bifaci.cartridge": "counter"})]
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
 @pytest.mark.asyncio
 async def test_otel_gives_a_machine_run_child_spans_per_step() -> None:
     spans, tracer_provider, _, meter_provider = _otel()
     from cartridge_runtime.engine import OtelExporter
 
-    root = Path(__file__).resolve().parent.parent
     async with Engine() as engine:
-        engine.add_cartridge(root / "cartridges" / "wordkit.py")
+        engine.add_cartridge(ROOT / "cartridges" / "wordkit.py")
         engine.add_observer(OtelExporter(tracer_provider, meter_provider))
         result = await engine.run_machine(
-            root / "cartridges" / "samples" / "machines" / "shout.machine", {"doc": "a b"}
+            ROOT / "cartridges" / "samples" / "machines" / "shout.machine", {"doc": "a b"}
         )
         assert result["shouted"].data
     finished = spans.get_finished_spans()

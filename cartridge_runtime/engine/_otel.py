@@ -19,6 +19,7 @@ given, or the global ones.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from typing import Any
 
@@ -138,10 +139,8 @@ class OtelExporter:
                 span, reset = found
                 span.set_attribute("bifaci.outcome", event.outcome)
                 span.end()
-                try:
+                with contextlib.suppress(ValueError):  # a token of another task's context
                     _STEP_SPAN.reset(reset)
-                except ValueError:  # another task's token: the step ran elsewhere
-                    pass
         elif isinstance(event, BaseException):  # the run failed
             for span, _ in steps.values():
                 span.set_attribute("bifaci.outcome", "failed")
