@@ -331,7 +331,8 @@ class Words(Op):
 
 class Progress(Op):
     """``{"steps": N}`` → N progress reports and N info logs, then ``completed``; with
-    ``"spin": true``, an indeterminate report (``progress(None, ...)``) first."""
+    ``"spin": true``, an indeterminate report (``progress(None, ...)``) first; with
+    ``"telemetry": true``, a trace event and a metric per step too (REQ-39)."""
 
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
         data = await _main_bytes(wet)
@@ -342,6 +343,9 @@ class Progress(Op):
         for i in range(steps):
             await req.progress(i / steps, f"step {i + 1} of {steps}")
             await req.log("info", f"did step {i + 1}")
+            if b'"telemetry": true' in data:
+                await req.trace("step", index=i + 1)
+                await req.metric("steps", 1, kind="progress")
         await req.output().emit_text("completed")
 
 
