@@ -283,6 +283,11 @@ class Connection(Outbox):
         self, frame: Frame, ft: FrameType, flow: Flow | None, origin: PeerOrigin | None
     ) -> None:
         """Route a flow/CREDIT/CANCEL frame that is not simply a response to one of our calls."""
+        if ft is FrameType.ERR and frame.id in self._hb_pending:  # a refused desired capacity
+            pending = self._hb_pending[frame.id]
+            pending[1].append(frame)
+            pending[0].set()
+            return
         if flow is not None and origin is not None:
             # The same rid both ways (a cartridge calling itself with a reused id):
             # CREDIT says its direction; other frames carry our xid when they answer us.

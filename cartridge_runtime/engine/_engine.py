@@ -32,7 +32,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from ..protocol import ErrorCode, Frame, tune_allocator
+from ..protocol import ErrorCode, Frame, NetworkPolicy, frames, tune_allocator
 from ..urn import select_handler
 from ._arg_check import check_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
@@ -40,6 +40,7 @@ from ._config import EngineConfig
 from ._conn import Connection
 from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
 from ._events import Result
+from ._health import set_capacities
 from ._machine_events import MachineResult
 from ._machine_run import DEFAULT_WINDOW, MachineRun, open_run, run_to_end
 from ._observe import CallObserver, observe_call
@@ -550,6 +551,40 @@ class Engine:
             state.observation = observe_call(self._observers, state, slot.name)
         state.start()
         return state
+
+    # -- live control ----------------------------------------------------------------------
+
+    def set_policy(self, policy: NetworkPolicy | str) -> None:
+        """Change the network policy: sent as POLICY to every running cartridge now (its
+        handlers see it at once, ``req.network``) and to every cartridge started later.
+
+        :raises ValueError: not a policy word (``offline``, ``no_telemetry``, ``full``).
+        """
+        word = NetworkPolicy(policy)
+        self.config = attrs.evolve(self.config, policy=word)
+        for slot in self._slots.values():
+            conn = slot.conn
+            if conn is not None and conn.state == "ready":
+                conn.send(frames.policy(word))
+
+    async def set_capacity(self, cartridge: str, pool: str, capacity: int) -> None:
+        """Set a pool's capacity in a running cartridge (the heartbeat's desired capacities,
+        FLW-14); the reply updates the engine's admission too. ``0`` means unlimited.
+
+        :raises EngineError: no such cartridge, or it is not running.
+        :raises ValueError: a negative or non-integer capacity.
+        :raises CallError: the cartridge has no such pool (``UNKNOWN_POOL``), or did not
+            answer within ``EngineConfig.heartbeat_timeout`` (``TIMEOUT``).
+        """
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+            raise ValueError("a pool capacity is an integer of 0 or more")
+        slot = self._slots.get(cartridge)
+        if slot is None:
+            raise EngineError(f"no cartridge named {cartridge!r}")
+        conn = slot.conn
+        if conn is None or conn.state != "ready":
+            raise EngineError(f"cartridge {cartridge!r} is not running")
+        await set_capacities(conn, {pool: capacity}, self.config.heartbeat_timeout)
 
     def add_observer(self, observer: CallObserver) -> None:
         """Tell ``observer`` about every call from now on: its start, the metrics and trace
