@@ -102,7 +102,7 @@ class CartridgeContext:
         handler_urn: str,
         limits: Limits,
         policy: str | None = None,
-        request_id: str = "",
+        message_id: Any = None,
     ) -> DryContext:
         """The :class:`DryContext` of one request (a new value for each)."""
         return DryContext(
@@ -110,7 +110,7 @@ class CartridgeContext:
             handler_urn=handler_urn,
             limits=limits,
             policy=policy,
-            request_id=request_id,
+            message_id=message_id,
             cartridge=self.name,
         )
 

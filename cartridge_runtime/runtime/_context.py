@@ -91,11 +91,28 @@ class DryContext:
     limits: Limits  #: the negotiated limits
     policy: str | None = None  #: the network policy word when the request started
     dry_run: bool = False  #: plan only, do no work (never set by the wire protocol)
-    request_id: str = ""  #: the request's message id (empty in CLI mode)
     cartridge: str = ""  #: the cartridge's name (the manifest's)
+    #: the request's message id (``None`` in CLI mode); :attr:`request_id` is its text
+    message_id: Any = None
+
+    @property
+    def request_id(self) -> str:
+        """The request's message id as text (``""`` in CLI mode); made when first read."""
+        return "" if self.message_id is None else str(self.message_id)
 
     def __repr__(self) -> str:
-        return f"DryContext(keys={[a.name for a in attrs.fields(DryContext)]!r})"
+        return f"DryContext(keys={_DRY_KEYS!r})"
+
+
+_DRY_KEYS: list[str] = [
+    "cap_urn",
+    "handler_urn",
+    "limits",
+    "policy",
+    "dry_run",
+    "cartridge",
+    "request_id",
+]
 
 
 class Key(Generic[T]):

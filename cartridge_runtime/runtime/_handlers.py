@@ -193,7 +193,7 @@ class HandlerRunner:
                 handler_urn=a.handler_urn,
                 limits=self.limits,
                 policy=self.policy,
-                request_id=str(a.rid),
+                message_id=a.rid,
             )
             wet = context.wet(req)
             with self._new_scope() as scope:
