@@ -188,7 +188,7 @@ class ListEntries(Op):
         await out.start(is_sequence=True, meta={"format": archive.format})
         count = 0
         for entry in archive.entries():
-            await out.emit_list_item(entry.name, meta=entry.meta())
+            await out.emit_text(entry.name, meta=entry.meta())
             count += 1
         req.finish(1.0, f"{count} entr{'y' if count == 1 else 'ies'} ({archive.format})")
 

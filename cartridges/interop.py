@@ -326,12 +326,13 @@ class Words(Op):
         out = wet.request.output()
         await out.start(is_sequence=True)
         for word in (await _main_text(wet)).split():
-            await out.emit_list_item(word)
+            await out.emit_text(word)
 
 
 class Progress(Op):
     """``{"steps": N}`` → N progress reports and N info logs, then ``completed``; with
-    ``"spin": true``, an indeterminate report (``progress(None, ...)``) first."""
+    ``"spin": true``, an indeterminate report (``progress(None, ...)``) first; with
+    ``"telemetry": true``, a trace event and a metric per step too (REQ-39)."""
 
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
         data = await _main_bytes(wet)
@@ -342,7 +343,10 @@ class Progress(Op):
         for i in range(steps):
             await req.progress(i / steps, f"step {i + 1} of {steps}")
             await req.log("info", f"did step {i + 1}")
-        await req.output().emit_cbor("completed")
+            if b'"telemetry": true' in data:
+                await req.trace("step", index=i + 1)
+                await req.metric("steps", 1, kind="progress")
+        await req.output().emit_text("completed")
 
 
 class Fail(Op):
@@ -380,7 +384,7 @@ class Sha256(Op):
         async for stream in wet.request.take_input():
             async for chunk in stream:
                 digest.update(chunk)
-        await wet.request.output().emit_cbor(digest.hexdigest())
+        await wet.request.output().emit_text(digest.hexdigest())
 
 
 class Split(Op):
@@ -389,7 +393,7 @@ class Split(Op):
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
         text = await _main_text(wet)
         req = wet.request
-        await req.output().emit_cbor(text.upper())
+        await req.output().emit_text(text.upper())
         stats = json.dumps({"length": len(text)}).encode()
         await req.output_for(JSON_RECORD).write(stats)
 
@@ -409,7 +413,7 @@ class Sleep(Op):
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
         ms = _json_number(await _main_bytes(wet), "ms")
         await anyio.sleep(max(ms, 0) / 1000)
-        await wet.request.output().emit_cbor(f"slept-{ms}")
+        await wet.request.output().emit_text(f"slept-{ms}")
 
 
 class Concat(Op):
@@ -419,7 +423,7 @@ class Concat(Op):
         package = wet.request.take_input()
         first = await package.require_stream_str(TEXT)
         second = await package.require_stream_str(SUFFIX)
-        await wet.request.output().emit_cbor(first + second)
+        await wet.request.output().emit_text(first + second)
 
 
 class FileInfo(Op):

@@ -442,7 +442,7 @@ class JsonQuery(Op):
         count = 0
         for location, value in evaluator.run(steps, document):
             text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-            await out.emit_list_item(text, meta={"path": location})
+            await out.emit_text(text, meta={"path": location})
             count += 1
         stats = {"path": path_text(steps), "matches": count, "visited": evaluator.visited}
         await req.output_for(QUERY_STATS).write(json.dumps(stats).encode("utf-8"))

@@ -259,7 +259,7 @@ class MarkdownOutline(Op):
         count = 0
         for heading, level, line in markdown_headings(text):
             meta = {"level": level, "line": line, "anchor": slugify(heading)}
-            await out.emit_list_item(heading, meta=meta)
+            await out.emit_text(heading, meta=meta)
             count += 1
         req.finish(1.0, f"{count} heading(s)")
 
@@ -306,9 +306,7 @@ class TextPages(Op):
         pages = 0
         for index, start in enumerate(range(0, len(text), size)):
             page = text[start : start + size]
-            await out.emit_list_item(
-                page, meta={"page": index + 1, "start": start, "chars": len(page)}
-            )
+            await out.emit_text(page, meta={"page": index + 1, "start": start, "chars": len(page)})
             pages += 1
             if pages % every == 0 or pages == total:
                 await out.progress(pages / total, f"page {pages} of {total}")

@@ -34,7 +34,7 @@ async def shout(req: Request) -> None:
     text = await req.take_input().require_stream_str("media:enc=utf-8")
     if not text.strip():
         raise OpError("EMPTY_TEXT", "nothing to shout", "input", arg_urn="media:enc=utf-8")
-    await req.output().emit_cbor(text.upper())
+    await req.output().emit_text(text.upper())
 
 
 class Words(Op):  # the class form: perform(dry, wet), a fresh instance per request
@@ -43,7 +43,7 @@ class Words(Op):  # the class form: perform(dry, wet), a fresh instance per requ
         out = wet.request.output()
         words = text.split()
         for i, word in enumerate(words, 1):
-            await out.emit_list_item(word, meta={"index": i})
+            await out.emit_text(word, meta={"index": i})
             await out.progress((i - 1) / len(words), f"word {i}")
 
 

@@ -78,7 +78,14 @@ class Demo:
             return
         ms = (time.perf_counter() - started) * 1000
         for name, out in result.outputs.items():
-            shown = out.text if not out.items else ", ".join(repr(i.value) for i in out.items)
+            shown = (
+                out.text
+                if not out.items
+                else ", ".join(
+                    repr(i.value.decode() if isinstance(i.value, bytes) else i.value)
+                    for i in out.items
+                )
+            )
             console.print(f"  [bold]{name}[/] = {shown[:160]}")
         for name in result.absent:
             console.print(f"  [bold]{name}[/] is absent")
@@ -184,7 +191,10 @@ def _items(result: Result, limit: int = 6) -> str:
     items = list(main.items) if main is not None else []
     for item in items[:limit]:
         meta = json.dumps(dict(item.meta)) if item.meta else ""
-        value = item.value if isinstance(item.value, str) else json.dumps(item.value)
+        raw = item.value
+        if isinstance(raw, bytes):  # text items travel as UTF-8 bytes (emit_text)
+            raw = raw.decode("utf-8", errors="replace")
+        value = raw if isinstance(raw, str) else json.dumps(raw)
         shown = value.replace("\n", " ⏎ ")[:70]
         console.print(f"  • {shown}  [dim]{meta}[/]", highlight=False)
     if len(items) > limit:

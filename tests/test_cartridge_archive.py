@@ -79,7 +79,7 @@ async def test_list_samples(name: str, fmt: str, entries: list[str]) -> None:
     main = result.main
     assert main is not None and main.is_sequence and main.media_urn == archive.ENTRY_LIST
     assert main.meta == {"format": fmt}
-    assert [value for value, _ in main.items] == entries
+    assert [value for value, _ in main.items] == [e.encode() for e in entries]
     metas = [meta for _, meta in main.items]
     assert metas[0] == {"size": 34, "type": "file", "mtime": MTIME}
     assert metas[1]["type"] == "dir"
@@ -95,8 +95,8 @@ async def test_list_detects_tar_compression_by_content(mode: str) -> None:
     main = result.raise_for_error().main
     assert main is not None
     assert main.items == [
-        ("a.txt", {"size": 3, "type": "file", "mtime": 100}),
-        ("link", {"size": 0, "type": "symlink", "mtime": 0}),
+        (b"a.txt", {"size": 3, "type": "file", "mtime": 100}),
+        (b"link", {"size": 0, "type": "symlink", "mtime": 0}),
     ]
 
 
@@ -189,7 +189,7 @@ async def test_engine_list_and_extract() -> None:
         listing = await engine.call_bytes(
             archive.CAP_LIST, [("media:archive;ext=zip", sample("sample.zip"))]
         )
-        assert listing.items == ["hello.txt", "docs/", "docs/guide.md", "data/sample.json"]
+        assert listing.items == [b"hello.txt", b"docs/", b"docs/guide.md", b"data/sample.json"]
         assert listing.main is not None and listing.main.items[0].meta == {
             "size": 34,
             "type": "file",

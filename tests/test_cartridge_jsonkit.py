@@ -174,7 +174,7 @@ async def test_query_without_matches_still_reports_stats() -> None:
 @pytest.mark.asyncio
 async def test_document_under_another_media_urn_is_found_by_fallback() -> None:
     result = (await _query(b'{"a": 1}', b"$.a", doc_urn="media:fmt=json;record")).raise_for_error()
-    assert result.main is not None and [v for v, _ in result.main.items] == ["1"]
+    assert result.main is not None and [v for v, _ in result.main.items] == [b"1"]
 
 
 @pytest.mark.asyncio
@@ -222,7 +222,7 @@ async def test_engine_query_with_two_outputs_and_an_error() -> None:
             jsonkit.CAP_QUERY,
             [(jsonkit.JSON_DOC, sample("sample.json")), (jsonkit.JSON_PATH, b"$..price")],
         )
-        assert result.items == ["8.95", "12.99", "8.99", "22.99", "19.95"]
+        assert result.items == [b"8.95", b"12.99", b"8.99", b"22.99", b"19.95"]
         stats = result.output(jsonkit.QUERY_STATS)
         assert stats is not None and json.loads(stats.data)["matches"] == 5
         with pytest.raises(CallError) as info:

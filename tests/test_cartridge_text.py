@@ -184,11 +184,11 @@ async def test_outline_in_process() -> None:
     assert main is not None and main.is_sequence
     assert main.media_urn == text.HEADING_LIST
     assert main.items == [
-        ("Cartridge guide", {"level": 1, "line": 1, "anchor": "cartridge-guide"}),
-        ("Writing a handler", {"level": 2, "line": 5, "anchor": "writing-a-handler"}),
-        ("Fallback lookup", {"level": 3, "line": 13, "anchor": "fallback-lookup"}),
-        ("Testing", {"level": 2, "line": 17, "anchor": "testing"}),
-        ("Running it", {"level": 2, "line": 22, "anchor": "running-it"}),
+        (b"Cartridge guide", {"level": 1, "line": 1, "anchor": "cartridge-guide"}),
+        (b"Writing a handler", {"level": 2, "line": 5, "anchor": "writing-a-handler"}),
+        (b"Fallback lookup", {"level": 3, "line": 13, "anchor": "fallback-lookup"}),
+        (b"Testing", {"level": 2, "line": 17, "anchor": "testing"}),
+        (b"Running it", {"level": 2, "line": 22, "anchor": "running-it"}),
     ]
     assert result.end is not None
 
@@ -221,7 +221,7 @@ async def test_markdown_pages_with_size_before_text() -> None:
     )
     main = result.raise_for_error().main
     assert main is not None
-    assert [value for value, _ in main.items] == ["# Tit", "le\nbo", "dy"]
+    assert [value for value, _ in main.items] == [b"# Tit", b"le\nbo", b"dy"]
 
 
 @pytest.mark.asyncio
@@ -248,11 +248,11 @@ async def test_engine_metadata_outline_and_pages() -> None:
         )
         assert json.loads(result.data)["lines"] == 5
         outline = await engine.call_bytes(text.CAP_OUTLINE, [(text.MARKDOWN, sample("sample.md"))])
-        assert outline.items[0] == "Cartridge guide"
+        assert outline.items[0] == b"Cartridge guide"
         pages = await engine.call_bytes(
             text.CAP_MARKDOWN_PAGES, [(text.MARKDOWN, b"abcdefgh"), (text.PAGE_SIZE, b"3")]
         )
-        assert pages.items == ["abc", "def", "gh"]
+        assert pages.items == [b"abc", b"def", b"gh"]
         assert [p.progress for p in pages.progress][-1] == 1.0
         with pytest.raises(CallError) as info:
             await engine.call_bytes(

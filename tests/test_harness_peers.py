@@ -135,7 +135,7 @@ async def test_harness_result_and_engine_result_share_names_and_shapes() -> None
         e_split = await engine.call_bytes(split, [(TEXT, b"Hello")])
         e_words = await engine.call_bytes(words, [(TEXT, b"a b")])
     assert h_split.data == e_split.data == b"HELLO"
-    assert h_words.items == e_words.items == ["a", "b"]
+    assert h_words.items == e_words.items == [b"a", b"b"]
     assert set(h_split.outputs) == set(e_split.outputs)
     for key, out in e_split.outputs.items():
         assert h_split.outputs[key].data == out.data

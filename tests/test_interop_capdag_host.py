@@ -106,7 +106,7 @@ def test_words_is_a_sequence_of_text_items(engine: CapdagEngine, urns: dict[str,
     main = response.main
     assert main.is_sequence
     assert main.media_urn == "media:enc=utf-8;list"
-    assert main.values == ["one", "two", "three", "four"]
+    assert main.values == [b"one", b"two", b"three", b"four"]
 
 
 def test_fail_keeps_code_and_class(engine: CapdagEngine, urns: dict[str, str]) -> None:
@@ -163,6 +163,25 @@ def test_progress_frames_and_logs(engine: CapdagEngine, urns: dict[str, str]) ->
     assert all(i["attribution_class"] == "internal" for i in infos)
     assert response.main.data() == b"completed"
     assert response.end_meta == {"exit_code": 0, "progress": 1.0}
+
+
+def test_metrics_and_traces_pass_the_reference_host_unchanged(
+    engine: CapdagEngine, urns: dict[str, str]
+) -> None:
+    response = engine.call(urns["progress"], [(JSON_RECORD, b'{"steps": 2, "telemetry": true}')])
+    assert response.error is None, response.error
+    traces = [log for log in response.logs if log.get("level") == "trace"]
+    metrics = [log for log in response.logs if log.get("level") == "metric"]
+    assert [t["trace"] for t in traces] == [
+        {"name": "step", "attributes": {"index": n}} for n in (1, 2)
+    ]
+    assert [m["metric"] for m in metrics] == [
+        {"name": "steps", "value": 1, "labels": {"kind": "progress"}}
+    ] * 2
+    assert all(
+        log["attribution_class"] == "internal" and log["message"] for log in traces + metrics
+    )
+    assert response.main.data() == b"completed"
 
 
 def test_indeterminate_progress_is_a_valid_progress_log_for_the_reference_host(

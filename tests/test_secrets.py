@@ -87,7 +87,7 @@ async def test_engine_objects_hide_values(caplog: pytest.LogCaptureFixture) -> N
         )
         status = engine.status()
         shown = texts(engine, response, *seen, result, *result.outputs.values(), words, *status)
-    assert result.data == SECRET_B and words.items == [SECRET, SECRET]
+    assert result.data == SECRET_B and words.items == [SECRET_B, SECRET_B]
     assert SECRET not in shown
     assert SECRET not in caplog.text
 

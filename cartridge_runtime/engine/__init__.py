@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+from ._arg_check import ArgumentError
 from ._call import Inputs, InputValue
 from ._config import EngineConfig
 from ._engine import CartridgeStatus, Engine, EngineStats
@@ -35,6 +36,7 @@ from ._events import (
     CallEvent,
     Item,
     Log,
+    Metric,
     OutputData,
     OutputEnded,
     OutputItem,
@@ -42,6 +44,7 @@ from ._events import (
     OutputStarted,
     Progress,
     Result,
+    TraceEvent,
 )
 from ._inprocess import InProcess
 from ._inputs import CborValue, ItemStream, ValueStream
@@ -60,6 +63,7 @@ from ._machine_events import (
     StepReport,
     StepStarted,
 )
+from ._observe import CallInfo, CallObserver, CallOutcome
 from ._placement import ByteSink, Instance, LaunchError, LaunchSpec, Placement, Target
 from ._replicas import ReplicaStatus
 from ._response import CallContext, Response
@@ -82,11 +86,19 @@ __all__ = (
     "OutputEnded",
     "Progress",
     "Log",
+    "Metric",
+    "TraceEvent",
+    "CallObserver",
+    "CallInfo",
+    "CallOutcome",
+    # OtelExporter is importable from here too, but left out of __all__: it needs the
+    # optional extra ``otel`` (``from cartridge_runtime.engine import OtelExporter``).
     "CartridgeStatus",
     "ReplicaStatus",
     "EngineStats",
     "EngineError",
     "CallError",
+    "ArgumentError",
     "CallTimeout",
     "CartridgeDied",
     "CartridgeUnhealthy",
@@ -122,3 +134,12 @@ __all__ = (
     "MachineRunError",
     "MachineInputError",
 )
+
+
+def __getattr__(name: str) -> object:
+    """``OtelExporter`` is imported on first use: it needs the optional extra ``otel``."""
+    if name == "OtelExporter":
+        from ._otel import OtelExporter
+
+        return OtelExporter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -60,11 +60,13 @@ from ._errors import CallError, CallTimeout
 from ._events import (
     CallEvent,
     Log,
+    Metric,
     OutputData,
     OutputEnded,
     OutputItem,
     OutputStarted,
     Progress,
+    TraceEvent,
 )
 from ._inputs import Inputs, InputSender, InputValue, inline_frames, normalize_inputs
 
@@ -123,6 +125,10 @@ class CallState:
         #: When the caller's ``timeout=`` runs out (``anyio.current_time()`` clock), if any.
         self.deadline: float | None = None
         self.timeout: float | None = None
+        #: The engine's observer of this call (``Engine.add_observer``), or None: then no
+        #: byte is counted and nothing is recorded.
+        self.observation: Any = None
+        self.bytes_out = 0
 
     # -- start -----------------------------------------------------------------------------
 
@@ -234,6 +240,8 @@ class CallState:
                 )
             )
             return
+        if self.observation is not None and ft is _CHUNK and frame.payload:
+            self.bytes_out += len(frame.payload)
         credits = receiver.data_to_send()
         if credits:
             for credit in credits:
@@ -306,15 +314,29 @@ class CallState:
         return cost
 
     def _on_log(self, ev: P.LogReceived, cost: str | None) -> str | None:
-        self._queue(
-            Log(
+        event: CallEvent | None = None
+        if ev.data is not None:  # a metric or a trace event (REQ-39); malformed: a log line
+            if ev.level == P.METRIC_LEVEL:
+                metric = P.read_metric(ev.data)
+                if metric is not None:
+                    name, value, labels = metric
+                    totals = self.conn.metric_totals
+                    totals[name] = totals.get(name, 0) + value
+                    event = Metric(name=name, value=value, labels=labels)
+            elif ev.level == P.TRACE_LEVEL:
+                trace = P.read_trace(ev.data)
+                if trace is not None:
+                    event = TraceEvent(name=trace[0], attributes=trace[1])
+            if event is not None and self.observation is not None:
+                self.observation.event(event)
+        if event is None:
+            event = Log(
                 level=ev.level,
                 message=ev.message,
                 attribution_class=ev.attribution_class,
                 arg_urn=ev.arg_urn,
-            ),
-            None,
-        )
+            )
+        self._queue(event, None)
         self._count_log()
         return cost
 
@@ -328,14 +350,14 @@ class CallState:
         than half the bound are really unread, drop the oldest of them, keeping half. The next
         scan is then at least half the bound of events away (O(1) per event)."""
         events = self.events
-        waiting = sum(1 for ev, _ in events if type(ev) is Log or type(ev) is Progress)
+        waiting = sum(1 for ev, _ in events if type(ev) in _REPORTS)
         keep = self.max_pending_logs // 2
         if waiting > keep:
             drop = waiting - keep
             self.dropped_logs += drop
             kept: deque[tuple[CallEvent, str | None]] = deque()
             for entry in events:
-                if drop and (type(entry[0]) is Log or type(entry[0]) is Progress):
+                if drop and type(entry[0]) in _REPORTS:
                     drop -= 1
                     continue
                 kept.append(entry)
@@ -394,6 +416,8 @@ class CallState:
             self._waiter = None
         if self._ended is not None:
             self._ended.set()
+        if self.observation is not None:
+            self.observation.finished(error, self.bytes_out)
 
     # -- caller side -----------------------------------------------------------------------
 
@@ -518,6 +542,9 @@ class CallState:
 
 #: Event type -> handler(state, event, cost) returning the chunk's credit cost still unspent
 #: (the data handlers return ``None``: their event carries it).
+#: Events that LOG frames make: bounded together (``max_pending_logs``).
+_REPORTS = frozenset((Log, Progress, Metric, TraceEvent))
+
 _HANDLERS: dict[type, Any] = {
     P.StreamData: CallState._on_data,
     P.StreamItem: CallState._on_item,

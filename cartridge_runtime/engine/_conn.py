@@ -93,6 +93,11 @@ class Connection(Outbox):
         self.limits: P.Limits = config.limits
         self.manifest: Manifest | None = None
         self.caps: list[str] = []
+        #: Handler cap text -> its definition in the manifest (None: not declared), per call.
+        self._definitions: dict[str, Any] = {}
+        #: Metric name -> the sum of the values its handlers reported (REQ-39); the engine
+        #: shares one dict per cartridge across restarts.
+        self.metric_totals: dict[str, float] = {}
         self.gate = PoolGate()
         self.startup_error: SpawnFailed | None = None
         self.death: CartridgeDied | None = None
@@ -132,6 +137,21 @@ class Connection(Outbox):
         self.new_event: Callable[[], anyio.Event] = type(anyio.Event())
 
     # -- public helpers --------------------------------------------------------------------
+
+    def definition(self, handler_cap: str) -> Any:
+        """The :class:`~cartridge_runtime.manifest.CapDef` the manifest gives ``handler_cap``
+        (``None`` before the manifest is known, or when it does not declare it)."""
+        found = self._definitions.get(handler_cap, False)
+        if found is not False:
+            return found
+        manifest = self.manifest
+        if manifest is None:
+            return None
+        found = next((c for c in manifest.iter_caps() if c.urn == handler_cap), None)
+        if found is None:
+            found = manifest.find_cap(handler_cap)
+        self._definitions[handler_cap] = found
+        return found
 
     @property
     def pid(self) -> int | None:
@@ -273,6 +293,11 @@ class Connection(Outbox):
         self, frame: Frame, ft: FrameType, flow: Flow | None, origin: PeerOrigin | None
     ) -> None:
         """Route a flow/CREDIT/CANCEL frame that is not simply a response to one of our calls."""
+        if ft is FrameType.ERR and frame.id in self._hb_pending:  # a refused desired capacity
+            pending = self._hb_pending[frame.id]
+            pending[1].append(frame)
+            pending[0].set()
+            return
         if flow is not None and origin is not None:
             # The same rid both ways (a cartridge calling itself with a reused id):
             # CREDIT says its direction; other frames carry our xid when they answer us.

@@ -41,22 +41,26 @@ import anyio
 import anyio.abc
 import attrs
 
-from ..protocol import ErrorCode, Frame, tune_allocator
+from ..protocol import ErrorCode, Frame, NetworkPolicy, frames, tune_allocator
 from ..urn import select_handler
+from ._arg_check import check_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
 from ._config import EngineConfig
 from ._conn import Connection
 from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
 from ._events import Result
+from ._health import set_capacities
 from ._machine_api import MachineRun, open_run, run_to_end
 from ._machine_events import MachineResult
 from ._machine_run import DEFAULT_WINDOW
+from ._observe import CallObserver, observe_call
 from ._peer import PeerLink, run_peer_link
 from ._placement import Placement
 from ._proc import Counters, describe_returncode
-from ._replicas import CartridgeSlot, Replica, ReplicaStatus
+from ._replicas import CartridgeSlot, Replica
 from ._response import CallContext
 from ._starter import ReplicaStarter
+from ._status import CartridgeStatus, EngineStats
 from ._subprocess import Subprocess
 
 if TYPE_CHECKING:
@@ -66,62 +70,8 @@ if TYPE_CHECKING:
 _ROUTE_CACHE = 1024
 
 
-@attrs.frozen(kw_only=True)
-class CartridgeStatus:
-    """A snapshot of one cartridge, as :meth:`Engine.status` reports it.
-
-    ``state`` is ``stopped`` (never started or exited cleanly), ``starting``, ``running``,
-    ``failed`` (its start-up failed; see ``last_error``) or ``dead`` (it died; the next call
-    respawns it).
-
-    With several replicas, ``state`` is the best of theirs (running, starting, dead, failed,
-    stopped, in that order), ``in_flight``, ``queued`` and ``starts`` are their sums, the
-    other fields are those of the first replica in that state, and ``replicas`` has each one.
-    """
-
-    name: str
-    command: tuple[str, ...]
-    state: str
-    pid: int | None
-    healthy: bool
-    caps: tuple[str, ...]
-    in_flight: int
-    queued: int
-    starts: int
-    last_error: str | None
-    returncode: int | None
-    stderr_tail: str
-    log_path: str
-    last_heartbeat: float | None
-    remote_stats: Mapping[str, Any]
-    pools: Mapping[str, Mapping[str, int]]
-    replicas: tuple[ReplicaStatus, ...] = ()
-
-
 #: Cartridge states from best to worst, for a cartridge's state over its replicas.
 _STATE_ORDER = ("running", "starting", "dead", "failed", "stopped")
-
-
-@attrs.frozen(kw_only=True)
-class EngineStats:
-    """Protocol statistics over all cartridges of an engine.
-
-    :ivar drops: frames dropped (sent to a dead cartridge, unexpected types, full queues).
-    :ivar stragglers: frames of a flow that had already ended.
-    :ivar no_route: frames whose request id nobody knows, and calls/peer calls with no cartridge.
-    :ivar protocol_errors: protocol violations seen (bad frames, missing xid, bad responses).
-    :ivar heartbeat_misses: health probes that got no reply in time.
-    :ivar respawns: cartridges started again after a death.
-    :ivar late_credits: CREDIT frames that arrived after their request ended (harmless).
-    """
-
-    drops: int
-    stragglers: int
-    no_route: int
-    protocol_errors: int
-    heartbeat_misses: int
-    respawns: int
-    late_credits: int
 
 
 class Engine:
@@ -139,6 +89,8 @@ class Engine:
         self.config = attrs.evolve(config, **overrides) if overrides else config
         self._slots: dict[str, CartridgeSlot] = {}
         self._counters = Counters()
+        #: Observers of every call (``add_observer``); empty: calls record nothing extra.
+        self._observers: list[CallObserver] = []
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -351,7 +303,14 @@ class Engine:
         :raises MachineRunError: (while iterating) a step failed; names the step, its cap, the
             item, and carries the call's code, attribution class and ``arg_urn``.
         """
-        return open_run(self, machine, inputs, window=window, keep_outputs=keep_outputs)
+        return open_run(
+            self,
+            machine,
+            inputs,
+            window=window,
+            keep_outputs=keep_outputs,
+            observers=self._observers,
+        )
 
     async def run_machine(
         self,
@@ -371,7 +330,7 @@ class Engine:
 
         if not isinstance(machine, Machine):
             machine = await self.machine(machine)
-        return await run_to_end(self, machine, inputs, window=window)
+        return await run_to_end(self, machine, inputs, window=window, observers=self._observers)
 
     async def probe(self, name: str, *, replica: int = 0) -> bool:
         """Send one health probe now (to replica ``replica``, starting it if needed); returns
@@ -497,6 +456,9 @@ class Engine:
         :raises NoRoute: no cartridge provides ``cap`` (raised on awaiting or entering).
         :raises SpawnFailed: the chosen cartridge cannot start.
         :raises CallError: the call failed (when awaited).
+        :raises ArgumentError: the inputs do not fit the cap's definition in the cartridge's
+            manifest (a required argument missing, an input no argument takes, a list for an
+            argument taking one value); raised on awaiting or entering, before anything is sent.
         :raises TypeError: malformed ``inputs`` (at once).
         """
         return CallContext(self, cap, normalize_inputs(inputs), timeout)
@@ -524,6 +486,9 @@ class Engine:
         conn = single.conn if single is not None else None
         if conn is None or conn.state != "ready":
             conn = await self._starter.connection(slot)
+        definition = conn.definition(handler)
+        if definition is not None:  # before anything is sent, even the REQ
+            check_call_inputs(cap, definition, inputs)
         chain = await conn.gate.acquire(handler)
         if conn.state != "ready":
             conn.gate.release(chain)
@@ -539,6 +504,8 @@ class Engine:
             cancel_grace=self.config.cancel_grace,
             max_pending_logs=self.config.max_pending_logs,
         )
+        if self._observers:
+            state.observation = observe_call(self._observers, state, slot.name)
         state.start()
         return state
 
@@ -549,6 +516,49 @@ class Engine:
         """
         slot, handler = await self._route(cap)
         return await self._starter.connection(slot), handler
+
+    # -- live control ----------------------------------------------------------------------
+
+    def set_policy(self, policy: NetworkPolicy | str) -> None:
+        """Change the network policy: sent as POLICY to every running cartridge now (its
+        handlers see it at once, ``req.network``) and to every cartridge started later.
+
+        :raises ValueError: not a policy word (``offline``, ``no_telemetry``, ``full``).
+        """
+        word = NetworkPolicy(policy)
+        self.config = attrs.evolve(self.config, policy=word)
+        for slot in self._slots.values():
+            for replica in slot.replicas:
+                conn = replica.conn
+                if conn is not None and conn.state == "ready":
+                    conn.send(frames.policy(word))
+
+    async def set_capacity(self, cartridge: str, pool: str, capacity: int) -> None:
+        """Set a pool's capacity in a running cartridge (the heartbeat's desired capacities,
+        FLW-14); the reply updates the engine's admission too. ``0`` means unlimited.
+
+        :raises EngineError: no such cartridge, or it is not running.
+        :raises ValueError: a negative or non-integer capacity.
+        :raises CallError: the cartridge has no such pool (``UNKNOWN_POOL``), or did not
+            answer within ``EngineConfig.heartbeat_timeout`` (``TIMEOUT``).
+        """
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+            raise ValueError("a pool capacity is an integer of 0 or more")
+        slot = self._slots.get(cartridge)
+        if slot is None:
+            raise EngineError(f"no cartridge named {cartridge!r}")
+        running = [r.conn for r in slot.replicas if r.conn is not None and r.conn.state == "ready"]
+        if not running:
+            raise EngineError(f"cartridge {cartridge!r} is not running")
+        for conn in running:  # pool capacities are per replica
+            await set_capacities(conn, {pool: capacity}, self.config.heartbeat_timeout)
+
+    def add_observer(self, observer: CallObserver) -> None:
+        """Tell ``observer`` about every call from now on: its start, the metrics and trace
+        events its handler reports, its end (bytes in and out, outcome). The OpenTelemetry
+        exporter (:class:`~cartridge_runtime.engine.OtelExporter`, extra ``otel``) is one.
+        Without observers a call costs nothing extra."""
+        self._observers.append(observer)
 
     def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
         link = PeerLink(self._peer_target, origin, frame)
@@ -589,6 +599,7 @@ class Engine:
                     remote_stats=dict(conn.remote_stats) if conn is not None else {},
                     pools=conn.gate.snapshot() if conn is not None else {},
                     replicas=replicas,
+                    metrics=dict(slot.metric_totals),
                 )
             )
         return out

@@ -84,7 +84,26 @@ class Log:
     arg_urn: str | None = None
 
 
-CallEvent = OutputStarted | OutputData | OutputItem | OutputEnded | Progress | Log
+@attrs.frozen(kw_only=True)
+class Metric:
+    """A metric the handler reported (``req.metric``, a LOG of level ``metric``, REQ-39)."""
+
+    name: str
+    value: float
+    labels: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class TraceEvent:
+    """A trace event the handler recorded (``req.trace``, a LOG of level ``trace``)."""
+
+    name: str
+    attributes: Mapping[str, Any] = attrs.field(factory=dict, repr=describe_meta)
+
+
+CallEvent = (
+    OutputStarted | OutputData | OutputItem | OutputEnded | Progress | Log | Metric | TraceEvent
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -122,6 +141,9 @@ class Result:
     #: LOG and progress events left out, the oldest first (more than
     #: ``EngineConfig.max_pending_logs`` came).
     dropped_logs: int = 0
+    #: The metrics and trace events the handler reported, in order (REQ-39).
+    metrics: tuple[Metric, ...] = ()
+    traces: tuple[TraceEvent, ...] = ()
 
     @property
     def main(self) -> OutputResult | None:

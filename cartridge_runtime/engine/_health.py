@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ..protocol import Frame, MessageId, frames
+from ..protocol import Frame, FrameType, MessageId, frames
 
 if TYPE_CHECKING:
     from ._conn import Connection
@@ -78,3 +78,43 @@ async def heartbeat_loop(conn: Connection) -> None:
                 unhealthy=True,
             )
             break
+
+
+async def set_capacities(conn: Connection, desired: dict[str, int], reply_within: float) -> None:
+    """Send a HEARTBEAT whose ``desired_capacities`` sets pool capacities (FLW-14), and apply
+    the reply's pools to admission.
+
+    :raises CallError: the cartridge knows no such pool (``UNKNOWN_POOL``, class
+        ``internal``, none changed), or gave no reply in time (``TIMEOUT``).
+    """
+    from ._errors import CallError
+
+    hid = MessageId.new()
+    event = anyio.Event()
+    replies: list[Frame] = []
+    conn._hb_pending[hid] = (event, replies)
+    try:
+        conn.send(frames.heartbeat(hid, meta={"desired_capacities": json.dumps(desired).encode()}))
+        with anyio.move_on_after(reply_within):
+            await event.wait()
+    finally:
+        conn._hb_pending.pop(hid, None)
+    if not replies:
+        raise CallError("TIMEOUT", "resource", f"cartridge {conn.name}: no heartbeat reply")
+    reply = replies[0]
+    meta = dict(reply.meta or {})
+    if reply.frame_type is not FrameType.HEARTBEAT:
+        raise CallError(
+            str(meta.get("code") or "UNKNOWN_POOL"),
+            str(meta.get("attribution_class") or "internal"),
+            str(meta.get("message") or "pool capacity refused"),
+        )
+    pools = meta.pop("pools", None)
+    if isinstance(pools, bytes | str):
+        try:
+            parsed = json.loads(pools)
+            if isinstance(parsed, dict):
+                conn.gate.update(parsed)
+        except ValueError:
+            conn.counters.protocol_errors += 1
+    conn.remote_stats = meta

@@ -138,6 +138,8 @@ def inline_frames(
                 return None
         elif isinstance(value, str):
             n = len(value) * 4  # at most 4 UTF-8 bytes per character
+            if -(-n // size) > credit:
+                return None
         elif isinstance(value, list | tuple):
             if len(value) > credit:
                 return None
@@ -160,10 +162,10 @@ def inline_frames(
             else:
                 for pos in range(0, len(view), size):
                     out += stream.write_bytes(view[pos : pos + size])
-        elif isinstance(value, str):
-            step = max(1, size // 4)
-            for pos in range(0, len(value), step):
-                out += stream.emit_value(value[pos : pos + step])
+        elif isinstance(value, str):  # text travels as UTF-8 in byte strings (spec §text)
+            data = value.encode("utf-8")
+            for pos in range(0, max(len(data), 1), size):
+                out += stream.write_bytes(data[pos : pos + size])
         else:
             for item in value:
                 if isinstance(item, Item):
@@ -255,10 +257,10 @@ class InputSender:
             view = memoryview(value).cast("B")
             for pos in range(0, len(view), size):
                 await self._emit(stream, stream.write_bytes(view[pos : pos + size]))
-        elif isinstance(value, str):
-            step = max(1, size // 4)
-            for pos in range(0, len(value), step):
-                await self._emit(stream, stream.emit_value(value[pos : pos + step]))
+        elif isinstance(value, str):  # text travels as UTF-8 in byte strings
+            data = value.encode("utf-8")
+            for pos in range(0, len(data), size):
+                await self._emit(stream, stream.write_bytes(data[pos : pos + size]))
         elif isinstance(value, list | tuple):
             for item in value:
                 if isinstance(item, Item):

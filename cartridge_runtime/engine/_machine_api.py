@@ -7,7 +7,7 @@ entering the block and is cancelled on leaving it early. :func:`run_to_end` is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -90,6 +90,7 @@ def open_run(
     *,
     window: int,
     keep_outputs: bool,
+    observers: Sequence[Any] = (),
     buffer: int = 64,
 ) -> MachineRun:
     """A run of ``machine``; the inputs are checked here, before anything starts.
@@ -98,7 +99,7 @@ def open_run(
     """
     send, receive = anyio.create_memory_object_stream[MachineEvent](buffer)
     try:
-        runner = MachineRunner(engine, machine, inputs, send, window, keep_outputs)
+        runner = MachineRunner(engine, machine, inputs, send, window, keep_outputs, observers)
     except BaseException:
         send.close()
         receive.close()
@@ -107,14 +108,19 @@ def open_run(
 
 
 async def run_to_end(
-    engine: Caller, machine: Machine, inputs: Mapping[str, Any], *, window: int
+    engine: Caller,
+    machine: Machine,
+    inputs: Mapping[str, Any],
+    *,
+    window: int,
+    observers: Sequence[Any] = (),
 ) -> MachineResult:
     """Run ``machine`` and gather its outputs, with no event stream in between.
 
     :raises MachineInputError: the inputs do not fit (nothing is started).
     :raises MachineRunError: the first step that failed.
     """
-    runner = MachineRunner(engine, machine, inputs, None, window, True)
+    runner = MachineRunner(engine, machine, inputs, None, window, True, observers)
     try:
         await runner.run()
     except BaseException:

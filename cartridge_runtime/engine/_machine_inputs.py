@@ -15,7 +15,8 @@ from typing import Any, Final
 import anyio
 
 from ..machine import Machine
-from ..urn import MediaUrn, UrnError
+from ..urn import MediaUrn
+from ._arg_check import media_problem, shape_problem
 from ._events import Item
 from ._flow import Flow
 from ._machine_events import MachineInputError
@@ -33,12 +34,9 @@ def _typed(label: str, node_media: MediaUrn, value: Any) -> tuple[str | None, An
     if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str)):
         return None, value
     media, value = value
-    try:
-        conforms = MediaUrn.parse(media).conforms_to(node_media)
-    except UrnError as error:
-        raise MachineInputError(label, f"its media URN does not parse: {error}") from None
-    if not conforms:
-        raise MachineInputError(label, f"'{media}' does not conform to {node_media}")
+    problem = media_problem(media, node_media)
+    if problem is not None:
+        raise MachineInputError(label, problem)
     return media, value
 
 
@@ -63,12 +61,11 @@ def check_inputs(machine: Machine, given: Mapping[str, Any]) -> dict[str, tuple[
             for step in machine.steps:
                 for binding in step.bindings:
                     arg = step.definition.arg_named(binding.arg)
-                    if binding.node == node.name and arg is not None and not arg.is_sequence:
-                        raise MachineInputError(
-                            label,
-                            f"a list was given, but arg '{binding.arg}' of step "
-                            f"'{step.label or step.alias}' takes one value",
-                        )
+                    if binding.node != node.name or arg is None:
+                        continue
+                    problem = shape_problem(arg, value, f" of step '{step.label or step.alias}'")
+                    if problem is not None:
+                        raise MachineInputError(label, problem)
         elif isinstance(value, os.PathLike) and not Path(value).is_file():
             raise MachineInputError(label, f"no file at {os.fspath(value)}")
         elif not isinstance(value, _PLAIN) and not hasattr(value, "__aiter__"):
@@ -82,12 +79,12 @@ async def feed_input(flow: Flow, value: Any) -> None:
     item by item, an async iterable as it yields."""
     flow.start()
     try:
+        if isinstance(value, str):  # text travels as UTF-8 in byte strings (REQ-38)
+            value = value.encode("utf-8")
         if isinstance(value, bytes | bytearray | memoryview):
             view = memoryview(value).cast("B")
             for pos in range(0, max(len(view), 1), PIECE):
                 await flow.put(view[pos : pos + PIECE])
-        elif isinstance(value, str):
-            await flow.put(value)
         elif isinstance(value, os.PathLike):
             async with await anyio.open_file(Path(value), "rb") as f:
                 while block := await f.read(PIECE):

@@ -24,6 +24,7 @@ stream cannot be sent twice.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -176,6 +177,7 @@ class MachineRunner:
         events: MemoryObjectSendStream[MachineEvent] | None,
         window: int,
         keep_outputs: bool,
+        observers: Sequence[Any] = (),
     ) -> None:
         self.engine = engine
         self.machine = machine
@@ -187,6 +189,9 @@ class MachineRunner:
         self._exported = self.plan.collected
         #: The first step failure of the run (the one the run reports).
         self.failure: MachineRunError | None = None
+        #: Who sees every event of the run (``Engine.add_observer``), with ``None`` when it
+        #: starts and its reports, or its failure, when it ends.
+        self._observers = tuple(observers)
         #: Per step, the node each output stream key (None: the main output) goes to.
         self._targets: dict[int, dict[str | None, str | None]] = {}
 
@@ -196,14 +201,29 @@ class MachineRunner:
 
     async def run(self) -> None:
         """Run every strand; raises :class:`MachineRunError` for the first failing step."""
-        async with anyio.create_task_group() as tg:
-            for root in self.plan.roots:
-                instance = _Instance(root, None, None, {})
-                self._setup(instance)
-                for node in self.machine.strands[root.strand].inputs:
-                    tg.start_soon(feed_input, instance.flows[node], self.inputs[node][1])
-                self._start(instance, tg)
+        self._observe(None)  # the run starts
+        try:
+            async with anyio.create_task_group() as tg:
+                for root in self.plan.roots:
+                    instance = _Instance(root, None, None, {})
+                    self._setup(instance)
+                    for node in self.machine.strands[root.strand].inputs:
+                        tg.start_soon(feed_input, instance.flows[node], self.inputs[node][1])
+                    self._start(instance, tg)
+        except BaseException as exc:
+            self._observe(self.failure or exc)
+            raise
         self.reports.finish()
+        self._observe(self.reports)  # the run ended
+
+    def _observe(self, event: Any) -> None:
+        for observer in self._observers:
+            try:
+                observer.machine_event(self, event)
+            except Exception as exc:  # an observer's fault never stops the run
+                print(
+                    f"engine: observer {type(observer).__name__} failed: {exc!r}", file=sys.stderr
+                )
 
     def _setup(self, instance: _Instance) -> None:
         """Make the instance's flows and take every reader its tasks need."""
@@ -256,6 +276,8 @@ class MachineRunner:
 
     async def _emit(self, event: MachineEvent) -> None:
         self.reports.on_event(event)
+        if self._observers:
+            self._observe(event)
         if self.events is None:
             return  # a run to the end: the reports are all that is kept
         try:

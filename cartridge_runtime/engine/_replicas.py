@@ -132,6 +132,9 @@ class CartridgeSlot:
         self.known_caps: list[str] | None = list(known_caps) if known_caps is not None else None
         self.eager = eager
         self.replicas = tuple(Replica(i) for i in range(replicas))
+        #: Metric name -> the sum of every value its handlers reported (all replicas, across
+        #: restarts).
+        self.metric_totals: dict[str, float] = {}
         #: The only replica of a cartridge that has one (the fast path of routing), else None.
         self.single: Replica | None = self.replicas[0] if replicas == 1 else None
 

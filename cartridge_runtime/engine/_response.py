@@ -18,12 +18,14 @@ from ._events import (
     CallEvent,
     Item,
     Log,
+    Metric,
     OutputData,
     OutputItem,
     OutputResult,
     OutputStarted,
     Progress,
     Result,
+    TraceEvent,
 )
 
 if TYPE_CHECKING:
@@ -97,6 +99,8 @@ class Response:
         bound = self._state.max_pending_logs
         logs: deque[Log] = deque(maxlen=bound)
         progress: deque[Progress] = deque(maxlen=bound)
+        metrics: deque[Metric] = deque(maxlen=bound)
+        traces: deque[TraceEvent] = deque(maxlen=bound)
         dropped = 0
         state = self._state
         fast = state.deadline is None  # with a timeout, every event checks the deadline
@@ -127,6 +131,12 @@ class Response:
             elif isinstance(ev, Progress):
                 dropped += len(progress) == bound
                 progress.append(ev)
+            elif isinstance(ev, Metric):
+                dropped += len(metrics) == bound
+                metrics.append(ev)
+            elif isinstance(ev, TraceEvent):
+                dropped += len(traces) == bound
+                traces.append(ev)
         outputs = {
             name: OutputResult(
                 output=name,
@@ -144,6 +154,8 @@ class Response:
             progress=tuple(progress),
             end_meta=self.end_meta,
             dropped_logs=state.dropped_logs + dropped,
+            metrics=tuple(metrics),
+            traces=tuple(traces),
         )
 
     async def cancel(self, force_kill: bool = False) -> None:

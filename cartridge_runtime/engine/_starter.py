@@ -175,6 +175,7 @@ class ReplicaStarter:
                 on_peer_request=self._on_peer_request,
                 on_dead=lambda c: None,
             )
+            conn.metric_totals = slot.metric_totals  # the sums survive a restart
             replica.conn = conn
             self._tg.start_soon(conn.run)
             await conn.started.wait()

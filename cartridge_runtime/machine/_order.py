@@ -1,10 +1,9 @@
 """The URNs of a machine: the structural order canonical machines sort by (MCH-7), and the
 relations resolution asks, remembered.
 
-Media URNs order by prefix, then their tags as ``(key, stored value)`` pairs in key order;
-cap URNs by ``in=``, ``out=`` (as media URNs), the effect (declared, none, patch, any), then
-their other tags likewise. This is the reference's order, not the order of the canonical text
-(which differs wherever one key begins another, ``file`` and ``file-path``).
+The order itself belongs to the URN values (:meth:`MediaUrn.ordering_key`,
+:meth:`CapUrn.ordering_key`, and ``<`` on both); these two names keep the machine code's
+sort keys short.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import functools
 from typing import Any, Final
 
 from cartridge_runtime.manifest import ArgDef, StdinSource
-from cartridge_runtime.urn import MEDIA_VOID, CapEffect, CapUrn, MediaUrn
+from cartridge_runtime.urn import MEDIA_VOID, CapUrn, MediaUrn
 
 __all__ = (
     "media_key",
@@ -26,30 +25,18 @@ __all__ = (
     "is_main_input",
 )
 
-_EFFECT_RANK: Final = {
-    CapEffect.DECLARED: 0,
-    CapEffect.NONE: 1,
-    CapEffect.PATCH: 2,
-    CapEffect.ANY: 3,
-}
-
 MediaKey = tuple[str, tuple[tuple[str, str], ...]]
 
 
 @functools.lru_cache(maxsize=4096)
 def media_key(media: MediaUrn) -> MediaKey:
-    """The sort key of a media URN (cached: URNs are immutable)."""
-    return ("media", tuple(sorted(media.tags.items())))
+    """The sort key of a media URN (:meth:`MediaUrn.ordering_key`, cached)."""
+    return media.ordering_key()
 
 
 def cap_key(cap: CapUrn) -> tuple[MediaKey, MediaKey, int, tuple[tuple[str, str], ...]]:
-    """The sort key of a cap URN."""
-    return (
-        media_key(cap.in_spec),
-        media_key(cap.out_spec),
-        _EFFECT_RANK[cap.effect],
-        tuple(sorted(cap.tags.items())),
-    )
+    """The sort key of a cap URN (:meth:`CapUrn.ordering_key`)."""
+    return cap.ordering_key()
 
 
 # The relations, remembered: a machine asks the same few questions of the same few URNs many

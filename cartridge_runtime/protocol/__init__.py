@@ -44,6 +44,7 @@ from ._errors import (
     FrameDecodeError,
     FrameEncodeError,
     FrameTooLargeError,
+    FrameTooLargeToSendError,
     HandshakeError,
     IdentityCheckError,
     LocalProtocolError,
@@ -86,6 +87,17 @@ from ._request_state import (
     StreamState,
 )
 from ._seq import FlowKey, SeqAssigner
+from ._telemetry import (
+    MAX_TELEMETRY_FIELDS,
+    MAX_TELEMETRY_NAME,
+    METRIC_LEVEL,
+    TRACE_LEVEL,
+    TelemetryError,
+    metric_data,
+    read_metric,
+    read_trace,
+    trace_data,
+)
 from ._validate import ATTRIBUTION_CLASSES, POLICY_WORDS, validate_frame
 
 __all__ = (
@@ -100,6 +112,16 @@ __all__ = (
     "NetworkPolicy",
     "CreditDirection",
     "frames",
+    # metrics and trace events in LOG frames (REQ-39)
+    "METRIC_LEVEL",
+    "TRACE_LEVEL",
+    "MAX_TELEMETRY_NAME",
+    "MAX_TELEMETRY_FIELDS",
+    "TelemetryError",
+    "metric_data",
+    "trace_data",
+    "read_metric",
+    "read_trace",
     # codec
     "encode_frame",
     "encode_body",
@@ -155,6 +177,7 @@ __all__ = (
     "FrameDecodeError",
     "FrameEncodeError",
     "FrameTooLargeError",
+    "FrameTooLargeToSendError",
     "ChecksumMismatchError",
     "HandshakeError",
     "VersionMismatchError",

@@ -174,8 +174,10 @@ def log(
     arg_urn: str | None = None,
     xid: MessageId | None = None,
     seq: int = 0,
+    data: Any = None,
 ) -> Frame:
-    """A non-progress LOG: ``{level, attribution_class, message[, arg_urn]}``."""
+    """A non-progress LOG: ``{level, attribution_class, message[, arg_urn]}``; ``data``, when
+    given, goes under the meta key named by the level (``metric``, ``trace``: REQ-39)."""
     meta: dict[str, Any] = {
         "level": level,
         "attribution_class": str(attribution_class),
@@ -183,6 +185,8 @@ def log(
     }
     if arg_urn:
         meta["arg_urn"] = arg_urn
+    if data is not None:
+        meta[level] = data
     return Frame(frame_type=FrameType.LOG, id=rid, seq=seq, meta=meta, routing_id=xid)
 
 

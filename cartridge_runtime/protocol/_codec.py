@@ -20,7 +20,12 @@ import cbor2
 
 from .._redact import describe
 from ._constants import HARD_FRAME_CAP, PREFIX_LEN, FrameType, Key
-from ._errors import FrameDecodeError, FrameEncodeError, FrameTooLargeError
+from ._errors import (
+    FrameDecodeError,
+    FrameEncodeError,
+    FrameTooLargeError,
+    FrameTooLargeToSendError,
+)
 from ._frame import WIRE_FIELD_NAMES, Frame, MessageId, _from_fields
 from ._validate import PRESENCE_CHECKED as _REQUIRED_KEYS
 from ._validate import TYPE_CHECKS as _TYPE_CHECKS
@@ -199,7 +204,9 @@ def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP, seq: int | None 
     ``frame.replace(seq=seq)``, without building that copy (a writer numbering its frames
     with :meth:`SeqAssigner.number` passes it here).
 
-    :raises FrameEncodeError: the body would exceed ``max_frame`` (or the hard cap).
+    :raises FrameTooLargeToSendError: the body would exceed ``max_frame`` (or the hard cap);
+        a :class:`FrameTooLargeError` and a :class:`FrameEncodeError`.
+    :raises FrameEncodeError: a field cannot be encoded.
     """
     d = frame.__dict__
     if _c_encode_small is not None:
@@ -233,7 +240,7 @@ def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP, seq: int | None 
 
 def _check_body_size(frame: Frame, n: int, max_frame: int) -> None:
     if n > max_frame or n > HARD_FRAME_CAP:
-        raise FrameEncodeError(
+        raise FrameTooLargeToSendError(
             f"{frame.frame_type.name} frame body of {n} bytes exceeds max_frame "
             f"{min(max_frame, HARD_FRAME_CAP)}"
         )
@@ -297,7 +304,7 @@ def _bad_value(key: int, v: Any) -> Any:
         raise FrameDecodeError(f"payload (key 6) must be a byte string, got {type(v).__name__}")
     if typ is str:
         if key == 21:
-            raise FrameDecodeError("output (key 21) must be text")
+            raise FrameDecodeError(f"output (key 21) must be text, got {describe(v)}")
         raise FrameDecodeError(f"key {key} ({name}) has type {type(v).__name__}")
     if typ is bool:
         raise FrameDecodeError(f"key {key} ({name}) must be a boolean, got {describe(v)}")
@@ -367,9 +374,9 @@ def map_to_frame(m: Any, *, validate: bool = True) -> Frame:
             mid = _ID_CACHE.get(v) if tv is bytes or tv is int else None
             v = _new_id(key, v) if mid is None else mid
         elif v is None:
-            if key > 3:
-                continue  # CBOR null reads as absent
-            _bad_value(key, v)
+            if key > 3 and key != 21:
+                continue  # CBOR null reads as absent (as the reference reads keys 11 and 12)
+            _bad_value(key, v)  # ... but a null output name is malformed, as it refuses it
         else:
             _bad_value(key, v)
         if key < last:

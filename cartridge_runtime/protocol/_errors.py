@@ -77,6 +77,12 @@ class FrameEncodeError(LocalProtocolError):
     """A frame cannot be encoded (too large, or a field of the wrong type)."""
 
 
+class FrameTooLargeToSendError(FrameEncodeError, FrameTooLargeError):
+    """A frame this side was about to send has a body over ``max_frame`` or the hard cap:
+    a :class:`FrameTooLargeError`, as the same frame is when decoded, and a
+    :class:`FrameEncodeError` (nothing was sent)."""
+
+
 class ChecksumMismatchError(RemoteProtocolError):
     """A CHUNK payload does not match its FNV-1a 64 checksum."""
 

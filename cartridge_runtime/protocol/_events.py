@@ -66,12 +66,17 @@ class StreamClosed:
 
 @attrs.frozen(slots=True, kw_only=True)
 class LogReceived:
-    """A non-progress LOG."""
+    """A non-progress LOG.
+
+    :ivar data: for level ``metric`` or ``trace``, the meta value under that key (REQ-39),
+        unchecked; else ``None``.
+    """
 
     level: str
     message: str
     attribution_class: str | None = None
     arg_urn: str | None = None
+    data: Any = None
 
 
 @attrs.frozen(slots=True, kw_only=True)

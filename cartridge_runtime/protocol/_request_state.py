@@ -44,6 +44,7 @@ from ._events import (
 )
 from ._frame import Frame, MessageId
 from ._payload import SequenceAssembler, decode_scalar
+from ._telemetry import METRIC_LEVEL, TRACE_LEVEL
 
 
 class RequestState(enum.Enum):
@@ -112,6 +113,9 @@ STREAM_TRANSITIONS: dict[tuple[StreamState, Input], StreamState] = {
     (_S.IN_ITEM, _I.ITEM_COMPLETE): _S.OPEN,
     (_S.OPEN, _I.STREAM_END): _S.CLOSED,
 }
+
+#: LOG levels whose data rides under the meta key of the same name (REQ-39).
+_TELEMETRY_LEVELS = frozenset((METRIC_LEVEL, TRACE_LEVEL))
 
 _INPUTS = {
     FrameType.REQ: Input.REQ,
@@ -279,12 +283,14 @@ class BodyReceiver:
                         indeterminate=meta.get("indeterminate") is True,
                     )
                 ]
+            level = meta.get("level", "")
             return [
                 LogReceived(
-                    level=meta.get("level", ""),
+                    level=level,
                     message=meta.get("message") or "",
                     attribution_class=meta.get("attribution_class"),
                     arg_urn=meta.get("arg_urn"),
+                    data=meta.get(level) if level in _TELEMETRY_LEVELS else None,
                 )
             ]
         if inp is Input.STREAM_START:

@@ -64,6 +64,7 @@ from ._blocking import (
     BlockingRequest,
     BlockingWetContext,
 )
+from ._cartridge_context import CartridgeContext
 from ._context import (
     REQUEST_KEY,
     DryContext,
@@ -88,6 +89,7 @@ from ._errors import (
     PeerCallError,
     RequestCancelled,
     SetupError,
+    UnknownArgument,
     UnknownOutput,
 )
 from ._input import InputItem, InputPackage, InputStream
@@ -115,6 +117,7 @@ __all__ = (
     "SyncFunctionOp",
     "DryContext",
     "WetContext",
+    "CartridgeContext",
     "Key",
     "REQUEST_KEY",
     "Reach",
@@ -143,6 +146,7 @@ __all__ = (
     "CartridgeError",
     "OpError",
     "InputConsumedError",
+    "UnknownArgument",
     "UnknownOutput",
     "MissingInput",
     "InputDecodeError",

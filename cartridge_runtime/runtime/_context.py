@@ -1,15 +1,18 @@
 """What a handler gets: the :class:`Op` base class and its two contexts.
 
-:class:`DryContext` holds plain values that describe the call (cap URN, negotiated limits,
-network policy word, dry-run flag); :class:`WetContext` is a typed key-value store holding the
-:class:`~cartridge_runtime.runtime.Request` and any resources the cartridge adds. Both are
-built once per request. Neither ``repr`` prints values (they may be secrets or payloads).
+:class:`DryContext` holds plain values that describe the call (cap URN, request id, negotiated
+limits, network policy word, dry-run flag); :class:`WetContext` is a typed key-value store holding
+the :class:`~cartridge_runtime.runtime.Request`, whose lookups fall back to the resources of the
+cartridge-wide context (:class:`~cartridge_runtime.runtime.CartridgeContext`) without copying
+them. Both are built for each request, from the cartridge context. No ``repr`` prints values
+(they may be secrets or payloads): keys only.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 import attrs
@@ -79,15 +82,37 @@ class NetworkAccess:
         return f"NetworkAccess(policy={self._current()!r})"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, repr=False)
 class DryContext:
-    """Plain facts about one call, safe to log."""
+    """Plain facts about one call, built for that call (``repr`` names the fields only)."""
 
     cap_urn: str  #: the cap URN the request named
     handler_urn: str  #: the registered cap URN that serves it
     limits: Limits  #: the negotiated limits
     policy: str | None = None  #: the network policy word when the request started
     dry_run: bool = False  #: plan only, do no work (never set by the wire protocol)
+    cartridge: str = ""  #: the cartridge's name (the manifest's)
+    #: the request's message id (``None`` in CLI mode); :attr:`request_id` is its text
+    message_id: Any = None
+
+    @property
+    def request_id(self) -> str:
+        """The request's message id as text (``""`` in CLI mode); made when first read."""
+        return "" if self.message_id is None else str(self.message_id)
+
+    def __repr__(self) -> str:
+        return f"DryContext(keys={_DRY_KEYS!r})"
+
+
+_DRY_KEYS: list[str] = [
+    "cap_urn",
+    "handler_urn",
+    "limits",
+    "policy",
+    "dry_run",
+    "cartridge",
+    "request_id",
+]
 
 
 class Key(Generic[T]):
@@ -106,17 +131,30 @@ class Key(Generic[T]):
 REQUEST_KEY: Key[Request] = Key("request")
 
 
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
 class WetContext:
     """A typed key-value store for live objects: the request and any resources.
 
     ``wet[KEY]`` / ``wet.get(KEY, default)`` / ``wet.set(KEY, value)``; keys are
-    :class:`Key` objects (plain strings work too). ``repr`` lists keys only.
+    :class:`Key` objects (plain strings work too). A key this request did not set is looked up
+    in ``shared`` (the cartridge context's resources), read live, never copied; ``set`` only
+    ever writes this request's own entries. ``repr`` lists keys only.
     """
 
-    __slots__ = ("_items",)
+    __slots__ = ("_cartridge", "_items", "_shared")
 
-    def __init__(self, items: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        items: Mapping[str, Any] | None = None,
+        *,
+        shared: Mapping[str, Any] | None = None,
+        cartridge: Any = None,
+    ) -> None:
         self._items: dict[str, Any] = dict(items or {})
+        self._shared: Mapping[str, Any] = shared if shared is not None else _EMPTY
+        self._cartridge = cartridge
 
     @staticmethod
     def _name(key: Key[Any] | str) -> str:
@@ -132,23 +170,41 @@ class WetContext:
     @overload
     def get(self, key: str, default: Any = None) -> Any: ...
     def get(self, key: Key[Any] | str, default: Any = None) -> Any:
-        return self._items.get(self._name(key), default)
+        name = self._name(key)
+        items = self._items
+        if name in items:
+            return items[name]
+        return self._shared.get(name, default)
 
     def __getitem__(self, key: Key[T] | str) -> T:
+        name = self._name(key)
+        items = self._items
+        if name in items:
+            return cast(T, items[name])
         try:
-            return cast(T, self._items[self._name(key)])
+            return cast(T, self._shared[name])
         except KeyError:
-            raise KeyError(f"WetContext has no {self._name(key)!r}") from None
+            raise KeyError(f"WetContext has no {name!r}") from None
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, (Key, str)) and self._name(key) in self._items
+        if not isinstance(key, (Key, str)):
+            return False
+        name = self._name(key)
+        return name in self._items or name in self._shared
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
+        return iter({**dict.fromkeys(self._shared), **dict.fromkeys(self._items)})
 
     def derive(self, **extra: Any) -> WetContext:
-        """A copy with more entries (the original is untouched)."""
-        return WetContext({**self._items, **extra})
+        """A context with more entries of its own (the original is untouched; the shared
+        resources stay shared)."""
+        return WetContext({**self._items, **extra}, shared=self._shared, cartridge=self._cartridge)
+
+    @property
+    def cartridge(self) -> Any:
+        """The :class:`~cartridge_runtime.runtime.CartridgeContext` this request came from
+        (``None`` for a context made by hand)."""
+        return self._cartridge
 
     @property
     def request(self) -> Request:
@@ -156,7 +212,7 @@ class WetContext:
         return self[REQUEST_KEY]
 
     def __repr__(self) -> str:
-        return f"WetContext(keys={sorted(self._items)!r})"
+        return f"WetContext(keys={sorted(self)!r})"
 
 
 @attrs.frozen(kw_only=True)

@@ -87,7 +87,7 @@ class InputConsumedError(CartridgeError):
 
 
 class UnknownOutput(CartridgeError):
-    """``output_for(urn)`` named an output the cap does not declare."""
+    """``output_for(urn_or_name)`` named an output the cap does not declare."""
 
     code = "UNKNOWN_OUTPUT"
 
@@ -100,18 +100,43 @@ class UnknownOutput(CartridgeError):
 
 
 class MissingInput(CartridgeError):
-    """A required input stream did not arrive; names what was wanted and what came."""
+    """A required input stream did not arrive; names what was wanted and what came.
+
+    :ivar name: the argument's name when it was looked up by name, else ``None``.
+    :ivar index: which stream of that argument was wanted (0 for the first).
+    """
 
     code = "MISSING_INPUT"
     attribution_class = "input"
 
-    def __init__(self, wanted: str, arrived: Sequence[str]) -> None:
+    def __init__(
+        self, wanted: str, arrived: Sequence[str], *, name: str | None = None, index: int = 0
+    ) -> None:
         listed = ", ".join(arrived) or "none"
+        what = wanted if name is None else f"{name!r} ({wanted})"
+        if index:
+            what = f"stream {index} of {what}"
         super().__init__(
-            f"Missing required arg: {wanted} (streams that arrived: {listed})", arg_urn=wanted
+            f"Missing required arg: {what} (streams that arrived: {listed})", arg_urn=wanted
         )
         self.wanted = wanted
         self.arrived = tuple(arrived)
+        self.name = name
+        self.index = index
+
+
+class UnknownArgument(CartridgeError):
+    """A lookup by argument name named no argument of the cap's definition (a handler bug:
+    the name is the manifest's, not the caller's)."""
+
+    code = "UNKNOWN_ARGUMENT"
+
+    def __init__(self, cap_urn: str, name: str, declared: Sequence[str] = ()) -> None:
+        listed = ", ".join(repr(n) for n in declared) or "none (no cap definition)"
+        super().__init__(f"cap {cap_urn!r} declares no argument {name!r} (declared: {listed})")
+        self.cap_urn = cap_urn
+        self.name = name
+        self.declared = tuple(declared)
 
 
 class InputDecodeError(CartridgeError):

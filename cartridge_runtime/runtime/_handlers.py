@@ -28,7 +28,7 @@ import sniffio
 
 from cartridge_runtime.protocol import ATTRIBUTION_CLASSES, frames
 
-from ._context import REQUEST_KEY, DryContext, NetworkAccess, WetContext
+from ._context import NetworkAccess
 from ._errors import CartridgeError, handler_error_message
 from ._peer import PeerInvoker
 from ._request import Request
@@ -91,7 +91,7 @@ class HandlerRunner:
     limits: Any
     active: dict[Any, Active]
     _tg: Any
-    spec_cache: dict[tuple[str, str], list[Any]]
+    spec_cache: dict[tuple[str, str], tuple[list[Any], Any]]
     _idle: anyio.Event
 
     writer: FrameWriter
@@ -107,7 +107,6 @@ class HandlerRunner:
     def _init_workers(self) -> None:
         self._ready = collections.deque()
         self._waiting_workers = []
-        self._dry_cache: dict[tuple[str, str, str | None], DryContext] = {}
         self._new_scope: Any = anyio.CancelScope
         self._new_wake: Any = anyio.Event
 
@@ -169,11 +168,15 @@ class HandlerRunner:
         try:
             reporter = WireReporter(a)
             key = (a.cap, a.handler_urn)
-            specs = self.spec_cache.get(key)
-            if specs is None:
-                specs = output_specs(self.runtime, a.cap, a.handler_urn)
+            cached = self.spec_cache.get(key)
+            if cached is None:
+                cached = (
+                    output_specs(self.runtime, a.cap, a.handler_urn),
+                    self.runtime.cap_def_for(a.cap, a.handler_urn),
+                )
                 if len(self.spec_cache) < 1024:
-                    self.spec_cache[key] = specs
+                    self.spec_cache[key] = cached
+            specs, definition = cached
             outputs = [a.make_output(spec, reporter) for spec in specs]
             req = Request(
                 cap_urn=a.cap,
@@ -182,20 +185,17 @@ class HandlerRunner:
                 reporter=reporter,
                 network=NetworkAccess(lambda: self.policy),
                 peer=PeerInvoker(WirePeer(self, a, reporter), reporter),  # type: ignore[arg-type]
+                definition=definition,
             )
-            # A DryContext is immutable: requests with the same cap, handler and policy share
-            # one (the limits are fixed for the session once the handshake is done).
-            dry_key = (a.cap, a.handler_urn, self.policy)
-            dry = self._dry_cache.get(dry_key)
-            if dry is None:
-                dry = DryContext(
-                    cap_urn=a.cap, handler_urn=a.handler_urn, limits=self.limits, policy=self.policy
-                )
-                if len(self._dry_cache) >= 1024:
-                    self._dry_cache.clear()
-                self._dry_cache[dry_key] = dry
-            wet = WetContext()
-            wet.set(REQUEST_KEY, req)
+            context = self.runtime.context
+            dry = context.dry(
+                cap_urn=a.cap,
+                handler_urn=a.handler_urn,
+                limits=self.limits,
+                policy=self.policy,
+                message_id=a.rid,
+            )
+            wet = context.wet(req)
             with self._new_scope() as scope:
                 a.scope = scope
                 if a.cancel is not None or a.input_error is not None:

@@ -18,9 +18,9 @@ import attrs
 import cbor2
 
 from cartridge_runtime._redact import describe, describe_meta
-from cartridge_runtime.urn import media_matches_for_stream
+from cartridge_runtime.urn import MediaUrn, UrnError, media_matches_for_stream
 
-from ._errors import InputDecodeError, InputStreamError, MissingInput
+from ._errors import InputDecodeError, InputStreamError, MissingInput, UnknownArgument
 
 _DATA, _ITEM, _END, _ERR = 0, 1, 2, 3
 
@@ -276,12 +276,49 @@ def _stream_error(exc: BaseException) -> BaseException:
     return err
 
 
+@attrs.frozen(kw_only=True)
+class ArgStreams:
+    """How the streams of one argument are recognised: the media URNs they may arrive under
+    (the stdin source's, then the argument's own), as parsed values.
+
+    :ivar name: the argument's name in the cap definition.
+    :ivar media_urn: the argument's media URN (``arg_urn`` of its errors).
+    """
+
+    name: str
+    media_urn: str
+    urns: tuple[MediaUrn, ...]
+
+    def matches(self, arrived: str) -> bool:
+        """Whether a stream labelled ``arrived`` belongs to this argument (equivalence)."""
+        return any(media_matches_for_stream(u, arrived) for u in self.urns)
+
+
+def arg_table(definition: Any) -> dict[str, ArgStreams]:
+    """Argument name -> :class:`ArgStreams` for a cap definition (``None``: empty)."""
+    table: dict[str, ArgStreams] = {}
+    for arg in getattr(definition, "args", ()):
+        urns = []
+        for text in dict.fromkeys((arg.stream_urn, arg.media_urn)):
+            try:
+                urns.append(MediaUrn.parse(text))
+            except UrnError:
+                continue
+        table.setdefault(
+            arg.name, ArgStreams(name=arg.name, media_urn=arg.media_urn, urns=tuple(urns))
+        )
+    return table
+
+
 class InputPackage:
     """All input streams of one request, as they arrive.
 
     ``async for stream in package`` yields each :class:`InputStream` when its STREAM_START
     arrives (iterating again starts over). The collectors read every stream whole; the
-    ``find_*`` / ``require_*`` lookups match media URNs by equivalence.
+    ``find_*`` / ``require_*`` lookups match media URNs by equivalence; :meth:`find`,
+    :meth:`require` and :meth:`streams_of` look a stream up by the *argument name* of the
+    cap's definition (the wire still carries only media URNs: the name is resolved through
+    the definition to the URNs its streams arrive under).
     """
 
     def __init__(self, streams: list[InputStream] | None = None, *, complete: bool = False) -> None:
@@ -291,6 +328,15 @@ class InputPackage:
         self._event: anyio.Event | None = None
         self._collected: list[tuple[str, bytes]] | None = None
         self._before_block: Callable[[], Awaitable[None]] = _noop
+        self._cap_urn = ""
+        self._definition: Any = None
+        self._args: dict[str, ArgStreams] | None = None  # built on the first lookup by name
+
+    def _bind(self, cap_urn: str, definition: Any) -> None:
+        """Name the cap definition that argument names resolve through (the runtime's)."""
+        self._cap_urn = cap_urn
+        self._definition = definition
+        self._args = None
 
     def __repr__(self) -> str:
         return f"InputPackage(streams={[s.media_urn for s in self._streams]!r}, complete={self._ended})"
@@ -400,6 +446,56 @@ class InputPackage:
         :raises InputDecodeError: not valid UTF-8.
         """
         return _utf8(await self.require_stream(media_urn), media_urn)
+
+    # -- lookups by argument name ------------------------------------------------------------
+
+    def _arg(self, name: str) -> ArgStreams:
+        args = self._args
+        if args is None:
+            args = self._args = arg_table(self._definition)
+        found = args.get(name)
+        if found is None:
+            raise UnknownArgument(self._cap_urn, name, list(args))
+        return found
+
+    async def find(self, name: str, index: int = 0) -> InputStream | None:
+        """The ``index``-th stream (arrival order) of argument ``name``, waiting for it; ``None``
+        when the body ends with fewer. For reading incrementally or collecting it.
+
+        :raises UnknownArgument: the cap's definition has no argument ``name``.
+        :raises ValueError: ``index`` is negative.
+        """
+        if index < 0:
+            raise ValueError("a stream index is 0 or more")
+        arg = self._arg(name)
+        seen = 0
+        async for s in self:
+            if arg.matches(s.media_urn):
+                if seen == index:
+                    return s
+                seen += 1
+        return None
+
+    async def require(self, name: str, index: int = 0) -> InputStream:
+        """:meth:`find`, but a missing stream is an error.
+
+        :raises MissingInput: naming the argument (its name and media URN) and what arrived.
+        :raises UnknownArgument: the cap's definition has no argument ``name``.
+        """
+        stream = await self.find(name, index)
+        if stream is None:
+            arg = self._arg(name)
+            raise MissingInput(arg.media_urn, self.arrived, name=name, index=index)
+        return stream
+
+    async def streams_of(self, name: str) -> list[InputStream]:
+        """Every stream of argument ``name`` (a repeated argument has several), once the
+        body is complete.
+
+        :raises UnknownArgument: the cap's definition has no argument ``name``.
+        """
+        arg = self._arg(name)
+        return [s async for s in self if arg.matches(s.media_urn)]
 
 
 class _PackageIterator:

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from ._context import REQUEST_KEY, DryContext, NetworkAccess, WetContext
+from ._context import NetworkAccess
 from ._errors import CartridgeError, handler_error_message
 from ._input import InputPackage, package_from_bytes
 from ._output import OutputStream
@@ -70,6 +70,9 @@ class _SinkReporter:
     ) -> None:
         await _call(self.sink, "log", level, message, attribution_class, arg_urn)
 
+    async def telemetry(self, level: str, message: str, data: Any) -> None:
+        await _call(self.sink, "telemetry", level, message, data)
+
     def finish(self, progress: float, message: str | None) -> None:
         self.final = (progress, message)
 
@@ -118,21 +121,26 @@ async def invoke_package(
         outputs=outputs,
         reporter=reporter,
         network=NetworkAccess(lambda: "full"),
+        definition=runtime.cap_def_for(cap_urn, handler_urn),
     )
-    dry = DryContext(cap_urn=cap_urn, handler_urn=handler_urn, limits=runtime.limits, policy="full")
-    wet = WetContext()
-    wet.set(REQUEST_KEY, req)
+    dry = runtime.context.dry(
+        cap_urn=cap_urn, handler_urn=handler_urn, limits=runtime.limits, policy="full"
+    )
+    wet = runtime.context.wet(req)
     passthrough: tuple[type[BaseException], ...] = (
         CartridgeError,
         anyio.get_cancelled_exc_class(),
         *reraise,
     )
-    try:
-        await run_perform(factory(), dry, wet, lambda: False)
-    except passthrough:
-        raise
-    except Exception as exc:
-        raise CartridgeError(handler_error_message(exc)) from exc
-    for out in outputs:
-        await out._finish_output()
+    # The cartridge context's start-up and shutdown hooks run around the call (CLI mode is one
+    # call per process); inside a serving runtime they already ran and do not run again.
+    async with runtime.context.lifespan():
+        try:
+            await run_perform(factory(), dry, wet, lambda: False)
+        except passthrough:
+            raise
+        except Exception as exc:
+            raise CartridgeError(handler_error_message(exc)) from exc
+        for out in outputs:
+            await out._finish_output()
     await _call(sink, "finish", *reporter.final)

@@ -40,6 +40,7 @@ class Reporter(Protocol):
     async def log(
         self, level: str, message: str, attribution_class: str, arg_urn: str | None
     ) -> None: ...
+    async def telemetry(self, level: str, message: str, data: Any) -> None: ...
     def finish(self, progress: float, message: str | None) -> None: ...
 
 
@@ -173,6 +174,23 @@ class OutputStream:
             if not self.started:
                 await self._start(False, False, None)
             await self._backend.write(data if isinstance(data, bytes) else memoryview(data))
+
+    async def emit_text(self, text: str, meta: Mapping[str, Any] | None = None) -> None:
+        """Send text the Bifaci way: its UTF-8 bytes as CBOR byte strings (the convention for
+        text on the wire; a receiver joins them and decodes once), never CBOR text. On a
+        sequence output (declared ``is_sequence``, already started as one, or given ``meta``)
+        the text is one item, with its meta.
+
+        :raises TypeError: ``text`` is not a ``str``.
+        :raises OutputError: ``meta`` given on a stream started in scalar mode.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"emit_text takes a str, not {type(text).__name__}")
+        data = text.encode("utf-8")
+        if meta is not None or self.is_sequence:
+            await self.emit_list_item(data, meta)
+        else:
+            await self.write(data)
 
     async def emit_cbor(self, value: Any) -> None:
         """Send one value (text is split on character boundaries, lists per element, maps per entry)."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from cartridge_runtime.protocol import METRIC_LEVEL, TRACE_LEVEL, metric_data, trace_data
 from cartridge_runtime.urn import media_matches_for_stream
 
 from ._context import NetworkAccess
@@ -32,8 +33,10 @@ class Request:
         reporter: Reporter,
         network: NetworkAccess,
         peer: PeerInvoker | None = None,
+        definition: Any = None,
     ) -> None:
         self.cap_urn = cap_urn
+        input_package._bind(cap_urn, definition)
         self._input: InputPackage | None = input_package
         self._outputs = list(outputs)
         self._reporter = reporter
@@ -64,15 +67,27 @@ class Request:
         """Every output: the main one first, then the others in definition order."""
         return list(self._outputs)
 
-    def output_for(self, media_urn: str) -> OutputStream:
-        """The output whose declared media URN is equivalent to ``media_urn``.
+    def output_for(self, media_urn_or_name: str) -> OutputStream:
+        """The output whose declared media URN is equivalent to ``media_urn_or_name``, or,
+        for text that is not a ``media:`` URN, the output of that *name* in the cap's
+        definition (``output_for("dropped")``).
 
         :raises UnknownOutput: the cap declares no such output.
         """
-        for out in self._outputs:
-            if media_matches_for_stream(out.spec.declared_urn, media_urn):
-                return out
-        raise UnknownOutput(self.cap_urn, media_urn, [o.spec.declared_urn for o in self._outputs])
+        key = media_urn_or_name
+        if key.startswith("media:"):
+            for out in self._outputs:
+                if media_matches_for_stream(out.spec.declared_urn, key):
+                    return out
+        else:
+            for out in self._outputs:
+                if out.spec.name == key:
+                    return out
+        raise UnknownOutput(
+            self.cap_urn,
+            key,
+            [f"{o.spec.name} ({o.spec.declared_urn})" for o in self._outputs],
+        )
 
     def peer(self) -> PeerInvoker:
         """Call other caps through the host (peer invocation).
@@ -97,6 +112,25 @@ class Request:
     ) -> None:
         """Send a LOG frame; never waits for credit."""
         await self._reporter.log(level, message, str(attribution_class), arg_urn)
+
+    async def metric(self, name: str, value: float, **labels: Any) -> None:
+        """Report a metric (a count, a duration, a size) for this call: a LOG of level
+        ``metric`` (REQ-39) that the engine gathers per call and sums per cartridge. Never
+        waits for credit; costs nothing when not called.
+
+        :raises TelemetryError: a bad name, a value that is not a finite number, bad labels.
+        """
+        data = metric_data(name, value, labels)
+        await self._reporter.telemetry(METRIC_LEVEL, f"{name}={value}", data)
+
+    async def trace(self, name: str, **attributes: Any) -> None:
+        """Record a trace event of this call (becomes an event on the engine's span of the
+        call): a LOG of level ``trace`` (REQ-39). Attributes are text, int, float or bool.
+
+        :raises TelemetryError: a bad name or attribute.
+        """
+        data = trace_data(name, attributes)
+        await self._reporter.telemetry(TRACE_LEVEL, name, data)
 
     def finish(self, progress: float = 1.0, message: str | None = None) -> None:
         """Set the progress and message of the final END."""

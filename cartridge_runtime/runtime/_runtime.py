@@ -23,6 +23,7 @@ from cartridge_runtime.urn import (
 )
 
 from ._builtin import AdapterSelectionOp, DiscardOp, IdentityOp
+from ._cartridge_context import CartridgeContext, Hook
 from ._context import FunctionOp, Op, SyncFunctionOp
 from ._errors import SetupError
 
@@ -112,6 +113,8 @@ class CartridgeRuntime:
         self.manifest = manifest
         self.limits = limits or Limits()
         self.max_open_requests = max_open_requests
+        #: What every request shares: resources and start-up/shutdown hooks (built once).
+        self.context = CartridgeContext(manifest.name)
         self._handlers: dict[str, OpFactory] = {}
         #: find_handler answers per requested cap text (cleared by register_op).
         self._found: dict[str, tuple[str, OpFactory] | None] = {}
@@ -123,6 +126,18 @@ class CartridgeRuntime:
 
     def __repr__(self) -> str:
         return f"CartridgeRuntime(manifest={self.manifest.name!r}, handlers={len(self._handlers)})"
+
+    # -- the cartridge-wide context -------------------------------------------------------
+
+    def on_startup(self, hook: Hook) -> Hook:
+        """Run ``hook(runtime.context)`` (sync or async) once before serving: load a model,
+        open a pool, and ``ctx.set(KEY, it)``. Usable as a decorator."""
+        return self.context.on_startup(hook)
+
+    def on_shutdown(self, hook: Hook) -> Hook:
+        """Run ``hook(runtime.context)`` once after serving ended (reverse order), also after
+        a failure. Usable as a decorator."""
+        return self.context.on_shutdown(hook)
 
     # -- registration ----------------------------------------------------------------------
 
@@ -287,7 +302,19 @@ class CartridgeRuntime:
         """
         from ._session import Session
 
-        return await Session(self, receive, send).run()
+        try:
+            lifespan = self.context.lifespan()
+            await lifespan.__aenter__()
+        except Exception as exc:
+            print(f"cartridge: a start-up hook failed: {exc!r}", file=sys.stderr, flush=True)
+            return EXIT_FAILURE
+        try:
+            status = await Session(self, receive, send).run()
+        except BaseException as exc:
+            await lifespan.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        await lifespan.__aexit__(None, None, None)
+        return status
 
     async def _invoke_local(self, cap_urn: str, inputs: list[tuple[str, bytes]], sink: Any) -> None:
         """Run one handler in-process with whole inputs, sending its emissions to ``sink``

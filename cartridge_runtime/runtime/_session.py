@@ -105,9 +105,9 @@ class Session(HandlerRunner, InputReader):
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle = anyio.Event()
         #: Per-cap work done once per session: pool name per handler URN, output specs per
-        #: (request URN, handler URN).
+        #: (request URN, handler URN) with the cap definition they come from.
         self._pool_names: dict[str, str] = {}
-        self.spec_cache: dict[tuple[str, str], list[Any]] = {}
+        self.spec_cache: dict[tuple[str, str], tuple[list[Any], Any]] = {}
         self._init_workers()
 
     # -- output ------------------------------------------------------------------------------

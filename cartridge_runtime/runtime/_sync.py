@@ -49,6 +49,9 @@ class ThreadProxy:
     def _wrap(self, value: Any) -> Any:
         if isinstance(value, _WRAPPED):
             return ThreadProxy(value, self._cancelled)
+        if type(value) is list and value and isinstance(value[0], _WRAPPED):
+            # streams(), streams_of(), outputs: blocking views of each element too.
+            return [ThreadProxy(v, self._cancelled) for v in value]
         return value
 
     def _iterate(self, agen: AsyncIterator[Any]) -> Iterator[Any]:

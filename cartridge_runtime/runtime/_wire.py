@@ -260,6 +260,10 @@ class WireReporter:
             frames.log(a.rid, level, message, _cls(attribution_class), arg_urn=arg_urn, xid=a.xid)
         )
 
+    async def telemetry(self, level: str, message: str, data: Any) -> None:
+        a = self.active
+        await a.session.send(frames.log(a.rid, level, message, "internal", xid=a.xid, data=data))
+
     def finish(self, progress: float, message: str | None) -> None:
         self.active.final = (progress, message)
 

@@ -7,7 +7,10 @@ reference capdag 1.524.58 / tagged-urn 1.138.43 exactly, as written down in
 * :class:`MediaUrn`, :class:`CapUrn` — immutable, hashable values built with
   ``parse(text)`` (cached); ``str()`` is the canonical text and ``==`` compares
   it; the semantic relations are methods (``is_equivalent``, ``conforms_to``,
-  ``is_dispatchable``, ...).
+  ``is_dispatchable``, ...). Edits return new values under the reference's names
+  (``with_tag``, ``without_tag``, ``with_in_spec``, ``merge``, ``subset``,
+  ``MediaUrn.least_upper_bound``); ``<`` is the reference's structural order
+  (``ordering_key()``), which canonical machines sort by.
 * :func:`select_handler` — which registered handler serves a REQ.
 * :func:`media_matches_for_stream` / :func:`find_stream_index` — input-stream lookup.
 * :func:`main_output_media` / :func:`infer_output_media` — output typing by effect.
@@ -37,7 +40,15 @@ from ._errors import (
     UrnError,
     WhitespaceInInputError,
 )
-from ._media import MEDIA_TOP, MEDIA_VOID, MediaUrn
+from ._media import (
+    MEDIA_TOP,
+    MEDIA_VOID,
+    MediaUrn,
+    audio_media_urn_for_ext,
+    file_media_urn_for_ext,
+    image_media_urn_for_ext,
+    text_media_urn_for_ext,
+)
 from ._runtime import (
     ADAPTER_SELECTION_CAP,
     DISCARD_CAP,
@@ -60,6 +71,11 @@ __all__ = (
     "CapKind",
     "MEDIA_TOP",
     "MEDIA_VOID",
+    # builders for a file extension
+    "file_media_urn_for_ext",
+    "text_media_urn_for_ext",
+    "image_media_urn_for_ext",
+    "audio_media_urn_for_ext",
     # runtime lookups
     "IDENTITY_CAP",
     "DISCARD_CAP",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Final
 
@@ -37,6 +37,12 @@ _STRUCTURAL: Final = frozenset(("in", "out", "effect"))
 _PARSE_CACHE_SIZE: Final = 4096  # distinct cap texts; parse is on the per-request path
 _WEIGHT_OUT: Final = 10_000  # out dominates in, which dominates y (spec §5.4)
 _WEIGHT_IN: Final = 100
+_EFFECT_RANK: Final = {  # the reference's order of effects; the request form last
+    "declared": 0,
+    "none": 1,
+    "patch": 2,
+    "?": 3,
+}
 
 
 class CapEffect(enum.StrEnum):
@@ -198,6 +204,106 @@ class CapUrn:
         """What this cap gives, ``next_cap`` takes: ``self.out ⊑ next.in``."""
         return self.out_spec.conforms_to(self._other(next_cap).in_spec)
 
+    # --- edits (new values; this one is unchanged) -----------------------------
+    def with_tag(self, key: str, value: str) -> CapUrn:
+        """This cap with y tag ``key`` (lower-cased) set to the stored ``value``.
+
+        :raises CapUrnError: ``key`` is ``in``/``out``/``effect``
+            (``reason="structural_key"``: use :meth:`with_in_spec`, :meth:`with_out_spec`,
+            :meth:`with_effect`), the tag cannot be written (``reason="syntax"``, ``cause``
+            the tagged-URN error), or the result is not an admissible cap.
+        """
+        k = key.lower()
+        if k in _STRUCTURAL:
+            raise CapUrnError(
+                f"{k!r} is a coordinate, not a tag: change it with with_{k}"
+                + ("_spec" if k != "effect" else ""),
+                reason="structural_key",
+            )
+        try:
+            k, v = _tagged.checked_tag(k, value)
+        except TaggedUrnError as e:
+            raise CapUrnError(f"invalid cap URN: {e}", reason="syntax", cause=e) from e
+        return _assemble(self.in_spec, self.out_spec, self.effect, {**self._tags, k: v})
+
+    def without_tag(self, key: str) -> CapUrn:
+        """This cap without y tag ``key`` (absent: unchanged).
+
+        :raises CapUrnError: ``key`` is structural (``reason="structural_key"``), or the
+            result is not admissible (``reason="bare_top"`` when nothing is left).
+        """
+        k = key.lower()
+        if k in _STRUCTURAL:
+            raise CapUrnError(
+                f"{k!r} is a coordinate and cannot be removed", reason="structural_key"
+            )
+        if k not in self._tags:
+            return self
+        tags = {t: v for t, v in self._tags.items() if t != k}
+        return _assemble(self.in_spec, self.out_spec, self.effect, tags)
+
+    def with_in_spec(self, in_spec: str | MediaUrn) -> CapUrn:
+        """This cap taking ``in_spec`` (text or value; ``""`` is ``media:``).
+
+        :raises CapUrnError: not a media URN (``reason="invalid_in_spec"``), or the
+            result is not admissible.
+        """
+        return _assemble(_coordinate(in_spec, "in"), self.out_spec, self.effect, self._tags)
+
+    def with_out_spec(self, out_spec: str | MediaUrn) -> CapUrn:
+        """This cap giving ``out_spec`` (text or value; ``""`` is ``media:``).
+
+        :raises CapUrnError: not a media URN (``reason="invalid_out_spec"``), or the
+            result is not admissible.
+        """
+        return _assemble(self.in_spec, _coordinate(out_spec, "out"), self.effect, self._tags)
+
+    def with_effect(self, effect: CapEffect) -> CapUrn:
+        """This cap with another effect.
+
+        :raises CapUrnError: the result is not admissible.
+        """
+        return _assemble(self.in_spec, self.out_spec, CapEffect(effect), self._tags)
+
+    def subset(self, keys: Iterable[str]) -> CapUrn:
+        """This cap keeping only the y tags named in ``keys`` (coordinates kept;
+        structural names in ``keys`` ignored).
+
+        :raises CapUrnError: the result is not admissible.
+        """
+        wanted = {k.lower() for k in keys}
+        tags = {t: v for t, v in self._tags.items() if t in wanted}
+        return _assemble(self.in_spec, self.out_spec, self.effect, tags)
+
+    def merge(self, other: CapUrn) -> CapUrn:
+        """``other``'s coordinates, this cap's y tags updated with ``other``'s
+        (``other`` wins a key both have).
+
+        :raises CapUrnError: the result is not admissible.
+        :raises PrefixMismatchError: ``other`` is not a :class:`CapUrn`.
+        """
+        o = self._other(other)
+        return _assemble(o.in_spec, o.out_spec, o.effect, {**self._tags, **o._tags})
+
+    # --- order -------------------------------------------------------------------
+    def ordering_key(
+        self,
+    ) -> tuple[
+        tuple[str, tuple[tuple[str, str], ...]],
+        tuple[str, tuple[tuple[str, str], ...]],
+        int,
+        tuple[tuple[str, str], ...],
+    ]:
+        """The reference's structural order: ``in=``, ``out=`` (each by
+        :meth:`MediaUrn.ordering_key`), the effect (declared, none, patch, ``?``), then
+        the y tags as ``(key, stored value)`` pairs in key order. A total order on caps."""
+        return (
+            self.in_spec.ordering_key(),
+            self.out_spec.ordering_key(),
+            _EFFECT_RANK[self.effect.value],
+            tuple(self._tags.items()),
+        )
+
     # --- value protocol ----------------------------------------------------------
     def __str__(self) -> str:
         return self.text
@@ -212,6 +318,26 @@ class CapUrn:
 
     def __hash__(self) -> int:
         return hash((CapUrn, self.text))
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, CapUrn):
+            return NotImplemented
+        return self.ordering_key() < other.ordering_key()
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, CapUrn):
+            return NotImplemented
+        return self.ordering_key() <= other.ordering_key()
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, CapUrn):
+            return NotImplemented
+        return self.ordering_key() > other.ordering_key()
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, CapUrn):
+            return NotImplemented
+        return self.ordering_key() >= other.ordering_key()
 
 
 # --- parsing -----------------------------------------------------------------------
@@ -310,6 +436,25 @@ def _parse_cached(text: str) -> CapUrn:
         + _WEIGHT_IN * in_spec.specificity
         + _tagged.specificity_of(y),
     )
+
+
+def _coordinate(spec: str | MediaUrn, which: str) -> MediaUrn:
+    """An in/out coordinate given as text or value."""
+    if isinstance(spec, MediaUrn):
+        return spec
+    return _direction(spec if spec else None, which)
+
+
+def _assemble(
+    in_spec: MediaUrn, out_spec: MediaUrn, effect: CapEffect, tags: Mapping[str, str]
+) -> CapUrn:
+    """The cap of these coordinates and y tags, through the parser (so every check holds)."""
+    full = dict(tags)
+    full["in"] = in_spec.text
+    full["out"] = out_spec.text
+    if effect is not CapEffect.DECLARED:
+        full["effect"] = effect.value
+    return _parse_cached(f"{_PREFIX}:{_tagged.tags_to_text(full)}")
 
 
 def parse_cap_or_none(text: str) -> CapUrn | None:

@@ -137,7 +137,13 @@ class PrefixMismatchError(TaggedUrnError):
 
 
 #: The reasons a :class:`MediaUrnError` can carry.
-MEDIA_REASONS: Final = frozenset({"wrong_prefix", "void_not_atomic"})
+MEDIA_REASONS: Final = frozenset(
+    {
+        "wrong_prefix",
+        "void_not_atomic",
+        "invalid_extension",  # a builder for a file extension got no usable extension
+    }
+)
 
 
 class MediaUrnError(UrnError):
@@ -159,6 +165,7 @@ CAP_REASONS: Final = frozenset(
         "invalid_out_spec",  # out= likewise
         "effect_none_inadmissible",  # effect=none but in does not conform to out
         "effect_patch_inadmissible",  # cannot happen in this version; kept for parity
+        "structural_key",  # an edit named in/out/effect as if it were a y tag
         # Output typing (spec §9), not parsing:
         "runtime_input_mismatch",  # runtime input does not satisfy the declared in
         "runtime_output_mismatch",  # inferred output does not satisfy the declared out

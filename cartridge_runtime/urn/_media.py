@@ -8,7 +8,7 @@ canonical texts are equal (the same stored tags); the *semantic* equality is
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Final
 
@@ -21,6 +21,10 @@ __all__ = (
     "MediaUrn",
     "MEDIA_TOP",
     "MEDIA_VOID",
+    "file_media_urn_for_ext",
+    "text_media_urn_for_ext",
+    "image_media_urn_for_ext",
+    "audio_media_urn_for_ext",
 )
 
 #: The top type: every media URN conforms to it.
@@ -83,6 +87,109 @@ class MediaUrn:
         """Key ``void`` present in any form (the unit type, "no data")."""
         return "void" in self._tags
 
+    # --- predicates (the reference's names) ------------------------------------
+    def has_marker_tag(self, key: str) -> bool:
+        """``key`` is a marker (stored value ``*``, written as the bare key)."""
+        return self._tags.get(key.lower()) == "*"
+
+    def is_list(self) -> bool:
+        """The ``list`` marker: a list as a data format (not a stream's cardinality)."""
+        return self._tags.get("list") == "*"
+
+    def is_scalar(self) -> bool:
+        """Not :meth:`is_list`."""
+        return self._tags.get("list") != "*"
+
+    def is_record(self) -> bool:
+        """The ``record`` marker: key-value structure inside."""
+        return self._tags.get("record") == "*"
+
+    def is_opaque(self) -> bool:
+        """Not :meth:`is_record`: no structure the type promises."""
+        return self._tags.get("record") != "*"
+
+    def is_json(self) -> bool:
+        """``fmt=json``."""
+        return self._tags.get("fmt") == "json"
+
+    def is_yaml(self) -> bool:
+        """``fmt=yaml``."""
+        return self._tags.get("fmt") == "yaml"
+
+    def is_csv(self) -> bool:
+        """``fmt=csv``."""
+        return self._tags.get("fmt") == "csv"
+
+    def is_image(self) -> bool:
+        """Key ``image`` present in any form."""
+        return "image" in self._tags
+
+    def is_audio(self) -> bool:
+        """Key ``audio`` present in any form."""
+        return "audio" in self._tags
+
+    def is_video(self) -> bool:
+        """Key ``video`` present in any form."""
+        return "video" in self._tags
+
+    def is_numeric(self) -> bool:
+        """Key ``numeric`` present in any form."""
+        return "numeric" in self._tags
+
+    def is_bool(self) -> bool:
+        """Key ``bool`` present in any form."""
+        return "bool" in self._tags
+
+    def is_file_path(self) -> bool:
+        """The ``file-path`` marker (how many files is the argument's ``is_sequence``)."""
+        return self._tags.get("file-path") == "*"
+
+    def extension(self) -> str | None:
+        """The stored value of ``ext``, or None."""
+        return self._tags.get("ext")
+
+    # --- edits (new values; this one is unchanged) -----------------------------
+    def with_tag(self, key: str, value: str) -> MediaUrn:
+        """This URN with tag ``key`` (lower-cased) set to the stored ``value``
+        (``*`` for a marker, ``?``, ``!``, ``?=v``, ``!=v`` or an exact value).
+
+        :raises TaggedUrnError: the key or value could not be written as a tag.
+        :raises MediaUrnError: the result would refine ``media:void``.
+        """
+        k, v = _tagged.checked_tag(key, value)
+        tags = dict(self._tags)
+        tags[k] = v
+        return _build(tags)
+
+    def without_tag(self, key: str) -> MediaUrn:
+        """This URN without tag ``key`` (looked up lower-cased; absent: unchanged)."""
+        k = key.lower()
+        if k not in self._tags:
+            return self
+        return _build({t: v for t, v in self._tags.items() if t != k})
+
+    @staticmethod
+    def least_upper_bound(urns: Iterable[MediaUrn]) -> MediaUrn:
+        """The tags every URN of ``urns`` stores with the same value; ``media:`` for none.
+
+        :raises PrefixMismatchError: an element is not a :class:`MediaUrn`.
+        """
+        items = [MediaUrn._other(u) for u in urns]
+        if not items:
+            return _parse_cached(MEDIA_TOP)
+        first, rest = items[0], items[1:]
+        if not rest:
+            return first
+        common = {k: v for k, v in first._tags.items() if all(u._tags.get(k) == v for u in rest)}
+        return _build(common)
+
+    # --- order -------------------------------------------------------------------
+    def ordering_key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """The reference's structural order: the prefix, then ``(key, stored value)``
+        pairs in key order (not the canonical text's order, which differs wherever one
+        key begins another: ``file`` and ``file-path``). A total order on media URNs."""
+        return (_PREFIX, tuple(self._tags.items()))
+
     # --- relations (spec §3) -------------------------------------------------
     @staticmethod
     def _other(other: MediaUrn) -> MediaUrn:
@@ -135,6 +242,26 @@ class MediaUrn:
     def __hash__(self) -> int:
         return hash((MediaUrn, self.text))
 
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, MediaUrn):
+            return NotImplemented
+        return self.ordering_key() < other.ordering_key()
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, MediaUrn):
+            return NotImplemented
+        return self.ordering_key() <= other.ordering_key()
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, MediaUrn):
+            return NotImplemented
+        return self.ordering_key() > other.ordering_key()
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, MediaUrn):
+            return NotImplemented
+        return self.ordering_key() >= other.ordering_key()
+
 
 def from_stored_tags(tags: Mapping[str, str]) -> MediaUrn:
     """Build a media URN from a stored tag map taken from other parsed URNs
@@ -179,3 +306,53 @@ def parse_media_or_none(text: str) -> MediaUrn | None:
         return _parse_cached(text)
     except (TaggedUrnError, MediaUrnError):
         return None
+
+
+# --- builders for a file extension (the reference's names; canonical text) ----------
+def _ext_text(ext: str, *tags: str) -> str:
+    """``media:`` with ``ext=<ext>`` (lower-cased) and the given markers, canonical.
+
+    :raises MediaUrnError: ``ext`` is empty or holds a character other than letters,
+        digits, ``_``, ``-`` and ``.`` (``reason="invalid_extension"``).
+    """
+    if not isinstance(ext, str) or not ext or not all(c.isalnum() or c in "_-." for c in ext):
+        raise MediaUrnError(
+            "a file extension is letters, digits, '_', '-' or '.' (no leading dot needed)",
+            reason="invalid_extension",
+        )
+    stored = {"ext": ext.lower()}
+    stored.update(dict.fromkeys(tags, "*"))
+    return _build(stored).text
+
+
+def file_media_urn_for_ext(ext: str) -> str:
+    """A file of type ``ext`` with no format or encoding claim: ``media:ext=pdf``.
+
+    :raises MediaUrnError: see :func:`_ext_text`.
+    """
+    return _ext_text(ext)
+
+
+def text_media_urn_for_ext(ext: str) -> str:
+    """A UTF-8 text file of type ``ext``: ``media:enc=utf-8;ext=md``.
+
+    :raises MediaUrnError: see :func:`_ext_text`.
+    """
+    text = _ext_text(ext)
+    return _build({**_parse_cached(text)._tags, "enc": "utf-8"}).text
+
+
+def image_media_urn_for_ext(ext: str) -> str:
+    """An image file of type ``ext``: ``media:ext=png;image``.
+
+    :raises MediaUrnError: see :func:`_ext_text`.
+    """
+    return _ext_text(ext, "image")
+
+
+def audio_media_urn_for_ext(ext: str) -> str:
+    """An audio file of type ``ext``: ``media:audio;ext=wav``.
+
+    :raises MediaUrnError: see :func:`_ext_text`.
+    """
+    return _ext_text(ext, "audio")

@@ -43,6 +43,7 @@ __all__ = (
     "Constraints",
     "parse_tagged",
     "tags_to_text",
+    "checked_tag",
     "constraints_of",
     "pattern_constraints_of",
     "score",
@@ -266,6 +267,29 @@ def _render_tag(key: str, value: str) -> str:
 def tags_to_text(tags: Mapping[str, str]) -> str:
     """The canonical tag body: tags sorted by key (code points), ``;``-joined."""
     return ";".join(_render_tag(k, tags[k]) for k in sorted(tags))
+
+
+def checked_tag(key: str, value: str) -> tuple[str, str]:
+    """``(key lower-cased, value)`` for a tag added by an edit (``with_tag``), after the
+    checks the parser would make: a key of key characters, not purely numeric, and a stored
+    value that renders to text which parses back to the same stored value.
+
+    :raises TaggedUrnError: the subclass the parser raises for the same tag.
+    """
+    k = key.lower()
+    if not k:
+        raise EmptyTagComponentError("empty tag key")
+    if not value:
+        raise EmptyTagComponentError(f"empty value for key {k!r} (use '*' for a marker)")
+    bad = next((c for c in k if not _is_key_char(c)), None)
+    if bad is not None:
+        raise InvalidCharacterError(f"invalid character {bad!r} in key {k!r}")
+    if k.isdigit():
+        raise NumericKeyError(f"tag key cannot be purely numeric: {k!r}")
+    _, back = parse_tagged(f"x:{_render_tag(k, value)}")
+    if back.get(k) != value or len(back) != 1:
+        raise InvalidCharacterError(f"value for key {k!r} has no canonical text")
+    return k, value
 
 
 # --- constraints and relations ----------------------------------------------
