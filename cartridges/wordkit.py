@@ -184,12 +184,12 @@ class Split(Op):
         out = wet.request.output()
         await out.start(is_sequence=True)
         for word in text.split():
-            await out.emit_list_item(word.encode("utf-8"))
+            await out.emit_text(word)
 
 
 class Upper(Op):
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
-        await wet.request.output().write((await _word(wet, "upper")).upper().encode("utf-8"))
+        await wet.request.output().emit_text((await _word(wet, "upper")).upper())
 
 
 class Route(Op):
@@ -205,9 +205,9 @@ class Route(Op):
                 "BAD_MIN_LENGTH", "min_length is a whole number", "input", arg_urn=MIN_LENGTH
             ) from None
         if len(word) >= least:
-            await wet.request.output_for(KEPT).write(word.encode("utf-8"))
+            await wet.request.output_for(KEPT).emit_text(word)
         else:
-            await wet.request.output_for(DROPPED).write(word.encode("utf-8"))
+            await wet.request.output_for(DROPPED).emit_text(word)
 
 
 class Join(Op):
@@ -221,7 +221,7 @@ class Join(Op):
                 continue
             async for value in stream.values():
                 words.append(value.decode("utf-8") if isinstance(value, bytes) else str(value))
-        await wet.request.output().write(sep.join(words).encode("utf-8"))
+        await wet.request.output().emit_text(sep.join(words))
 
 
 class Count(Op):
@@ -230,7 +230,7 @@ class Count(Op):
         async for stream in wet.request.take_input():
             async for _ in stream.values():
                 n += 1
-        await wet.request.output().write(str(n).encode("utf-8"))
+        await wet.request.output().emit_text(str(n))
 
 
 class Bang(Op):
@@ -238,7 +238,7 @@ class Bang(Op):
         word = await _word(wet, "bang")
         if word == "boom":
             raise OpError("BANG", "the word is 'boom'", "input", arg_urn=WORD)
-        await wet.request.output().write(word.encode("utf-8"))
+        await wet.request.output().emit_text(word)
 
 
 class Slow(Op):
@@ -246,7 +246,7 @@ class Slow(Op):
         word = await _word(wet, "slow")
         await anyio.sleep(float(os.environ.get("WORDKIT_SLOW_SECONDS", "0.05")))
         await _log(f"slow-end {word}")
-        await wet.request.output().write(word.encode("utf-8"))
+        await wet.request.output().emit_text(word)
 
 
 class Flaky(Op):
@@ -256,7 +256,7 @@ class Flaky(Op):
         if mark and not await anyio.Path(mark).exists():
             await anyio.Path(mark).write_text("died once\n")
             os._exit(3)
-        await wet.request.output().write(word.encode("utf-8"))
+        await wet.request.output().emit_text(word)
 
 
 class Pair(Op):
@@ -265,7 +265,7 @@ class Pair(Op):
         word = await package.require_stream_str(WORD)
         right = await package.require_stream_str(RIGHT)
         await _log(f"pair {word}")
-        await wet.request.output().write(f"{word}-{right}".encode())
+        await wet.request.output().emit_text(f"{word}-{right}")
 
 
 class Quiet(Op):

@@ -150,7 +150,9 @@ class FakeEngine:
     @staticmethod
     def _text(value: Any) -> str:
         if isinstance(value, list):
-            value = b"".join(p if isinstance(p, bytes) else str(p).encode() for p in value)
+            value = b"".join(
+                bytes(p) if isinstance(p, bytes | memoryview) else str(p).encode() for p in value
+            )
         return value.decode() if isinstance(value, bytes) else str(value)
 
     def _answer(self, cap: str, given: list[Any]) -> list[Any]:

@@ -24,8 +24,8 @@ import contextvars
 from typing import Any
 
 try:
-    from opentelemetry import metrics as otel_metrics
-    from opentelemetry import trace as otel_trace
+    import opentelemetry.metrics as otel_metrics
+    import opentelemetry.trace as otel_trace
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "OtelExporter needs OpenTelemetry: pip install 'cartridge-runtime[otel]'"
