@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -287,3 +288,49 @@ def test_generated_pipelines_give_what_the_words_say(
     else:
         assert result["out"].data == str(len(expected)).encode()
     assert engine.most <= window or not stages
+
+
+class _SlowConsumerEngine:
+    """``split`` answers a word per piece, as many as asked, lazily; ``upper``, given a
+    stream of pieces... here ``join`` reads its streamed input slowly. Records how far each got
+    so backpressure can be seen: the producer may run ahead of the consumer only by what the
+    buffers between them hold."""
+
+    def __init__(self, pieces: int) -> None:
+        self.pieces = pieces
+        self.produced = 0
+        self.consumed = 0
+        self.lead = 0  # the most the producer was ever ahead
+
+    @contextlib.asynccontextmanager
+    async def call(self, cap: str, inputs: Any = None) -> AsyncIterator[Any]:
+        yield self._producer() if cap == wordkit.UPPER else self._consumer(inputs)
+
+    async def _producer(self) -> AsyncIterator[Any]:
+        yield OutputStarted(output=None, stream_id="s", media_urn=wordkit.WORD, is_sequence=False)
+        for _ in range(self.pieces):
+            self.produced += 1
+            self.lead = max(self.lead, self.produced - self.consumed)
+            yield OutputData(output=None, stream_id="s", value=b"x" * 1024)
+        yield OutputEnded(output=None, stream_id="s", chunk_count=self.pieces)
+
+    async def _consumer(self, inputs: Any) -> AsyncIterator[Any]:
+        (_, value), *_ = inputs
+        async for _piece in value.source:
+            self.consumed += 1
+            await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
+        yield OutputStarted(output=None, stream_id="s", media_urn=wordkit.WORD, is_sequence=False)
+        yield OutputData(output=None, stream_id="s", value=str(self.consumed).encode())
+        yield OutputEnded(output=None, stream_id="s", chunk_count=1)
+
+
+@pytest.mark.asyncio
+async def test_a_slow_last_step_holds_the_first_one_back() -> None:
+    engine = _SlowConsumerEngine(pieces=500)
+    # upper -> bang: bang reads upper's output as a stream (one streamed input).
+    m = machine("(word=w) -> upper -> u", "u -> bang -> out")
+    result = await run_to_end(engine, m, {"w": b"go"}, window=1)
+    assert result["out"].data == b"500" and engine.produced == 500
+    # A flow holds a few pieces per reader (8): the producer is never far ahead.
+    assert engine.lead <= 16, engine.lead
