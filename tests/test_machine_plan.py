@@ -291,10 +291,9 @@ def test_generated_pipelines_give_what_the_words_say(
 
 
 class _SlowConsumerEngine:
-    """``split`` answers a word per piece, as many as asked, lazily; ``upper``, given a
-    stream of pieces... here ``join`` reads its streamed input slowly. Records how far each got
-    so backpressure can be seen: the producer may run ahead of the consumer only by what the
-    buffers between them hold."""
+    """``upper`` answers with many pieces, made lazily; ``bang`` reads its streamed input
+    slowly. Records how far each got, so that backpressure can be seen: the producer may run
+    ahead of the consumer only by what the buffers between them hold."""
 
     def __init__(self, pieces: int) -> None:
         self.pieces = pieces
