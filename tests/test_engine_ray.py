@@ -34,16 +34,17 @@ WHOAMI: Final = f'cap:in="{WORD}";op=whoami;out="{WORD}"'
 SPLIT: Final = f'cap:in="{TEXT}";op=split;out="{WORD}"'
 DIE: Final = f'cap:in="{TEXT}";op=die;out="{TEXT}"'
 BYTES: Final = "media:"
-#: Logical CPUs of the test cluster: room for a few replicas and their respawns on 2 cores.
-CPUS: Final = 8
+#: CPUs each test instance reserves: room for a few replicas and their respawns on 2 cores.
+CPU_SHARE: Final = 0.25
 
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster() -> Iterator[None]:
-    """One local Ray instance for the whole module (about 6 s and 460 MiB to start)."""
+    """One local Ray instance for the whole module (about 6 s and 460 MiB to start), started
+    the way a user's first launch starts it: a placement with no address."""
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=CPUS, num_gpus=0, include_dashboard=False, log_to_driver=False)
+    anyio.run(RayPlacement()._connect)
     try:
         yield
     finally:
@@ -52,7 +53,12 @@ def cluster() -> Iterator[None]:
 
 def placement(**kwargs: Any) -> RayPlacement:
     kwargs.setdefault("placement_timeout", 60)
-    return RayPlacement(num_cpus=1, **kwargs)
+    return RayPlacement(num_cpus=CPU_SHARE, **kwargs)
+
+
+def test_no_address_started_a_local_ray_instance() -> None:
+    assert ray.is_initialized()
+    assert ray.cluster_resources().get("CPU") == os.cpu_count()
 
 
 def pid_of(answer: bytes) -> int:

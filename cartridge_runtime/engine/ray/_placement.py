@@ -14,6 +14,7 @@ the engine starts a new instance (a new actor) for the calls after it, as for an
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import math
 import threading
@@ -34,6 +35,7 @@ __all__ = ("RayPlacement", "INIT_TIMEOUT")
 INIT_TIMEOUT = 120.0
 
 _init_lock = threading.Lock()
+_init_future: concurrent.futures.Future[None] | None = None
 _actor_class: Any = None
 
 
@@ -166,36 +168,55 @@ class RayPlacement:
         return f"no Ray node had {asked} free {within} (all taken by other work)"
 
     async def _connect(self) -> None:
-        """Initialise Ray in this process once (in a worker thread: it blocks for seconds).
+        """Initialise Ray in this process once (in a thread of its own: it blocks for seconds).
 
         :raises LaunchError: Ray cannot be reached or started within :data:`INIT_TIMEOUT`.
         """
+        import asyncio
+
         import ray
 
         if ray.is_initialized():
             return
         try:
             with anyio.fail_after(INIT_TIMEOUT):
-                await anyio.to_thread.run_sync(_init, self.address, abandon_on_cancel=True)
+                await asyncio.wrap_future(_start_init(self.address))
         except TimeoutError:
-            raise LaunchError(
-                f"Ray at {self.address or 'a local instance'} did not answer"
-            ) from None
+            where = self.address or "a local instance"
+            raise LaunchError(f"Ray at {where} did not answer") from None
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise LaunchError(f"cannot connect to Ray at {self.address!r}: {exc}") from exc
 
 
-def _init(address: str | None) -> None:
+def _start_init(address: str | None) -> concurrent.futures.Future[None]:
+    """``ray.init`` in a thread that then lives as long as the process, or the start-up under
+    way: a local Ray's processes are bound to the thread that started them (they die with it,
+    ``PR_SET_PDEATHSIG``), so a pooled worker thread would take the cluster with it."""
+    global _init_future
     import ray
 
     with _init_lock:
-        if not ray.is_initialized():
+        future = _init_future
+        if future is not None and (not future.done() or ray.is_initialized()):
+            return future
+        future = _init_future = concurrent.futures.Future()
+
+    def body() -> None:
+        try:
             ray.init(
                 address=address,
                 include_dashboard=False,
                 log_to_driver=False,
                 ignore_reinit_error=True,
             )
+        except BaseException as exc:
+            future.set_exception(exc)
+            return
+        future.set_result(None)
+        threading.Event().wait()  # never set: the thread stays while the process lives
+
+    threading.Thread(target=body, name="cartridge-ray-init", daemon=True).start()
+    return future
 
 
 def _host_class() -> Any:
