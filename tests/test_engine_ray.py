@@ -198,6 +198,30 @@ async def test_an_actor_killed_fails_its_call_and_the_next_call_is_served() -> N
 
 
 @pytest.mark.asyncio
+async def test_the_engine_killing_a_ray_replica_fails_its_call_with_the_signal() -> None:
+    async with Engine() as engine:
+        name = engine.add_cartridge(REPLICA, placement=placement(), env={"REPLICA_PAUSE": "30"})
+        await engine.start(name)
+        async with anyio.create_task_group() as tg:
+            outcome: list[Any] = []
+
+            async def call() -> None:
+                try:
+                    outcome.append(await engine.call(WHOAMI, [(WORD, "a")]))
+                except CallError as exc:
+                    outcome.append(exc)
+
+            tg.start_soon(call)
+            await until(lambda: engine.status()[0].in_flight == 1)
+            engine.kill(name)
+            await until(lambda: bool(outcome))
+        (err,) = outcome
+        assert isinstance(err, CartridgeDied) and err.returncode == -9, err
+        assert "killed by signal 9 (SIGKILL)" in err.message
+        assert engine.status()[0].replicas[0].state == "dead"
+
+
+@pytest.mark.asyncio
 async def test_an_unsatisfiable_placement_is_spawn_failed_naming_the_resource() -> None:
     async with Engine() as engine:
         engine.add_cartridge(REPLICA, placement=RayPlacement(num_gpus=1, placement_timeout=1))

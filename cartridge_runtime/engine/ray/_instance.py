@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -30,6 +31,9 @@ __all__ = ("RayInstance", "STDIN_WINDOW", "STDOUT_BLOCKS", "ray_reason")
 
 #: Writes to the actor that may be unanswered at once (each is one batch of frames).
 STDIN_WINDOW = 8
+#: Seconds a killed instance's actor may take to report the cartridge's end before the actor
+#: itself is killed (a hung actor, or a lost node Ray has not declared dead yet).
+KILL_WAIT = 5.0
 #: Blocks of the cartridge's stdout the actor may produce before the driver took them.
 STDOUT_BLOCKS = 8
 
@@ -118,6 +122,7 @@ class RayInstance:
         self._returncode: int | None = None
         self._lost: str | None = None
         self._ended = False
+        self._killed = False
         actor_id = actor._actor_id.hex()[:12]
         node = str(where.get("node", ""))[:8]
         self._id = f"ray actor {actor_id} on node {node} (pid {where.get('pid')})"
@@ -192,6 +197,7 @@ class RayInstance:
 
     def kill(self) -> None:
         if not self._ended:
+            self._killed = True
             with contextlib.suppress(RayError):
                 self._actor.kill.remote()
 
@@ -199,7 +205,14 @@ class RayInstance:
         if self._ended:
             return
         try:
-            self._returncode = await self._actor.wait.remote()
+            # After a kill the actor answers at once, unless it hangs or its node is gone
+            # and Ray has not noticed yet: then the actor itself is killed.
+            with anyio.move_on_after(KILL_WAIT if self._killed else math.inf) as scope:
+                self._returncode = await self._actor.wait.remote()
+            if scope.cancelled_caught:
+                self._lost = f"its Ray actor did not answer a kill within {KILL_WAIT:g} s"
+                with contextlib.suppress(RayError, ValueError):
+                    ray.kill(self._actor, no_restart=True)
         except RayError as exc:
             self._lose(exc)
         self._ended = True
