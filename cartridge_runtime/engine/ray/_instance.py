@@ -113,10 +113,23 @@ class _RaySink:
 
 
 class RayInstance:
-    """One cartridge in a Ray actor, as a connection drives it."""
+    """One cartridge in a Ray actor, as a connection drives it.
 
-    def __init__(self, actor: Any, where: dict[str, Any]) -> None:
+    :param actor: the actor's handle (a :class:`~._host.CartridgeHost` actor that started
+        the cartridge).
+    :param where: what its ``start()`` answered.
+    :param kill_actor: ends the actor (``ray.kill``; a test's fake backend passes its own).
+    """
+
+    def __init__(
+        self,
+        actor: Any,
+        where: dict[str, Any],
+        *,
+        kill_actor: Callable[[Any], None] | None = None,
+    ) -> None:
         self._actor = actor
+        self._kill_actor = kill_actor or _ray_kill
         self._where = where
         self._stdin = _RaySink(actor)
         self._returncode: int | None = None
@@ -211,8 +224,7 @@ class RayInstance:
                 self._returncode = await self._actor.wait.remote()
             if scope.cancelled_caught:
                 self._lost = f"its Ray actor did not answer a kill within {KILL_WAIT:g} s"
-                with contextlib.suppress(RayError, ValueError):
-                    ray.kill(self._actor, no_restart=True)
+                self._kill_actor(self._actor)
         except RayError as exc:
             self._lose(exc)
         self._ended = True
@@ -227,5 +239,10 @@ class RayInstance:
     async def aclose(self) -> None:
         self._stdin.closed = True
         # The process ended: free the actor (and the resources it holds on its node).
-        with contextlib.suppress(RayError, ValueError):
-            ray.kill(self._actor, no_restart=True)
+        self._kill_actor(self._actor)
+
+
+def _ray_kill(actor: Any) -> None:
+    """End an actor for good (no restart); no-op when it is already gone."""
+    with contextlib.suppress(RayError, ValueError):
+        ray.kill(actor, no_restart=True)
