@@ -8,6 +8,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Import name -> distribution name, where they differ.
@@ -16,14 +18,31 @@ DISTRIBUTIONS = {"fnv_c": "fnv-c", "opentelemetry": "opentelemetry-api"}
 OPTIONAL = {"opentelemetry-api": "otel"}  # engine/_otel.py, imported on first use
 
 
-def _declared() -> set[str]:
+#: Subpackages that may import what an optional extra installs: subpackage -> extra.
+EXTRAS = {"engine/ray": "ray"}
+
+
+def _names(deps: list[str]) -> set[str]:
+    return {re.split(r"[<>=!~ \[;]", dep, maxsplit=1)[0].lower() for dep in deps}
+
+
+def _declared(extra: str | None = None) -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return {re.split(r"[<>=!~ \[;]", dep, maxsplit=1)[0].lower() for dep in project["dependencies"]}
+    if extra is not None:
+        return _names(project["optional-dependencies"][extra])
+    return _names(project["dependencies"])
 
 
-def _imported() -> set[str]:
+def _in_extra(path: Path) -> str | None:
+    rel = path.relative_to(ROOT / "cartridge_runtime").as_posix()
+    return next((extra for sub, extra in EXTRAS.items() if rel.startswith(sub + "/")), None)
+
+
+def _imported(extra: str | None = None) -> set[str]:
     names: set[str] = set()
     for path in (ROOT / "cartridge_runtime").rglob("*.py"):
+        if _in_extra(path) != extra:
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names.update(alias.name.split(".")[0] for alias in node.names)
@@ -47,3 +66,14 @@ def test_every_imported_package_is_declared() -> None:
     assert missing == set(), (
         f"imported but not declared in [project].dependencies: {sorted(missing)}"
     )
+
+
+@pytest.mark.parametrize("extra", sorted(set(EXTRAS.values())))
+def test_an_extra_subpackage_imports_only_the_base_and_its_extra(extra: str) -> None:
+    allowed = _declared() | _declared(extra)
+    missing = {
+        DISTRIBUTIONS.get(name, name).lower()
+        for name in _imported(extra)
+        if DISTRIBUTIONS.get(name, name).lower() not in allowed
+    }
+    assert missing == set(), f"imported but not declared in the {extra} extra: {sorted(missing)}"

@@ -374,8 +374,11 @@ class Connection(Outbox):
         try:
             with self._scope:
                 async with anyio.create_task_group() as tg:
+                    # A placement that needs longer (a cluster to reach, a node to find)
+                    # says so with ``launch_timeout``.
+                    limit = getattr(self._placement, "launch_timeout", None)
                     try:
-                        with anyio.fail_after(self.config.step_timeout):
+                        with anyio.fail_after(self.config.step_timeout if limit is None else limit):
                             self.process = await self._placement.launch(self._spec, tg)
                     except (LaunchError, TimeoutError) as exc:
                         self._fail_start("spawn", f"cannot start {' '.join(self.command)!r}: {exc}")

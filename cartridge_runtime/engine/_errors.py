@@ -9,11 +9,39 @@ catches everything the project raises for protocol reasons.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..protocol import AttributionClass, ErrorCode, ProtocolError
+
+__all__ = (
+    "CallError",
+    "CallTimeout",
+    "CartridgeDied",
+    "CartridgeNotFound",
+    "CartridgeUnhealthy",
+    "EngineClosed",
+    "EngineError",
+    "NoRoute",
+    "SpawnFailed",
+)
+
+
+def _restore(cls: type[EngineError], args: tuple[Any, ...]) -> EngineError:
+    """Unpickle an engine error: its class without ``__init__`` (the fields come back as its
+    state), so each subclass's own constructor signature does not matter."""
+    return cls.__new__(cls, *args)
 
 
 class EngineError(ProtocolError):
-    """Root of the engine's errors (misuse of the engine API included)."""
+    """Root of the engine's errors (misuse of the engine API included).
+
+    Every engine error pickles (to cross a process boundary, a Ray actor's for one) with its
+    class and every field: ``code``, ``attribution_class``, ``message``, ``arg_urn`` and the
+    subclass's own (``returncode``, ``stderr_tail``, ``step``...).
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore, (type(self), self.args), dict(self.__dict__))
 
 
 class CallError(EngineError):

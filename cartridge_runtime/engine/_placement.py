@@ -16,7 +16,12 @@ connection needs from a running cartridge and nothing more:
 The engine's connections, routing and replicas only use this interface: they never ask which
 placement they have. :class:`~._subprocess.Subprocess` (a local process, the default) and
 :class:`~._inprocess.InProcess` (a runtime served in this process over memory streams) are
-the two placements here; a placement on a cluster plugs in the same way.
+the two placements here; a placement on a cluster plugs in the same way
+(:class:`cartridge_runtime.engine.ray.RayPlacement`).
+
+A launch is bounded by ``EngineConfig.step_timeout``, or by the placement's own
+``launch_timeout`` attribute (seconds) when it has one: reaching a cluster and finding a node
+can take longer than starting a local process.
 """
 
 from __future__ import annotations

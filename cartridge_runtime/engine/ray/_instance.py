@@ -1,0 +1,248 @@
+"""The driver side of a Ray placement: a cartridge actor behind the
+:class:`~cartridge_runtime.engine.Instance` interface.
+
+Bytes to the cartridge go as :meth:`CartridgeHost.write` calls, numbered (the actor writes them
+in order) and at most :data:`STDIN_WINDOW` unanswered at once: a write answers once its bytes
+are in the cartridge's pipe, so a full window makes the engine's writer wait, as a full pipe
+does. Bytes from the cartridge come from a streaming generator with at most
+:data:`STDOUT_BLOCKS` blocks the driver has not taken yet: past that the actor stops reading
+the cartridge's stdout. Together with the protocol's credit this bounds memory on both sides
+whatever a call's size.
+
+The actor dying (its process killed, its node lost) ends the stdout stream with a Ray error:
+that is the cartridge's EOF, and :meth:`RayInstance.describe_exit` then says the actor was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from typing import Any
+
+import anyio
+import ray
+from ray.exceptions import RayError
+
+from .._proc import describe_returncode
+
+__all__ = ("RayInstance", "STDIN_WINDOW", "STDOUT_BLOCKS", "ray_reason")
+
+#: Writes to the actor that may be unanswered at once (each is one batch of frames).
+STDIN_WINDOW = 8
+#: Seconds a killed instance's actor may take to report the cartridge's end before the actor
+#: itself is killed (a hung actor, or a lost node Ray has not declared dead yet).
+KILL_WAIT = 5.0
+#: Blocks of the cartridge's stdout the actor may produce before the driver took them.
+STDOUT_BLOCKS = 8
+
+
+def ray_reason(exc: BaseException) -> str:
+    """A one-line reason for a Ray failure (the cause of a task error, else the first line)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and cause is not exc:
+        return f"{type(cause).__name__}: {cause}"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+class _RaySink:
+    """The engine's writing end: numbered writes to the actor in a bounded window."""
+
+    def __init__(self, actor: Any) -> None:
+        self._actor = actor
+        self._seq = 0
+        self._in_flight = 0
+        self._room: anyio.Event | None = None
+        self._broken: str | None = None
+        self.closed = False
+
+    def _check(self) -> None:
+        if self.closed:
+            raise anyio.ClosedResourceError
+        if self._broken is not None:
+            raise anyio.BrokenResourceError(self._broken)
+
+    def _submit(self, parts: Sequence[bytes | memoryview]) -> None:
+        data = b"".join(parts)
+        if not data:
+            return
+        ref = self._actor.write.remote(self._seq, data)
+        self._seq += 1
+        self._in_flight += 1
+        future = asyncio.wrap_future(ref.future())
+        future.add_done_callback(self._answered)
+
+    def _answered(self, future: asyncio.Future[Any]) -> None:
+        self._in_flight -= 1
+        if future.cancelled():
+            self._broken = self._broken or "the write was cancelled"
+        elif future.exception() is not None:
+            exc = future.exception()
+            assert exc is not None
+            self._broken = (
+                self._broken or f"the cartridge's actor stopped taking input: {ray_reason(exc)}"
+            )
+        if self._room is not None:
+            self._room.set()
+            self._room = None
+
+    def write_now(self, parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
+        self._check()
+        if self._in_flight >= STDIN_WINDOW:
+            return parts
+        self._submit(parts)
+        return []
+
+    async def send_all(self, parts: Sequence[bytes | memoryview]) -> None:
+        self._check()
+        while self._in_flight >= STDIN_WINDOW:
+            if self._room is None:
+                self._room = anyio.Event()
+            await self._room.wait()
+            self._check()
+        self._submit(parts)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            with contextlib.suppress(RayError):
+                self._actor.close_stdin.remote(self._seq)
+            self._seq += 1
+
+
+class RayInstance:
+    """One cartridge in a Ray actor, as a connection drives it.
+
+    :param actor: the actor's handle (a :class:`~._host.CartridgeHost` actor that started
+        the cartridge).
+    :param where: what its ``start()`` answered.
+    :param kill_actor: ends the actor (``ray.kill``; a test's fake backend passes its own).
+    """
+
+    def __init__(
+        self,
+        actor: Any,
+        where: dict[str, Any],
+        *,
+        kill_actor: Callable[[Any], None] | None = None,
+    ) -> None:
+        self._actor = actor
+        self._kill_actor = kill_actor or _ray_kill
+        self._where = where
+        self._stdin = _RaySink(actor)
+        self._returncode: int | None = None
+        self._lost: str | None = None
+        self._ended = False
+        self._killed = False
+        actor_id = actor._actor_id.hex()[:12]
+        node = str(where.get("node", ""))[:8]
+        self._id = f"ray actor {actor_id} on node {node} (pid {where.get('pid')})"
+
+    @property
+    def placement_id(self) -> str:
+        return self._id
+
+    @property
+    def pid(self) -> int | None:
+        return None  # a process on a Ray node, not one of this host's (see placement_id)
+
+    @property
+    def remote_pid(self) -> int | None:
+        """The cartridge's process id on its node."""
+        pid = self._where.get("pid")
+        return pid if isinstance(pid, int) else None
+
+    @property
+    def actor_pid(self) -> int | None:
+        """The process id of the actor that owns the cartridge, on the same node."""
+        pid = self._where.get("actor_pid")
+        return pid if isinstance(pid, int) else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    @property
+    def stdin(self) -> _RaySink:
+        return self._stdin
+
+    @property
+    def stderr(self) -> AsyncIterable[bytes] | None:
+        return self._stderr_blocks()
+
+    async def _stderr_blocks(self) -> AsyncIterator[bytes]:
+        stream = self._actor.stderr.options(
+            num_returns="streaming", _generator_backpressure_num_objects=STDOUT_BLOCKS
+        ).remote()
+        try:
+            async for ref in stream:
+                yield await ref
+        except RayError:
+            return  # the actor was lost; the stdout reader reports it
+
+    async def read_blocks(
+        self,
+        size: int,
+        on_data: Callable[[bytes | memoryview], None],
+        next_size: Callable[[], int],
+        buffer: bytearray,
+    ) -> None:
+        stream = self._actor.stdout.options(
+            num_returns="streaming", _generator_backpressure_num_objects=STDOUT_BLOCKS
+        ).remote(size)
+        while True:
+            try:
+                ref = await stream.__anext__()
+                data = await ref
+            except StopAsyncIteration:
+                break
+            except RayError as exc:
+                self._lose(exc)
+                break
+            on_data(data)
+        on_data(b"")
+
+    def _lose(self, exc: BaseException) -> None:
+        if self._lost is None and not self._ended:
+            self._lost = f"its Ray actor was lost ({ray_reason(exc)})"
+
+    def kill(self) -> None:
+        if not self._ended:
+            self._killed = True
+            with contextlib.suppress(RayError):
+                self._actor.kill.remote()
+
+    async def wait(self) -> None:
+        if self._ended:
+            return
+        try:
+            # After a kill the actor answers at once, unless it hangs or its node is gone
+            # and Ray has not noticed yet: then the actor itself is killed.
+            with anyio.move_on_after(KILL_WAIT if self._killed else math.inf) as scope:
+                self._returncode = await self._actor.wait.remote()
+            if scope.cancelled_caught:
+                self._lost = f"its Ray actor did not answer a kill within {KILL_WAIT:g} s"
+                self._kill_actor(self._actor)
+        except RayError as exc:
+            self._lose(exc)
+        self._ended = True
+
+    def describe_exit(self) -> str:
+        if self._lost is not None:
+            return self._lost
+        if not self._ended:
+            return "still running"
+        return describe_returncode(self._returncode)
+
+    async def aclose(self) -> None:
+        self._stdin.closed = True
+        # The process ended: free the actor (and the resources it holds on its node).
+        self._kill_actor(self._actor)
+
+
+def _ray_kill(actor: Any) -> None:
+    """End an actor for good (no restart); no-op when it is already gone."""
+    with contextlib.suppress(RayError, ValueError):
+        ray.kill(actor, no_restart=True)
