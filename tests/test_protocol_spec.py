@@ -114,3 +114,16 @@ def test_conformance_checks_cite_rules() -> None:
         ids = MENTION.findall(cited)
         assert ids, f"{check} cites no rule"
         assert set(ids) <= known, (check, ids)
+
+
+def test_every_rule_id_the_code_cites_exists() -> None:
+    """A rule id in the package's code, docstrings or messages names a rule of the spec."""
+    known = {entry["id"] for entry in _rules()}
+    package = SPEC_DIR.parent / "cartridge_runtime"
+    cited: dict[str, str] = {}
+    for path in package.rglob("*.py"):
+        for match in MENTION.finditer(path.read_text(encoding="utf-8")):
+            cited.setdefault(match.group(0), str(path.relative_to(package)))
+    assert cited, "the package cites rule ids"
+    unknown = {rule: where for rule, where in cited.items() if rule not in known}
+    assert unknown == {}
