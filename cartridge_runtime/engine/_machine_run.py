@@ -48,8 +48,8 @@ from ._events import (
     OutputStarted,
     Progress,
 )
-from ._flow import Flow, FlowCollector, FlowReader, whole_value
-from ._inputs import CborValue, ItemStream, ValueStream, Verified
+from ._flow import Flow, FlowCollector, FlowReader
+from ._inputs import ItemStream, ValueStream, Verified
 from ._machine_events import (
     ItemFinished,
     ItemStarted,
@@ -63,6 +63,7 @@ from ._machine_events import (
 )
 from ._machine_inputs import check_inputs, feed_input
 from ._machine_report import Reports
+from ._machine_scope import Instance, Window, as_items, item_value, label_of
 
 
 class _Events(Protocol):
@@ -82,88 +83,6 @@ __all__ = ("Caller", "MachineRunner", "DEFAULT_WINDOW")
 #: Items of one map in flight at once (the cartridge's pool admits what it can of them).
 DEFAULT_WINDOW: Final = 64
 _ABSENT: Final = object()
-
-
-def _label(machine: Machine, name: str) -> str:
-    node = machine.node(name)
-    return node.label or node.name
-
-
-def _item_value(item: Any) -> Any:
-    """An item given to an arg that takes one value, as a call input."""
-    value = item.value if isinstance(item, Item) else item
-    if isinstance(value, bytes | str):
-        return value
-    return CborValue(value)
-
-
-def _as_items(pieces: list[Any], is_sequence: bool) -> list[Item]:
-    if is_sequence:
-        return [p if isinstance(p, Item) else Item(value=p) for p in pieces]
-    return [Item(value=whole_value(pieces))]
-
-
-class _Window:
-    """At most ``size`` items of a map in flight, or done and waiting to be handed on in item
-    order (so memory stays bounded however slow the first item is)."""
-
-    def __init__(self, size: int) -> None:
-        self.free = size
-        self._wakeup: anyio.Event | None = None
-
-    async def acquire(self) -> None:
-        while self.free == 0:
-            self._wakeup = anyio.Event()
-            await self._wakeup.wait()
-        self.free -= 1
-
-    def release(self) -> None:
-        self.free += 1
-        if self._wakeup is not None:
-            self._wakeup.set()
-            self._wakeup = None
-
-
-class _Instance:
-    """One scope instance: the machine itself, or one item of a map."""
-
-    def __init__(
-        self, scope: ScopePlan, parent: _Instance | None, item: int | None, items: Mapping[str, Any]
-    ) -> None:
-        self.scope = scope
-        self.parent = parent
-        self.item = item
-        self.items = dict(items)
-        self.flows: dict[str, Flow] = {}
-        #: Whole values of this instance that steps of inner instances take (OUTER feeds).
-        self.wholes: dict[str, FlowCollector] = {}
-        #: Each step's readers, one per feed: a reader for a streamed feed, a collector for a
-        #: whole one, None where the feed reads no flow here.
-        self.step_readers: dict[int, list[FlowReader | FlowCollector | None]] = {}
-        #: Each inner map's readers of the sequences it zips.
-        self.map_readers: dict[int, list[FlowReader]] = {}
-        #: Readers of what this item hands to the enclosing instance, by node.
-        self.exports: list[tuple[str, FlowCollector]] = []
-        #: Readers of the machine's outputs (the machine's own instance only).
-        self.outputs: list[tuple[str, FlowReader]] = []
-
-    def item_of(self, name: str, scope: int) -> Any:
-        """The current item of ``name`` in the enclosing instance of map ``scope``."""
-        at: _Instance | None = self
-        while at is not None:
-            if at.scope.index == scope and name in at.items:
-                return at.items[name]
-            at = at.parent
-        raise KeyError(name)
-
-    def whole_of(self, name: str) -> FlowCollector:
-        """The whole-value collector of ``name`` in the enclosing instance it lives in."""
-        at: _Instance | None = self
-        while at is not None:
-            if name in at.wholes:
-                return at.wholes[name]
-            at = at.parent
-        raise KeyError(name)
 
 
 class MachineRunner:
@@ -205,7 +124,7 @@ class MachineRunner:
         try:
             async with anyio.create_task_group() as tg:
                 for root in self.plan.roots:
-                    instance = _Instance(root, None, None, {})
+                    instance = Instance(root, None, None, {})
                     self._setup(instance)
                     for node in self.machine.strands[root.strand].inputs:
                         tg.start_soon(feed_input, instance.flows[node], self.inputs[node][1])
@@ -225,7 +144,7 @@ class MachineRunner:
                     f"engine: observer {type(observer).__name__} failed: {exc!r}", file=sys.stderr
                 )
 
-    def _setup(self, instance: _Instance) -> None:
+    def _setup(self, instance: Instance) -> None:
         """Make the instance's flows and take every reader its tasks need."""
         sp = instance.scope
         flows = instance.flows
@@ -265,7 +184,7 @@ class MachineRunner:
             steps += self._steps_within(self.plan.scope(sp.strand, child))
         return steps
 
-    def _start(self, instance: _Instance, tg: TaskGroup) -> None:
+    def _start(self, instance: Instance, tg: TaskGroup) -> None:
         sp = instance.scope
         for index, step in enumerate(sp.steps):
             tg.start_soon(self._run_step, instance, index, step)
@@ -286,7 +205,7 @@ class MachineRunner:
             await self.events.send(event)
 
     async def _read_output(self, name: str, reader: FlowReader) -> None:
-        label = _label(self.machine, name)
+        label = label_of(self.machine, name)
         if not await reader.present():
             reader.close()
             self.reports.output_absent(label)
@@ -305,7 +224,7 @@ class MachineRunner:
 
     # -- maps ---------------------------------------------------------------------------------
 
-    async def _run_map(self, parent: _Instance, sp: ScopePlan) -> None:
+    async def _run_map(self, parent: Instance, sp: ScopePlan) -> None:
         readers = parent.map_readers[sp.index]
         exported = sorted(self._exported.get((sp.strand, parent.scope.index), ()))
         mine = [n for n in exported if self._lives_within(sp, n)]
@@ -321,7 +240,7 @@ class MachineRunner:
         for flow in outflows:
             flow.start()
         name = self._map_name(sp)
-        window = _Window(self.window)
+        window = Window(self.window)
         done: dict[int, dict[str, list[Any] | None]] = {}
         # Handed on as items: a node made once per item is one item, a sequence its items.
         flatten = [
@@ -342,7 +261,7 @@ class MachineRunner:
                     for node, flow, seq in zip(mine, outflows, flatten, strict=True):
                         pieces = values.get(node)
                         if pieces is not None:
-                            for item in _as_items(pieces, seq):
+                            for item in as_items(pieces, seq):
                                 await flow.put(item)
                     state["flushed"] += 1
                     window.release()
@@ -351,7 +270,7 @@ class MachineRunner:
 
         async def one(index: int, items: dict[str, Any]) -> None:
             await self._emit(ItemStarted(map=name, item=index))
-            instance = _Instance(sp, parent, index, items)
+            instance = Instance(sp, parent, index, items)
             self._setup(instance)
             if len(sp.steps) == 1 and not sp.children:
                 await self._run_step(instance, 0, sp.steps[0])  # the common case: no task
@@ -401,7 +320,7 @@ class MachineRunner:
 
     # -- steps --------------------------------------------------------------------------------
 
-    async def _run_step(self, instance: _Instance, index: int, sp: StepPlan) -> None:
+    async def _run_step(self, instance: Instance, index: int, sp: StepPlan) -> None:
         step = sp.step
         label = step.label or step.alias
         readers = instance.step_readers[index]
@@ -451,7 +370,7 @@ class MachineRunner:
         await self._emit(MachineProgress(step=label, item=item, fraction=1.0, overall=overall))
 
     async def _given(
-        self, instance: _Instance, feed: Feed, reader: FlowReader | FlowCollector | None
+        self, instance: Instance, feed: Feed, reader: FlowReader | FlowCollector | None
     ) -> Any:
         """What a feed gives: a reader (streamed), whole pieces, an item, or _ABSENT."""
         if feed.node is None:
@@ -494,7 +413,7 @@ class MachineRunner:
         kind, payload = value
         if kind == "item":
             return [payload if isinstance(payload, Item) else Item(value=payload)]
-        return _as_items(payload, bool(feed.node.is_sequence or feed.kind is FeedKind.COLLECTED))
+        return as_items(payload, bool(feed.node.is_sequence or feed.kind is FeedKind.COLLECTED))
 
     def _input_of(self, step: Step, feed: Feed, value: Any) -> Any:
         if feed.node is None:
@@ -503,21 +422,21 @@ class MachineRunner:
         kind, payload = value
         if kind == "item":
             self.reports.count_in(step, [payload])
-            return _item_value(payload)
+            return item_value(payload)
         sequence = feed.node.is_sequence or feed.kind is FeedKind.COLLECTED
         if kind == "stream":
             counted = self.reports.counting_in(step, payload.pieces())
             return ItemStream(counted) if sequence else ValueStream(counted)
         self.reports.count_in(step, payload)
         if sequence:
-            return _as_items(payload, True)
+            return as_items(payload, True)
         if all(isinstance(p, bytes | bytearray | memoryview) for p in payload):
             return b"".join(payload)
         return ValueStream(_iterate(payload))
 
     async def _call(
         self,
-        instance: _Instance,
+        instance: Instance,
         sp: StepPlan,
         given: Sequence[tuple[Feed, Any]],
         outflows: Mapping[str, Flow],
