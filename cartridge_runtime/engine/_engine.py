@@ -60,7 +60,7 @@ from ._proc import Counters, describe_returncode
 from ._replicas import CartridgeSlot, Replica
 from ._response import CallContext
 from ._starter import ReplicaStarter
-from ._status import CartridgeStatus, EngineStats
+from ._status import CartridgeStatus, EngineStats, cartridge_status
 from ._subprocess import Subprocess
 
 if TYPE_CHECKING:
@@ -68,10 +68,6 @@ if TYPE_CHECKING:
 
 #: Most distinct cap texts whose routing result is remembered.
 _ROUTE_CACHE = 1024
-
-
-#: Cartridge states from best to worst, for a cartridge's state over its replicas.
-_STATE_ORDER = ("running", "starting", "dead", "failed", "stopped")
 
 
 class Engine:
@@ -572,37 +568,7 @@ class Engine:
     def status(self) -> list[CartridgeStatus]:
         """One snapshot per cartridge, in the order they were added (each replica's in
         ``replicas``)."""
-        out = []
-        for slot in self._slots.values():
-            replicas = tuple(r.status() for r in slot.replicas)
-            state = min((r.state for r in replicas), key=_STATE_ORDER.index)
-            first = next(r for r in replicas if r.state == state)
-            conn = slot.replicas[first.index].conn
-            out.append(
-                CartridgeStatus(
-                    name=slot.name,
-                    command=tuple(slot.command),
-                    state=state,
-                    pid=first.pid,
-                    healthy=all(r.healthy for r in replicas if r.state == "running")
-                    if state == "running"
-                    else state != "failed",
-                    caps=tuple(slot.caps or ()),
-                    in_flight=sum(r.in_flight for r in replicas),
-                    queued=sum(r.queued for r in replicas),
-                    starts=sum(r.starts for r in replicas),
-                    last_error=first.last_error,
-                    returncode=first.returncode,
-                    stderr_tail=conn.stderr_tail if conn is not None else "",
-                    log_path=str(conn.log_path) if conn is not None else "",
-                    last_heartbeat=conn.last_heartbeat if conn is not None else None,
-                    remote_stats=dict(conn.remote_stats) if conn is not None else {},
-                    pools=conn.gate.snapshot() if conn is not None else {},
-                    replicas=replicas,
-                    metrics=dict(slot.metric_totals),
-                )
-            )
-        return out
+        return [cartridge_status(slot) for slot in self._slots.values()]
 
     def stats(self) -> EngineStats:
         """Protocol counters over every cartridge since the engine started."""

@@ -7,9 +7,9 @@ from typing import Any
 
 import attrs
 
-from ._replicas import ReplicaStatus
+from ._replicas import CartridgeSlot, ReplicaStatus
 
-__all__ = ("CartridgeStatus", "EngineStats")
+__all__ = ("CartridgeStatus", "EngineStats", "cartridge_status")
 
 
 @attrs.frozen(kw_only=True)
@@ -67,3 +67,37 @@ class EngineStats:
     heartbeat_misses: int
     respawns: int
     late_credits: int
+
+
+#: Cartridge states from best to worst, for a cartridge's state over its replicas.
+_STATE_ORDER = ("running", "starting", "dead", "failed", "stopped")
+
+
+def cartridge_status(slot: CartridgeSlot) -> CartridgeStatus:
+    """The snapshot of one cartridge over its replicas (see :class:`CartridgeStatus`)."""
+    replicas = tuple(r.status() for r in slot.replicas)
+    state = min((r.state for r in replicas), key=_STATE_ORDER.index)
+    first = next(r for r in replicas if r.state == state)
+    conn = slot.replicas[first.index].conn
+    return CartridgeStatus(
+        name=slot.name,
+        command=tuple(slot.command),
+        state=state,
+        pid=first.pid,
+        healthy=all(r.healthy for r in replicas if r.state == "running")
+        if state == "running"
+        else state != "failed",
+        caps=tuple(slot.caps or ()),
+        in_flight=sum(r.in_flight for r in replicas),
+        queued=sum(r.queued for r in replicas),
+        starts=sum(r.starts for r in replicas),
+        last_error=first.last_error,
+        returncode=first.returncode,
+        stderr_tail=conn.stderr_tail if conn is not None else "",
+        log_path=str(conn.log_path) if conn is not None else "",
+        last_heartbeat=conn.last_heartbeat if conn is not None else None,
+        remote_stats=dict(conn.remote_stats) if conn is not None else {},
+        pools=conn.gate.snapshot() if conn is not None else {},
+        replicas=replicas,
+        metrics=dict(slot.metric_totals),
+    )
