@@ -18,7 +18,7 @@ from cartridge_runtime.protocol import (
     BodyReceiver,
     ChecksumMismatchError,
     CreditViolationError,
-    ErrorReceived,
+    ErrorReport,
     Frame,
     FrameDecodeError,
     FrameType,
@@ -140,9 +140,7 @@ def test_end_with_open_stream_is_an_error_but_err_is_not() -> None:
         rx.receive(frames.end(RID, response=False))
     rx = _stream_in(StreamState.OPEN)
     (ev,) = rx.receive(frames.err(RID, "E", "m", "resource", arg_urn="media:x"))
-    assert ev == ErrorReceived(
-        code="E", attribution_class="resource", message="m", arg_urn="media:x"
-    )
+    assert ev == ErrorReport(code="E", attribution_class="resource", message="m", arg_urn="media:x")
 
 
 def test_chunk_index_and_count_are_checked() -> None:

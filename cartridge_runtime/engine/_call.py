@@ -370,7 +370,7 @@ class CallState:
         self._finish(None)
         return cost
 
-    def _on_error(self, ev: P.ErrorReceived, cost: str | None) -> str | None:
+    def _on_error(self, ev: P.ErrorReport, cost: str | None) -> str | None:
         self._finish(
             CallError(
                 ev.code or "HANDLER_ERROR",
@@ -553,5 +553,5 @@ _HANDLERS: dict[type, Any] = {
     P.ProgressReceived: CallState._on_progress,
     P.LogReceived: CallState._on_log,
     P.BodyEnded: CallState._on_end,
-    P.ErrorReceived: CallState._on_error,
+    P.ErrorReport: CallState._on_error,
 }

@@ -57,7 +57,7 @@ from ._errors import (
 )
 from ._events import (
     BodyEnded,
-    ErrorReceived,
+    ErrorReport,
     Event,
     LogReceived,
     ProgressReceived,
@@ -163,7 +163,7 @@ __all__ = (
     "LogReceived",
     "ProgressReceived",
     "BodyEnded",
-    "ErrorReceived",
+    "ErrorReport",
     # payloads
     "decode_scalar",
     "scalar_payloads",

@@ -32,7 +32,7 @@ from ._constants import CreditDirection, FrameType
 from ._errors import ChecksumMismatchError, CreditViolationError, ProtocolError, StreamStateError
 from ._events import (
     BodyEnded,
-    ErrorReceived,
+    ErrorReport,
     Event,
     LogReceived,
     ProgressReceived,
@@ -333,15 +333,7 @@ class BodyReceiver:
                 )
             return [BodyEnded(meta=frame.meta)]
         if inp is Input.ERR:
-            meta = frame.meta or {}
-            return [
-                ErrorReceived(
-                    code=meta.get("code", ""),
-                    attribution_class=meta.get("attribution_class", "internal"),
-                    message=meta.get("message") or "",
-                    arg_urn=meta.get("arg_urn"),
-                )
-            ]
+            return [ErrorReport.from_meta(frame.meta)]
         # REQ
         return [
             RequestOpened(rid=frame.id, xid=frame.routing_id, cap=frame.cap, payload=frame.payload)

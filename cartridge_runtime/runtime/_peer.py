@@ -25,7 +25,7 @@ import attrs
 from cartridge_runtime._redact import describe, describe_meta
 from cartridge_runtime.protocol import (
     BodyEnded,
-    ErrorReceived,
+    ErrorReport,
     LogReceived,
     ProgressReceived,
     StreamClosed,
@@ -148,7 +148,7 @@ class PeerResponse:
             elif isinstance(event, BodyEnded):
                 self.end_meta = event.meta
                 self.done = True
-            elif isinstance(event, ErrorReceived):
+            elif isinstance(event, ErrorReport):
                 self.done = True
                 raise PeerCallError(
                     event.message,

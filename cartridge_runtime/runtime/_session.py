@@ -34,7 +34,7 @@ from cartridge_runtime.protocol import (
     ZERO_ID,
     BodyEnded,
     ErrorCode,
-    ErrorReceived,
+    ErrorReport,
     Frame,
     FrameDecoder,
     FrameType,
@@ -382,7 +382,7 @@ class Session(HandlerRunner, InputReader):
                     s._push_end()
             elif isinstance(ev, BodyEnded):
                 a.package._end()
-            elif isinstance(ev, ErrorReceived):
+            elif isinstance(ev, ErrorReport):
                 self._cancel(
                     a,
                     (
@@ -426,7 +426,7 @@ class Session(HandlerRunner, InputReader):
                 else 0
             )
             resp._deliver(ev, credit)
-            if isinstance(ev, (BodyEnded, ErrorReceived)):
+            if isinstance(ev, (BodyEnded, ErrorReport)):
                 self.peer_calls.pop(state.rid, None)
         for f in state.receiver.data_to_send():
             self.push(f)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ._harness import (
     CallResult,
     CartridgeHarness,
-    ErrorInfo,
+    ErrorReport,
     HarnessCall,
     Input,
     InputSpec,
@@ -24,7 +24,7 @@ __all__: tuple[str, ...] = (
     "HarnessCall",
     "CallResult",
     "StreamResult",
-    "ErrorInfo",
+    "ErrorReport",
     "Input",
     "Item",
     "InputSpec",

@@ -59,7 +59,7 @@ from cartridge_runtime._redact import describe, describe_meta
 from cartridge_runtime.protocol import (
     BodyEnded,
     BodyReceiver,
-    ErrorReceived,
+    ErrorReport,
     Frame,
     FrameDecoder,
     FrameType,
@@ -80,7 +80,6 @@ from cartridge_runtime.urn import select_handler
 
 from ._harness_call import (
     CallResult,
-    ErrorInfo,
     HarnessCall,
     Input,
     InputSpec,
@@ -92,7 +91,7 @@ from ._harness_call import (
 __all__ = (
     "CartridgeHarness",
     "CallResult",
-    "ErrorInfo",
+    "ErrorReport",
     "HarnessCall",
     "Input",
     "InputSpec",
@@ -323,13 +322,8 @@ class CartridgeHarness:
                 res.progress.append((None if ev.indeterminate else ev.progress, ev.message))
             elif isinstance(ev, BodyEnded):
                 res.end = ev.meta
-            elif isinstance(ev, ErrorReceived):
-                res.error = ErrorInfo(
-                    code=ev.code,
-                    attribution_class=ev.attribution_class,
-                    message=ev.message,
-                    arg_urn=ev.arg_urn,
-                )
+            elif isinstance(ev, ErrorReport):
+                res.error = ev
         call.receiver.flush_credit()
         for c in call.receiver.data_to_send():
             await self._send_quiet(c)

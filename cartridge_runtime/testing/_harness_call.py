@@ -18,6 +18,7 @@ from cartridge_runtime._item import Item as Item  # re-exported for the harness
 from cartridge_runtime._redact import describe, describe_items, describe_meta, describe_values
 from cartridge_runtime.protocol import (
     BodyReceiver,
+    ErrorReport,
     Frame,
     FrameType,
     Limits,
@@ -121,16 +122,6 @@ class StreamResult:
         return self.data.decode("utf-8")
 
 
-@attrs.frozen(kw_only=True)
-class ErrorInfo:
-    """The ERR that ended a call."""
-
-    code: str
-    attribution_class: str
-    message: str
-    arg_urn: str | None = None
-
-
 @attrs.define
 class CallResult:
     """Everything a request got back."""
@@ -140,7 +131,7 @@ class CallResult:
     logs: list[LogReceived] = attrs.field(factory=list)
     progress: list[tuple[float | None, str]] = attrs.field(factory=list)
     end: Any = attrs.field(default=None, repr=describe_meta)
-    error: ErrorInfo | None = None
+    error: ErrorReport | None = None
     frames: list[Frame] = attrs.field(factory=list, repr=describe_items)
 
     @property
