@@ -69,6 +69,23 @@ from ._events import (
 )
 from ._frame import ZERO_ID, Frame, MessageId
 from ._handshake import CartridgeHello, IdentityCheck, accept_cartridge_hello, accept_host_hello
+from ._host_conn import (
+    CONN_TRANSITIONS,
+    ConnInput,
+    ConnState,
+    FrameRefused,
+    HealthReport,
+    HostConnection,
+    HostCounters,
+    HostEvent,
+    PeerRequest,
+    ProbeAnswered,
+    RequesterFlow,
+    RequestFlow,
+    SendFrames,
+    StartupProgress,
+)
+from ._host_startup import STARTUP_TRANSITIONS, HostHandshake, StartupInput, StartupPhase
 from ._limits import DEFAULT_LIMITS, LIMIT_NAMES, Limits
 from ._outgoing import OutgoingStream, OutState
 from ._payload import (
@@ -145,6 +162,25 @@ __all__ = (
     "accept_cartridge_hello",
     "SeqAssigner",
     "FlowKey",
+    # the host side of a connection
+    "HostConnection",
+    "HostHandshake",
+    "HostCounters",
+    "RequestFlow",
+    "RequesterFlow",
+    "ConnState",
+    "ConnInput",
+    "CONN_TRANSITIONS",
+    "StartupPhase",
+    "StartupInput",
+    "STARTUP_TRANSITIONS",
+    "HostEvent",
+    "SendFrames",
+    "PeerRequest",
+    "ProbeAnswered",
+    "StartupProgress",
+    "FrameRefused",
+    "HealthReport",
     # per-request state
     "BodyReceiver",
     "RequestState",
