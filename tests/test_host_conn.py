@@ -97,7 +97,9 @@ def started(policy: str | None = "full") -> tuple[HostConnection[Flow, Origin], 
     (hello,) = conn.start()
     assert hello.frame_type is FrameType.HELLO
     ev = conn.receive_frame(cartridge_hello())
-    assert isinstance(ev, SendFrames)
+    assert isinstance(ev, StartupProgress) and ev.phase is StartupPhase.IDENTITY
+    assert ev.error is None and len(ev.frames) == 5
+    assert conn.receive_frame(frames.heartbeat(MessageId.new())) is None  # not the echo
     for f in echo_of(list(ev.frames)):
         last = conn.receive_frame(f)
     assert last == StartupProgress(StartupPhase.MANIFEST)

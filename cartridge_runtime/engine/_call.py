@@ -55,7 +55,7 @@ import anyio.lowlevel
 import cbor2
 
 from .. import protocol as P
-from ..protocol import ErrorCode, Frame, FrameType, MessageId, frames
+from ..protocol import AttributionClass, ErrorCode, Frame, FrameType, MessageId, frames
 from ._errors import CallError, CallTimeout
 from ._events import (
     CallEvent,
@@ -141,7 +141,7 @@ class CallState:
             body = inline_frames(self.inputs, self.rid, self.xid, conn.limits)
         except Exception:  # an input that cannot be encoded: the sender reports which one
             body = None
-        conn.calls[self.rid] = self
+        conn.add_flow(self.rid, self)
         first = conn.mark()
         conn.hold()
         try:
@@ -151,7 +151,7 @@ class CallState:
             else:
                 # The whole flow, REQ to END, is queued here: number it ourselves.
                 send = conn.send_numbered
-                send(req)
+                send(req, None)  # its own seq (0)
                 for seq, frame in enumerate(body, 1):
                     send(frame, seq)  # numbered as encoded: no copy of the frame
             self._queued = (first, conn.mark())
@@ -181,16 +181,16 @@ class CallState:
         self.conn.send(
             frames.cancel(
                 self.rid,
-                code="INVALID_REQUEST",
-                attribution_class="input",
+                code=ErrorCode.INVALID_REQUEST,
+                attribution_class=AttributionClass.INPUT,
                 message="the caller could not send an argument",
                 xid=self.xid,
             )
         )
         self._finish(
             CallError(
-                "INVALID_REQUEST",
-                "input",
+                ErrorCode.INVALID_REQUEST,
+                AttributionClass.INPUT,
                 f"input {index} ({media}) could not be sent: {type(exc).__name__}: {exc}",
                 arg_urn=media or None,
             )
@@ -227,7 +227,7 @@ class CallState:
                 frames.cancel(
                     self.rid,
                     code=ErrorCode.PROTOCOL_ERROR,
-                    attribution_class="internal",
+                    attribution_class=AttributionClass.INTERNAL,
                     message=str(exc),
                     xid=self.xid,
                 )
@@ -235,7 +235,7 @@ class CallState:
             self._finish(
                 CallError(
                     ErrorCode.PROTOCOL_ERROR,
-                    "internal",
+                    AttributionClass.INTERNAL,
                     f"cartridge {self.conn.name} broke the protocol: {exc}",
                 )
             )
@@ -373,8 +373,8 @@ class CallState:
     def _on_error(self, ev: P.ErrorReport, cost: str | None) -> str | None:
         self._finish(
             CallError(
-                ev.code or "HANDLER_ERROR",
-                ev.attribution_class or "internal",
+                ev.code or ErrorCode.HANDLER_ERROR,
+                ev.attribution_class or AttributionClass.INTERNAL,
                 ev.message,
                 ev.arg_urn,
             )
@@ -394,7 +394,7 @@ class CallState:
         if self.cancel_requested:
             error = CallError(
                 ErrorCode.CANCELLED,
-                "user",
+                AttributionClass.USER,
                 f"Cancelled by user (cartridge {self.conn.name} was killed)",
             )
         self._finish(error)
@@ -471,7 +471,7 @@ class CallState:
         self.events.clear()
         self.cancel(
             code=ErrorCode.TIMEOUT,
-            attribution_class="resource",
+            attribution_class=AttributionClass.RESOURCE,
             message="the caller's timeout ran out",
         )
         if self.done:  # nothing had been sent yet: cancel() already failed it
@@ -484,7 +484,7 @@ class CallState:
         *,
         force_kill: bool = False,
         code: str = ErrorCode.CANCELLED,
-        attribution_class: str = "user",
+        attribution_class: str = AttributionClass.USER,
         message: str = "Cancelled by user",
     ) -> None:
         if self.done or self.cancel_requested:
@@ -525,7 +525,7 @@ class CallState:
         self._finish(
             CallError(
                 ErrorCode.CANCELLED,
-                "user",
+                AttributionClass.USER,
                 f"Cancelled by user (cartridge {self.conn.name} did not confirm the cancel "
                 f"within {self._cancel_grace:g} s)",
             )

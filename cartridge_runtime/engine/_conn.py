@@ -1,36 +1,40 @@
-"""One running cartridge process: its pipes, start-up, frame routing, health and death.
+"""One running cartridge process: its pipes, tasks, start-up timing, health timing and death.
 
 Theory of operation
 -------------------
-A :class:`Connection` owns one cartridge instance, started by its placement (a local
-subprocess, or a runtime in this process: see :mod:`._placement`), and four tasks in its own
-task group:
+A :class:`Connection` is the thin IO shell around a sans-IO
+:class:`~cartridge_runtime.protocol.HostConnection` (its :attr:`~Connection.core`), which
+holds the connection's state and decides where every frame goes. The connection owns one
+cartridge instance, started by its placement (a local subprocess, or a runtime in this
+process: see :mod:`._placement`), and four tasks in its own task group:
 
 * the **reader** reads the instance's output in large blocks (for a subprocess on asyncio
   from a reader callback registered once, see :func:`~cartridge_runtime._fdio.read_blocks`),
-  feeds the sans-IO :class:`FrameDecoder` and
-  dispatches every frame at once (no polling): during start-up to the start-up channel, after
-  it by request id to the flow that owns it (an engine call, or a peer call forwarded here)
-  or, for frames of a peer call this cartridge made, to that peer link;
-* the **writer** (the writing half lives in :mod:`._outbox`) waits for queued frames and
-  hands everything queued to one ``writev``; it only runs when the pipe is full or nobody
-  flushed, because code that queues several frames at once writes them itself;
+  feeds the sans-IO :class:`FrameDecoder` and hands every frame to the core at once (no
+  polling); a frame the core routes to its owner (an engine call, a forwarded peer call, a
+  peer call this cartridge made) costs one dict lookup, and the few events the core returns
+  (frames to send, a new peer call, a probe's reply, start-up progress, a refused frame) are
+  acted on here;
+* the **writer** (:mod:`._outbox`, held by composition) waits for queued frames and hands
+  everything queued to one ``writev``; it only runs when the pipe is full or nobody flushed,
+  because code that queues several frames at once writes them itself;
 * the **stderr** reader appends to a log file and keeps a bounded tail in memory;
-* the **heartbeat** task probes the cartridge and marks it unhealthy when a reply is late.
+* the **heartbeat** task (:mod:`._health`) probes the cartridge on a timer.
 
-Every frame written is numbered (per (rid, xid) flow, stragglers after a terminal dropped and
-counted) and encoded at once, checked against the negotiated ``max_frame``. EOF on stdout, a
-frame that does not decode, or the instance ending is death: the instance is reaped (killed if
-it lingers), and every pending flow is failed with ``CARTRIDGE_DIED`` naming the exit status
-or signal and the stderr tail.
+The start-up (:mod:`._startup`) and the probes (:mod:`._health`) reach the connection through
+the narrow interfaces they declare (:class:`~._startup.StartupLink`,
+:class:`~._health.ProbeLink`). Every frame written is numbered (per (rid, xid) flow,
+stragglers after a terminal dropped and counted) and encoded at once, checked against the
+negotiated ``max_frame``. EOF on stdout, a frame that does not decode, or the instance ending
+is death: the instance is reaped (killed if it lingers), and every pending flow is failed with
+``CARTRIDGE_DIED`` naming the exit status or signal and the stderr tail.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,15 +42,28 @@ import anyio
 import anyio.abc
 
 from .. import protocol as P
-from ..protocol import Frame, FrameType, MessageId, frames
-from . import _health
+from ..protocol import (
+    ConnState,
+    Frame,
+    FrameRefused,
+    HostConnection,
+    HostEvent,
+    MessageId,
+    PeerRequest,
+    ProbeAnswered,
+    SendFrames,
+    StartupPhase,
+    StartupProgress,
+)
 from ._config import EngineConfig
 from ._errors import CallError, CartridgeDied, CartridgeUnhealthy, EngineClosed, SpawnFailed
+from ._health import heartbeat_loop
+from ._health import probe as probe_health
 from ._outbox import Outbox
-from ._placement import ByteSink, Instance, LaunchError, LaunchSpec, Placement
+from ._placement import Instance, LaunchError, LaunchSpec, Placement
 from ._pools import PoolGate
 from ._proc import Counters, Flow, PeerOrigin, describe_stray_bytes
-from ._startup import run_startup
+from ._startup import StartupFailure, run_startup
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
@@ -55,16 +72,19 @@ log = logging.getLogger("cartridge_runtime.engine")
 
 #: How long a cartridge whose stdout closed may take to exit before it is killed.
 _EXIT_WAIT = 0.5
-#: Request ids remembered after their flow ended, to tell stragglers from unroutable frames.
-_CLOSED_RIDS = 4096
-#: Frame types routed by request id (to a call, a peer link, or counted as late).
-_ROUTED = frozenset(
-    [ft for ft in FrameType if ft.is_flow and ft is not FrameType.REQ]
-    + [FrameType.CREDIT, FrameType.CANCEL, FrameType.CLOSE_STREAM]
-)
 
 
-class Connection(Outbox):
+class _Reply:
+    """A probe waiting for its reply."""
+
+    __slots__ = ("event", "frame")
+
+    def __init__(self, event: anyio.Event) -> None:
+        self.event = event
+        self.frame: Frame | None = None
+
+
+class Connection:
     """A started (or starting) cartridge instance. Created and driven by the engine."""
 
     def __init__(
@@ -88,9 +108,24 @@ class Connection(Outbox):
         self._on_peer_request = on_peer_request
         self._on_dead = on_dead
 
-        self.state = "starting"  # starting -> ready -> (closing) -> dead | failed
+        #: The protocol state of the connection: start-up, life, routing, health.
+        self.core: HostConnection[Flow, PeerOrigin] = HostConnection(
+            limits=config.limits,
+            policy=config.policy,
+            counters=counters,
+            misses_to_kill=config.heartbeat_misses_to_kill,
+        )
+        #: The frame queue and its writer; its hot methods are bound here once.
+        self.outbox = Outbox(counters, config.limits.max_frame)
+        outbox = self.outbox
+        self.send: Callable[[Frame], None] = outbox.send
+        self.send_numbered: Callable[[Frame, int | None], None] = outbox.send_numbered
+        self.hold: Callable[[], None] = outbox.hold
+        self.release: Callable[[], None] = outbox.release
+        self.mark: Callable[[], tuple[int, int]] = outbox.mark
+        self.withdraw: Callable[[tuple[int, int], tuple[int, int]], bool] = outbox.withdraw
+
         self.process: Instance | None = None
-        self.limits: P.Limits = config.limits
         self.manifest: Manifest | None = None
         self.caps: list[str] = []
         #: Handler cap text -> its definition in the manifest (None: not declared), per call.
@@ -104,27 +139,15 @@ class Connection(Outbox):
         self.returncode: int | None = None
         self.started = anyio.Event()  # set when start-up succeeded or failed
         self.dead = anyio.Event()
-        self.healthy = True
-        self.last_heartbeat: float | None = None
-        self.remote_stats: dict[str, Any] = {}
 
-        self.calls: dict[MessageId, Flow] = {}
-        self.peer_in: dict[MessageId, PeerOrigin] = {}
-        # FIFO: an OrderedDict drops its oldest entry in O(1) (a dict's next(iter()) scans
-        # past all the deleted slots at its front: ~10 µs per call at this size).
-        self._closed_rids: OrderedDict[MessageId, None] = OrderedDict()
-        self._next_xid = 1
-
-        self._init_outbox()
         self._decoder = P.FrameDecoder(config.limits.max_frame)
-        self._startup_tx, self._startup_rx = anyio.create_memory_object_stream[Frame](1024)
-        self._death_reason = ""
+        self._startup_tx, self._startup_rx = anyio.create_memory_object_stream[StartupProgress](8)
+        self._end_reason = ""
         self._tail = ""
         self._stderr_done = anyio.Event()
-        self._hb_pending: dict[MessageId, tuple[anyio.Event, list[Frame]]] = {}
+        self._replies: dict[MessageId, _Reply] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._notified = False
-        self._stdin: ByteSink | None = None
         self._kill_reason: str | None = None
         self._unhealthy = False
         #: Words for stray text on the cartridge's stdout, once the decoder failed on it.
@@ -137,6 +160,37 @@ class Connection(Outbox):
         self.new_event: Callable[[], anyio.Event] = type(anyio.Event())
 
     # -- public helpers --------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnState:
+        """Where the connection stands: starting, ready, closing, dead or failed."""
+        return self.core.state
+
+    @property
+    def ready(self) -> bool:
+        return self.core.state is ConnState.READY
+
+    @property
+    def limits(self) -> P.Limits:
+        """The negotiated limits (the engine's own before the cartridge's HELLO)."""
+        return self.core.limits
+
+    @property
+    def healthy(self) -> bool:
+        return self.core.healthy
+
+    @property
+    def last_heartbeat(self) -> float | None:
+        return self.core.last_heartbeat
+
+    @property
+    def remote_stats(self) -> Mapping[str, Any]:
+        return self.core.remote_stats
+
+    @property
+    def in_flight(self) -> int:
+        """Requests this engine sent that are still running (calls and forwarded peer calls)."""
+        return len(self.core.calls)
 
     def definition(self, handler_cap: str) -> Any:
         """The :class:`~cartridge_runtime.manifest.CapDef` the manifest gives ``handler_cap``
@@ -173,22 +227,36 @@ class Connection(Outbox):
 
     def next_xid(self) -> MessageId:
         """A fresh small-uint routing id for a request sent on this connection."""
-        xid = MessageId(self._next_xid)
-        self._next_xid += 1
-        return xid
+        return self.core.next_xid()
 
-    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-        """Run a task that must end with this connection."""
-        if self._tg is not None and self.state in ("ready", "starting", "closing"):
-            self._tg.start_soon(fn, *args)
+    def add_flow(self, rid: MessageId, flow: Flow) -> None:
+        """Route the response frames of request ``rid`` to ``flow``."""
+        self.core.calls[rid] = flow
+
+    def add_origin(self, rid: MessageId, origin: PeerOrigin) -> None:
+        """Route the frames of this cartridge's peer call ``rid`` to ``origin``."""
+        self.core.origins[rid] = origin
 
     def forget(self, rid: MessageId) -> None:
         """A flow of ``rid`` ended: later frames for it are stragglers."""
-        self.calls.pop(rid, None)
-        self.peer_in.pop(rid, None)
-        self._closed_rids[rid] = None
-        if len(self._closed_rids) > _CLOSED_RIDS:
-            self._closed_rids.popitem(last=False)
+        self.core.forget(rid)
+
+    def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None:
+        """Drop the numbering of a flow whose frames were withdrawn."""
+        self.outbox.forget_flow(rid, xid)
+
+    def flush(self) -> None:
+        """Write what is queued now (see :meth:`~._outbox.Outbox.flush`)."""
+        self.outbox.flush()
+
+    async def drain(self) -> None:
+        """Wait until everything queued so far was handed to the pipe."""
+        await self.outbox.drain()
+
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run a task that must end with this connection."""
+        if self._tg is not None and not self.core.gone:
+            self._tg.start_soon(fn, *args)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -221,7 +289,7 @@ class Connection(Outbox):
             return size
 
     def _on_block(self, data: bytes | memoryview) -> None:
-        """Decode a block of stdout (``b""``: end of file) and dispatch every frame in it.
+        """Decode a block of stdout (``b""``: end of file) and route every frame in it.
 
         A view is of the reader's reusable buffer: the decoder parses it in place and, as
         every frame is taken below, keeps none of it once this returns.
@@ -229,109 +297,94 @@ class Connection(Outbox):
         :raises ProtocolError: the bytes are not valid frames.
         """
         decoder = self._decoder
-        # Frames the dispatch queues (CREDIT, forwarded peer frames, heartbeat replies)
+        # Frames the routing queues (CREDIT, forwarded peer frames, heartbeat replies)
         # leave together in one write after the block.
-        self._hold += 1
+        outbox = self.outbox
+        outbox.hold()
         try:
             if type(data) is memoryview:
                 decoder.feed_borrowed(data)
             else:
                 decoder.feed(data)
-            dispatch = self._dispatch
+            receive = self.core.receive_frame
             while (frame := decoder.next_frame()) is not None:
-                dispatch(frame)
+                event = receive(frame)
+                if event is not None:
+                    self._on_event(event)
         except P.ProtocolError:
             self._stray = describe_stray_bytes(data, decoder.max_frame)
             raise
         finally:
-            self._hold -= 1
-        if self._out and not self._hold:
-            self.flush()
+            outbox.release()
 
-    def _dispatch(self, frame: Frame) -> None:
-        ft = frame.frame_type
-        if ft in _ROUTED and self.state != "starting":
-            # The hot path: a response frame of one of our calls.
-            rid = frame.id
-            flow = self.calls.get(rid)
-            origin = self.peer_in.get(rid) if self.peer_in else None
-            if flow is not None and origin is None:
-                if ft is FrameType.CANCEL or ft is FrameType.CLOSE_STREAM:
-                    self.counters.drops += 1
-                    return
-                flow.on_frame(frame)
-                return
-            self._route_other(frame, ft, flow, origin)
-            return
-        if self.state == "starting":
+    def _on_event(self, event: HostEvent) -> None:
+        """Act on what the core asks for (off the hot path)."""
+        if isinstance(event, SendFrames):
+            for frame in event.frames:
+                self.send(frame)
+        elif isinstance(event, PeerRequest):
+            self._on_peer_request(self, event.frame)
+        elif isinstance(event, ProbeAnswered):
+            waiting = self._replies.get(event.hid)
+            if waiting is not None and waiting.frame is None:
+                waiting.frame = event.reply
+                waiting.event.set()
+        elif isinstance(event, StartupProgress):
+            if event.error is None and event.phase is StartupPhase.IDENTITY:
+                max_frame = self.core.limits.max_frame
+                self._decoder.max_frame = max_frame
+                self.outbox.max_frame = max_frame
+            for frame in event.frames:
+                self.send(frame)
             try:
-                self._startup_tx.send_nowait(frame)
+                self._startup_tx.send_nowait(event)
             except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self.counters.drops += 1
-            return
-        if ft is FrameType.HEARTBEAT:
-            pending = self._hb_pending.get(frame.id)
-            if pending is not None:
-                pending[1].append(frame)
-                pending[0].set()
-            else:
-                self.send(frames.heartbeat(frame.id))
-            return
-        if ft is FrameType.REQ:
-            if frame.id in self.peer_in:
-                self.counters.protocol_errors += 1
-                log.warning("%s: second REQ for request %s dropped", self.name, frame.id)
-                return
-            self._on_peer_request(self, frame)
-            return
-        # HELLO after the handshake, POLICY, RELAY_* from a cartridge: not allowed; counted.
-        self.counters.drops += 1
-        self.counters.protocol_errors += ft is not FrameType.HELLO
-        log.warning("%s: unexpected %s frame from the cartridge dropped", self.name, ft.name)
+        elif isinstance(event, FrameRefused):
+            log.warning("%s: %s dropped", self.name, event.reason)
 
-    def _route_other(
-        self, frame: Frame, ft: FrameType, flow: Flow | None, origin: PeerOrigin | None
-    ) -> None:
-        """Route a flow/CREDIT/CANCEL frame that is not simply a response to one of our calls."""
-        if ft is FrameType.ERR and frame.id in self._hb_pending:  # a refused desired capacity
-            pending = self._hb_pending[frame.id]
-            pending[1].append(frame)
-            pending[0].set()
-            return
-        if flow is not None and origin is not None:
-            # The same rid both ways (a cartridge calling itself with a reused id):
-            # CREDIT says its direction; other frames carry our xid when they answer us.
-            if ft is FrameType.CREDIT:
-                to_flow = (frame.meta or {}).get("credit_dir") == P.CreditDirection.REQUEST
-            else:
-                to_flow = frame.routing_id == flow.xid and ft not in (
-                    FrameType.CANCEL,
-                    FrameType.CLOSE_STREAM,
-                )
-            if to_flow:
-                origin = None
-            else:
-                flow = None
-        if flow is not None:
-            if ft in (FrameType.CANCEL, FrameType.CLOSE_STREAM):
-                self.counters.drops += 1
-                return
-            flow.on_frame(frame)
-        elif origin is not None:
-            origin.on_requester_frame(frame)
-        elif frame.id in self._closed_rids:
-            # A grant racing the terminal is harmless and expected; anything else is late.
-            if ft is FrameType.CREDIT:
-                self.counters.late_credits += 1
-            else:
-                self.counters.stragglers += 1
-        elif ft is FrameType.ERR and frame.id in self._hb_pending:
-            pending = self._hb_pending[frame.id]  # a cartridge refusing a health probe
-            pending[1].append(frame)
-            pending[0].set()
-        else:
-            self.counters.no_route += 1
-            log.debug("%s: no route for %r", self.name, frame)
+    # -- what the start-up and the probes use ----------------------------------------------
+
+    async def next_startup_event(self) -> StartupProgress | None:
+        """The next start-up event the reader saw; ``None`` once the instance ended."""
+        try:
+            return await self._startup_rx.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            return None
+
+    def end_reason(self) -> str:
+        """Why the instance's output ended, once it did (empty before)."""
+        return self._end_reason
+
+    async def settle_stderr(self) -> None:
+        """Give a failing cartridge a moment to finish writing its stderr."""
+        proc = self.process
+        ended = False
+        if proc is not None:
+            with anyio.move_on_after(0.2):
+                await proc.wait()
+                ended = True
+        with anyio.move_on_after(0.2 if ended else 0.05):
+            await self._stderr_done.wait()
+
+    async def ask(self, meta: Mapping[str, Any] | None, within: float) -> Frame | None:
+        """Send a HEARTBEAT (``meta``: desired capacities) and wait up to ``within`` seconds
+        for its reply (a HEARTBEAT, or an ERR refusing the capacities); ``None``: none came."""
+        hid, frame = self.core.probe(meta)
+        waiting = _Reply(self.new_event())
+        self._replies[hid] = waiting
+        try:
+            self.send(frame)
+            with anyio.move_on_after(within):
+                await waiting.event.wait()
+        finally:
+            self.core.probe_ended(hid)
+            del self._replies[hid]
+        return waiting.frame
+
+    def update_pools(self, pools: Mapping[str, Any]) -> None:
+        """Apply the pools a heartbeat reply carried to admission."""
+        self.gate.update(pools)
 
     # -- stderr ----------------------------------------------------------------------------
 
@@ -383,20 +436,25 @@ class Connection(Outbox):
                     except (LaunchError, TimeoutError) as exc:
                         self._fail_start("spawn", f"cannot start {' '.join(self.command)!r}: {exc}")
                         return
-                    self._stdin = self.process.stdin
+                    self.outbox.attach(self.process.stdin)
                     self._tg = tg
                     tg.start_soon(self._stderr_reader)
                     tg.start_soon(self._reader)
-                    tg.start_soon(self._writer)
-                    await run_startup(self)
-                    if self.state == "ready" and self.config.heartbeat_interval:
-                        tg.start_soon(_health.heartbeat_loop, self)
+                    tg.start_soon(self.outbox.run_writer)
+                    outcome = await run_startup(self, self.core.handshake, self.config.step_timeout)
+                    if isinstance(outcome, StartupFailure):
+                        self._fail_start(outcome.step, outcome.message, outcome.rule)
+                        return
+                    self._ready(outcome)
+                    interval = self.config.heartbeat_interval
+                    if self.core.ready and interval:
+                        tg.start_soon(heartbeat_loop, self, interval, self.config.heartbeat_timeout)
         finally:
             with anyio.CancelScope(shield=True):
                 await self._reap(kill=True)
-                if self.state != "failed":
-                    closing = self.state == "closing"
-                    self.state = "dead"
+                if self.core.state is not ConnState.FAILED:
+                    closing = self.core.ended() is ConnState.CLOSING
+                    self.outbox.closed = True
                     if closing and not self._notified:
                         self._fail_all(EngineClosed(f"cartridge {self.name} was shut down"))
                     if self.death is None:
@@ -412,6 +470,17 @@ class Connection(Outbox):
                 self._startup_rx.close()
                 self.started.set()
                 self.dead.set()
+
+    def _ready(self, manifest: Manifest) -> None:
+        """The start-up succeeded: take the manifest and the pools, and serve."""
+        hello = self.core.handshake.hello
+        assert hello is not None
+        self.manifest = manifest
+        self.caps = [cap.urn for cap in manifest.iter_caps()]
+        self.gate = PoolGate(hello.pools)
+        self.core.started()
+        self._startup_rx.close()
+        self.started.set()
 
     async def _reap(self, *, kill: bool) -> None:
         proc = self.process
@@ -436,19 +505,21 @@ class Connection(Outbox):
         if tail:
             full += f"\nstderr:\n{tail}"
         self.startup_error = SpawnFailed(full, step=step, rule=rule, stderr_tail=tail)
-        self.state = "failed"
+        self.core.fail_startup()
+        self.outbox.closed = True
         self.started.set()
         self._scope.cancel()
 
     async def _die(self, reason: str) -> None:
-        if self.state in ("dead", "failed"):
+        core = self.core
+        if core.gone:
             return
-        if self.state == "starting":
-            self._death_reason = reason
+        if core.state is ConnState.STARTING:
+            self._end_reason = reason
             self._startup_tx.close()
             return
-        was_closing = self.state == "closing"
-        self.state = "dead"
+        was_closing = core.ended() is ConnState.CLOSING
+        self.outbox.closed = True
         with anyio.CancelScope(shield=True):
             await self._reap(kill=True)
         tail = self._tail.strip()
@@ -476,8 +547,7 @@ class Connection(Outbox):
     def _fail_all(self, error: CallError) -> None:
         self._notified = True
         self.gate.abort(error)
-        flows, self.calls = list(self.calls.values()), {}
-        origins, self.peer_in = list(self.peer_in.values()), {}
+        flows, origins = self.core.take_all()
         for flow in flows:
             flow.on_death(error)
         for origin in origins:
@@ -495,16 +565,15 @@ class Connection(Outbox):
 
     async def close(self, grace: float) -> None:
         """Shut down: close stdin, give the cartridge ``grace`` seconds to exit, then kill."""
-        if self.state in ("dead", "failed"):
+        if self.core.gone:
             await self.dead.wait()
             return
-        if self.state == "ready":
-            self.state = "closing"
+        self.core.begin_close()
         proc = self.process
-        if proc is not None and self._stdin is not None:
+        if proc is not None and not self.core.gone:
             with anyio.move_on_after(grace):
                 await self.drain()
-            self._stdin.close()
+            proc.stdin.close()
             with anyio.move_on_after(grace):
                 await proc.wait()
                 self._ended = True
@@ -515,4 +584,5 @@ class Connection(Outbox):
 
     async def probe(self, reply_within: float | None = None) -> bool:
         """Send one HEARTBEAT and wait for its reply; update health. Returns healthy."""
-        return await _health.probe(self, reply_within)
+        within = self.config.heartbeat_timeout if reply_within is None else reply_within
+        return await probe_health(self, within)

@@ -41,7 +41,15 @@ import anyio
 import anyio.abc
 import attrs
 
-from ..protocol import ErrorCode, Frame, NetworkPolicy, frames, tune_allocator
+from ..protocol import (
+    AttributionClass,
+    ConnState,
+    ErrorCode,
+    Frame,
+    NetworkPolicy,
+    frames,
+    tune_allocator,
+)
 from ..urn import select_handler
 from ._arg_check import check_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
@@ -54,7 +62,7 @@ from ._machine_api import MachineRun, open_run, run_to_end
 from ._machine_events import MachineResult
 from ._machine_run import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
-from ._peer import PeerLink, run_peer_link
+from ._peer import PeerEnd, PeerLink, run_peer_link
 from ._placement import Placement
 from ._proc import Counters, describe_returncode
 from ._replicas import CartridgeSlot, Replica
@@ -227,7 +235,10 @@ class Engine:
 
         async def restart(slot: CartridgeSlot, replica: Replica) -> Connection:
             replica.failure = None
-            if replica.conn is not None and replica.conn.state in ("ready", "starting"):
+            if replica.conn is not None and replica.conn.state in (
+                ConnState.READY,
+                ConnState.STARTING,
+            ):
                 await replica.conn.close(self.config.shutdown_grace)
             return await self._starter.ensure_started(slot, replica)
 
@@ -457,7 +468,7 @@ class Engine:
             argument taking one value); raised on awaiting or entering, before anything is sent.
         :raises TypeError: malformed ``inputs`` (at once).
         """
-        return CallContext(self, cap, normalize_inputs(inputs), timeout)
+        return CallContext(self._open, cap, normalize_inputs(inputs), timeout)
 
     async def call_bytes(
         self,
@@ -480,16 +491,18 @@ class Engine:
         slot, handler = hit if hit is not None else await self._route(cap)
         single = slot.single
         conn = single.conn if single is not None else None
-        if conn is None or conn.state != "ready":
+        if conn is None or not conn.ready:
             conn = await self._starter.connection(slot)
         definition = conn.definition(handler)
         if definition is not None:  # before anything is sent, even the REQ
             check_call_inputs(cap, definition, inputs)
         chain = await conn.gate.acquire(handler)
-        if conn.state != "ready":
+        if not conn.ready:
             conn.gate.release(chain)
             raise conn.death or CallError(
-                ErrorCode.CARTRIDGE_DIED, "environment", f"cartridge {slot.name} died"
+                ErrorCode.CARTRIDGE_DIED,
+                AttributionClass.ENVIRONMENT,
+                f"cartridge {slot.name} died",
             )
         state = CallState(
             conn,
@@ -505,8 +518,9 @@ class Engine:
         state.start()
         return state
 
-    async def _peer_target(self, cap: str) -> tuple[Connection, str]:
-        """Where a peer call to ``cap`` goes: a ready connection and its handler cap.
+    async def peer_target(self, cap: str) -> tuple[PeerEnd, str]:
+        """Where a peer call to ``cap`` goes: a ready connection and its handler cap (the
+        engine is the :class:`~._peer.PeerRouter` of its peer links).
 
         :raises CallError: no route, or the target cannot start.
         """
@@ -526,7 +540,7 @@ class Engine:
         for slot in self._slots.values():
             for replica in slot.replicas:
                 conn = replica.conn
-                if conn is not None and conn.state == "ready":
+                if conn is not None and conn.ready:
                     conn.send(frames.policy(word))
 
     async def set_capacity(self, cartridge: str, pool: str, capacity: int) -> None:
@@ -543,7 +557,7 @@ class Engine:
         slot = self._slots.get(cartridge)
         if slot is None:
             raise EngineError(f"no cartridge named {cartridge!r}")
-        running = [r.conn for r in slot.replicas if r.conn is not None and r.conn.state == "ready"]
+        running = [r.conn for r in slot.replicas if r.conn is not None and r.conn.ready]
         if not running:
             raise EngineError(f"cartridge {cartridge!r} is not running")
         for conn in running:  # pool capacities are per replica
@@ -557,9 +571,9 @@ class Engine:
         self._observers.append(observer)
 
     def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
-        link = PeerLink(self._peer_target, origin, frame)
+        link = PeerLink(self, origin, frame)
         if self._tg is None or self._closed:
-            link._error_to_origin(EngineClosed())
+            link.error_to_origin(EngineClosed())
             return
         self._tg.start_soon(run_peer_link, link)
 

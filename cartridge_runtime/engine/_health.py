@@ -1,4 +1,4 @@
-"""Health probes of a cartridge connection: HEARTBEAT out, reply (with stats and pools) in.
+"""Health probes of a cartridge connection, timed: HEARTBEAT out, reply (with stats and pools) in.
 
 A probe that gets no reply within ``EngineConfig.heartbeat_timeout`` marks the cartridge
 unhealthy; after ``EngineConfig.heartbeat_misses_to_kill`` such probes in a row the periodic
@@ -6,115 +6,125 @@ loop kills it (a cartridge whose event loop is stuck, e.g. in an async handler t
 yields, would otherwise hold its calls forever): its calls fail with
 :class:`~._errors.CartridgeUnhealthy` and the next call starts it again. The pools in a reply
 update admission.
+
+The bookkeeping (which probes are pending, misses in a row, when to kill, what a reply says)
+is the sans-IO :class:`~cartridge_runtime.protocol.HostConnection`'s; this module keeps the
+time, and reaches its connection through :class:`ProbeLink`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import anyio
 
-from ..protocol import Frame, FrameType, MessageId, frames
+from ..protocol import AttributionClass, ErrorCode, Frame, HealthReport
+from ._errors import CallError
 
-if TYPE_CHECKING:
-    from ._conn import Connection
+__all__ = ("HealthBook", "ProbeLink", "heartbeat_loop", "probe", "set_capacities")
 
 log = logging.getLogger("cartridge_runtime.engine")
 
 
-async def probe(conn: Connection, reply_within: float | None = None) -> bool:
-    """Send one HEARTBEAT and wait for its reply; update health. Returns healthy."""
-    hid = MessageId.new()
-    event = anyio.Event()
-    replies: list[Frame] = []
-    conn._hb_pending[hid] = (event, replies)
-    try:
-        conn.send(frames.heartbeat(hid))
-        with anyio.move_on_after(
-            conn.config.heartbeat_timeout if reply_within is None else reply_within
-        ):
-            await event.wait()
-    finally:
-        conn._hb_pending.pop(hid, None)
-    if not replies:
-        if conn.healthy:
-            log.warning("%s: no heartbeat reply; marked unhealthy", conn.name)
-        conn.healthy = False
-        conn.counters.heartbeat_misses += 1
+class HealthBook(Protocol):
+    """The health bookkeeping of a connection (its sans-IO core)."""
+
+    @property
+    def healthy(self) -> bool: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def misses(self) -> int: ...
+
+    def probe_missed(self, *, periodic: bool) -> bool: ...
+
+    def probe_answered(self, reply: Frame, now: float, *, periodic: bool) -> HealthReport: ...
+
+    def read_reply(self, reply: Frame) -> HealthReport: ...
+
+
+class ProbeLink(Protocol):
+    """What health probes need from a connection."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def core(self) -> HealthBook: ...
+
+    async def ask(self, meta: Mapping[str, Any] | None, within: float) -> Frame | None:
+        """Send a HEARTBEAT (with ``meta``) and wait up to ``within`` seconds for its reply."""
+
+    def update_pools(self, pools: Mapping[str, Any]) -> None:
+        """Apply a cartridge's pools to admission."""
+
+    def kill(self, reason: str, *, unhealthy: bool = False) -> None: ...
+
+
+async def probe(link: ProbeLink, within: float, *, periodic: bool = False) -> bool:
+    """Send one HEARTBEAT and wait for its reply; update health. Returns healthy.
+
+    A periodic probe that misses the limit of probes in a row kills the cartridge.
+    """
+    core = link.core
+    reply = await link.ask(None, within)
+    if reply is None:
+        was_healthy = core.healthy
+        kill = core.probe_missed(periodic=periodic)
+        if was_healthy:
+            log.warning("%s: no heartbeat reply; marked unhealthy", link.name)
+        if kill:
+            misses = core.misses
+            log.warning("%s: %d heartbeats missed; killing it", link.name, misses)
+            link.kill(
+                f"killed by the engine: it answered none of {misses} health probes in a row "
+                f"(each given {within:g} s); an async handler that never yields blocks them",
+                unhealthy=True,
+            )
         return False
-    conn.healthy = True
-    conn.last_heartbeat = anyio.current_time()
-    meta = dict(replies[0].meta or {})
-    pools = meta.pop("pools", None)
-    if isinstance(pools, bytes | str):
-        try:
-            parsed = json.loads(pools)
-            if isinstance(parsed, dict):
-                conn.gate.update(parsed)
-        except ValueError:
-            conn.counters.protocol_errors += 1
-    conn.remote_stats = meta
+    report = core.probe_answered(reply, anyio.current_time(), periodic=periodic)
+    if report.pools is not None:
+        link.update_pools(report.pools)
     return True
 
 
-async def heartbeat_loop(conn: Connection) -> None:
-    interval = conn.config.heartbeat_interval
-    limit = conn.config.heartbeat_misses_to_kill
-    assert interval
-    misses = 0
-    while conn.state == "ready":
+async def heartbeat_loop(link: ProbeLink, interval: float, within: float) -> None:
+    """Task body: probe every ``interval`` seconds while the connection is ready."""
+    core = link.core
+    while core.ready:
         await anyio.sleep(interval)
-        if conn.state != "ready":
+        if not core.ready:
             break
-        misses = 0 if await probe(conn) else misses + 1
-        if limit is not None and misses >= limit and conn.state == "ready":
-            timeout = conn.config.heartbeat_timeout
-            log.warning("%s: %d heartbeats missed; killing it", conn.name, misses)
-            conn.kill(
-                f"killed by the engine: it answered none of {misses} health probes in a row "
-                f"(each given {timeout:g} s); an async handler that never yields blocks them",
-                unhealthy=True,
-            )
-            break
+        await probe(link, within, periodic=True)
 
 
-async def set_capacities(conn: Connection, desired: dict[str, int], reply_within: float) -> None:
+async def set_capacities(link: ProbeLink, desired: dict[str, int], reply_within: float) -> None:
     """Send a HEARTBEAT whose ``desired_capacities`` sets pool capacities (FLW-14), and apply
     the reply's pools to admission.
 
     :raises CallError: the cartridge knows no such pool (``UNKNOWN_POOL``, class
         ``internal``, none changed), or gave no reply in time (``TIMEOUT``).
     """
-    from ._errors import CallError
-
-    hid = MessageId.new()
-    event = anyio.Event()
-    replies: list[Frame] = []
-    conn._hb_pending[hid] = (event, replies)
-    try:
-        conn.send(frames.heartbeat(hid, meta={"desired_capacities": json.dumps(desired).encode()}))
-        with anyio.move_on_after(reply_within):
-            await event.wait()
-    finally:
-        conn._hb_pending.pop(hid, None)
-    if not replies:
-        raise CallError("TIMEOUT", "resource", f"cartridge {conn.name}: no heartbeat reply")
-    reply = replies[0]
-    meta = dict(reply.meta or {})
-    if reply.frame_type is not FrameType.HEARTBEAT:
+    meta = {"desired_capacities": json.dumps(desired).encode()}
+    reply = await link.ask(meta, reply_within)
+    if reply is None:
         raise CallError(
-            str(meta.get("code") or "UNKNOWN_POOL"),
-            str(meta.get("attribution_class") or "internal"),
-            str(meta.get("message") or "pool capacity refused"),
+            ErrorCode.TIMEOUT,
+            AttributionClass.RESOURCE,
+            f"cartridge {link.name}: no heartbeat reply",
         )
-    pools = meta.pop("pools", None)
-    if isinstance(pools, bytes | str):
-        try:
-            parsed = json.loads(pools)
-            if isinstance(parsed, dict):
-                conn.gate.update(parsed)
-        except ValueError:
-            conn.counters.protocol_errors += 1
-    conn.remote_stats = meta
+    report = link.core.read_reply(reply)
+    refused = report.refused
+    if refused is not None:
+        raise CallError(
+            refused.code or ErrorCode.UNKNOWN_POOL,
+            refused.attribution_class or AttributionClass.INTERNAL,
+            refused.message or "pool capacity refused",
+        )
+    if report.pools is not None:
+        link.update_pools(report.pools)

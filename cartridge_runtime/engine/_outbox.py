@@ -1,6 +1,6 @@
-"""The writing half of a :class:`~cartridge_runtime.engine._conn.Connection`: the frame queue
-to the cartridge's stdin (its placement's :class:`~._placement.ByteSink`) and the task that
-writes it.
+"""The writing half of a connection: the frame queue to the cartridge's stdin (its placement's
+:class:`~._placement.ByteSink`) and the task that writes it. The connection holds one
+:class:`Outbox` and hands its methods out as its own (bound once: no extra call per frame).
 
 Theory of operation
 -------------------
@@ -18,33 +18,39 @@ flushed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 
 from .. import protocol as P
 from ..protocol import Frame, MessageId
-
-if TYPE_CHECKING:
-    from ._placement import ByteSink
-    from ._proc import Counters
+from ._placement import ByteSink
 
 #: Frames whose payload is under this size are encoded as one buffer, prefix included; larger
 #: ones as separate buffers around the payload, which is never copied (the codec's threshold).
 _SMALL_PAYLOAD = 4096
 
 
+class SendCounters(Protocol):
+    """The statistics the outbox adds to: frames refused after the end, and stragglers."""
+
+    drops: int
+    stragglers: int
+
+
 class Outbox:
-    """Mixed into :class:`~cartridge_runtime.engine._conn.Connection` (see the module
-    docstring)."""
+    """The frame queue of one connection and its writer (see the module docstring).
 
-    # Provided by Connection.
-    state: str
-    counters: Counters
-    limits: P.Limits
-    _stdin: ByteSink | None
+    :param counters: where refused frames are counted.
+    :param max_frame: the largest frame that may be sent (updated once negotiated).
+    """
 
-    def _init_outbox(self) -> None:
+    def __init__(self, counters: SendCounters, max_frame: int) -> None:
+        self.counters = counters
+        self.max_frame = max_frame
+        #: Set once the connection is dead or failed: frames are dropped (and counted).
+        self.closed = False
+        self._stdin: ByteSink | None = None
         self._seq = P.SeqAssigner()
         self._out: list[bytes | memoryview] = []
         #: How many times the queue was handed to the pipe: a position (batches, index) in
@@ -61,7 +67,7 @@ class Outbox:
 
         :raises FrameEncodeError: the frame does not fit the negotiated max_frame.
         """
-        if self.state in ("dead", "failed"):
+        if self.closed:
             self.counters.drops += 1
             return
         seq = self._seq.number(frame)
@@ -77,20 +83,34 @@ class Outbox:
 
         :raises FrameEncodeError: the frame does not fit the negotiated max_frame.
         """
-        if self.state in ("dead", "failed"):
+        if self.closed:
             self.counters.drops += 1
             return
         payload = numbered.payload
         out = self._out
         if payload is None or len(payload) < _SMALL_PAYLOAD:
             # A small frame is one buffer, prefix included (the codec's fastest path).
-            out.append(P.encode_frame(numbered, self.limits.max_frame, seq))
+            out.append(P.encode_frame(numbered, self.max_frame, seq))
         else:
             # The payload goes to writev as its own buffer: never copied into a joined frame.
-            out.extend(P.encode_frame_parts(numbered, self.limits.max_frame, seq))
+            out.extend(P.encode_frame_parts(numbered, self.max_frame, seq))
         if not self._hold and not self._kicked:
             self._kicked = True
             self._wake.set()
+
+    def attach(self, stdin: ByteSink) -> None:
+        """Write to ``stdin`` (the launched instance's input) from now on."""
+        self._stdin = stdin
+
+    @property
+    def queued(self) -> bool:
+        """Whether frames wait in the queue (a block being dispatched writes them after)."""
+        return bool(self._out)
+
+    @property
+    def held(self) -> bool:
+        """Whether a :meth:`hold` is open."""
+        return self._hold > 0
 
     def hold(self) -> None:
         """Queue frames without waking the writer until the matching :meth:`release`."""
@@ -125,7 +145,7 @@ class Outbox:
         whatever the pipe does not take is left to the writer."""
         if not self._out:
             return
-        if self._writing or self._stdin is None or self.state in ("dead", "failed"):
+        if self._writing or self._stdin is None or self.closed:
             self._kick()
             return
         batch, self._out = self._out, []
@@ -155,7 +175,8 @@ class Outbox:
         self._kick()
         await self._drained.wait()
 
-    async def _writer(self) -> None:
+    async def run_writer(self) -> None:
+        """Task body: write whatever is queued whenever it is kicked, until the pipe breaks."""
         assert self._stdin is not None
         stdin = self._stdin
         try:

@@ -17,64 +17,112 @@ origin sends while the target is still starting (bounded by the origin's credit 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 import anyio
 
-from ..protocol import ErrorCode, Frame, FrameType, MessageId, ProtocolError, frames
+from ..protocol import (
+    AttributionClass,
+    ErrorCode,
+    Frame,
+    FrameType,
+    MessageId,
+    ProtocolError,
+    frames,
+)
 from ._errors import CallError
+from ._pools import Chain, PoolGate
+from ._proc import Counters, Flow, PeerOrigin
 
-if TYPE_CHECKING:
-    from ._conn import Connection
+__all__ = ("PeerEnd", "PeerLink", "PeerRouter", "run_peer_link")
 
-#: Where a peer call goes: ``await target(cap)`` is a ready connection (the least-loaded
-#: replica of the cartridge that serves ``cap``) and the handler cap there.
-#: Raises :class:`CallError` (no route, a start-up that failed).
-PeerTarget = Callable[[str], Awaitable[tuple["Connection", str]]]
+
+class PeerEnd(Protocol):
+    """What a peer link needs from a connection at either end of it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def death(self) -> CallError | None: ...
+
+    @property
+    def gate(self) -> PoolGate: ...
+
+    @property
+    def counters(self) -> Counters: ...
+
+    def send(self, frame: Frame) -> None: ...
+
+    def next_xid(self) -> MessageId: ...
+
+    def add_flow(self, rid: MessageId, flow: Flow) -> None: ...
+
+    def add_origin(self, rid: MessageId, origin: PeerOrigin) -> None: ...
+
+    def forget(self, rid: MessageId) -> None: ...
+
+
+class PeerRouter(Protocol):
+    """Where peer calls go (the engine)."""
+
+    async def peer_target(self, cap: str) -> tuple[PeerEnd, str]:
+        """A ready connection that serves ``cap`` (the least-loaded replica of the cartridge
+        that serves it) and the handler cap there.
+
+        :raises CallError: no route, or a start-up that failed.
+        """
+        ...
 
 
 class PeerLink:
     """One peer call in flight (internal)."""
 
-    def __init__(self, target: PeerTarget, origin: Connection, req: Frame) -> None:
-        self._find_target = target
+    def __init__(self, router: PeerRouter, origin: PeerEnd, req: Frame) -> None:
+        self._router = router
         self.origin = origin
         self.orig_rid = req.id
         self.orig_xid = req.routing_id
         self.cap = req.cap or ""
         self.rid = MessageId.new()
         self.xid: MessageId | None = None
-        self.target: Connection | None = None
+        self.target: PeerEnd | None = None
         self.buffer: list[Frame] = []
         self.done = False
-        self._chain: Any = None
-        origin.peer_in[self.orig_rid] = self
+        self._chain: Chain | None = None
+        origin.add_origin(self.orig_rid, self)
 
     async def connect(self) -> None:
         """Route, start the target if needed, take a pool slot, then send the REQ."""
         try:
             if not self.cap:
-                raise CallError(ErrorCode.INVALID_REQUEST, "internal", "peer REQ without a cap")
-            conn, handler = await self._find_target(self.cap)
+                raise CallError(
+                    ErrorCode.INVALID_REQUEST, AttributionClass.INTERNAL, "peer REQ without a cap"
+                )
+            conn, handler = await self._router.peer_target(self.cap)
             chain = await conn.gate.acquire(handler)
         except CallError as exc:
-            self._error_to_origin(exc)
+            self.error_to_origin(exc)
             return
-        if self.done or conn.state != "ready":
+        if self.done or not conn.ready:
             conn.gate.release(chain)
             if not self.done:
-                self._error_to_origin(
+                self.error_to_origin(
                     conn.death
                     or CallError(
-                        ErrorCode.CARTRIDGE_DIED, "environment", f"cartridge {conn.name} died"
+                        ErrorCode.CARTRIDGE_DIED,
+                        AttributionClass.ENVIRONMENT,
+                        f"cartridge {conn.name} died",
                     )
                 )
             return
         self._chain = chain
         self.target = conn
         self.xid = conn.next_xid()
-        conn.calls[self.rid] = self
+        conn.add_flow(self.rid, self)
         conn.send(frames.req(self.rid, self.cap, xid=self.xid))
         buffered, self.buffer = self.buffer, []
         for frame in buffered:
@@ -89,10 +137,10 @@ class PeerLink:
         if self.target is None:
             if frame.frame_type is FrameType.CANCEL:
                 meta = frame.meta or {}
-                self._error_to_origin(
+                self.error_to_origin(
                     CallError(
                         meta.get("code") or ErrorCode.CANCELLED,
-                        meta.get("attribution_class") or "internal",
+                        meta.get("attribution_class") or AttributionClass.INTERNAL,
                         meta.get("message") or "Request cancelled",
                     )
                 )
@@ -109,18 +157,14 @@ class PeerLink:
                 frames.cancel(
                     self.rid,
                     code=ErrorCode.ABORTED,
-                    attribution_class="environment",
+                    attribution_class=AttributionClass.ENVIRONMENT,
                     message=f"the calling cartridge {self.origin.name} died",
                     xid=self.xid,
                 )
             )
-        self._close()
+        self.close()
 
     # -- from the target -------------------------------------------------------------------
-
-    @property
-    def _xid(self) -> MessageId | None:
-        return self.xid
 
     def on_frame(self, frame: Frame) -> None:
         if self.done:
@@ -128,15 +172,15 @@ class PeerLink:
             return
         self._forward(self.origin, frame.replace(id=self.orig_rid, routing_id=self.orig_xid))
         if frame.frame_type.is_terminal:
-            self._close()
+            self.close()
 
     def on_death(self, error: CallError) -> None:
         if not self.done:
-            self._error_to_origin(error)
+            self.error_to_origin(error)
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _forward(self, conn: Connection, frame: Frame) -> None:
+    def _forward(self, conn: PeerEnd, frame: Frame) -> None:
         try:
             conn.send(frame)
         except ProtocolError as exc:
@@ -146,18 +190,21 @@ class PeerLink:
                     frames.cancel(
                         self.rid,
                         code=ErrorCode.PROTOCOL_ERROR,
-                        attribution_class="internal",
+                        attribution_class=AttributionClass.INTERNAL,
                         message=str(exc),
                         xid=self.xid,
                     )
                 )
-            self._error_to_origin(
+            self.error_to_origin(
                 CallError(
-                    ErrorCode.PROTOCOL_ERROR, "internal", f"peer call could not be forwarded: {exc}"
+                    ErrorCode.PROTOCOL_ERROR,
+                    AttributionClass.INTERNAL,
+                    f"peer call could not be forwarded: {exc}",
                 )
             )
 
-    def _error_to_origin(self, error: CallError) -> None:
+    def error_to_origin(self, error: CallError) -> None:
+        """Fail the peer call toward its origin with ``error`` (an ERR) and end the link."""
         if self.done:
             return
         self.origin.send(
@@ -170,9 +217,10 @@ class PeerLink:
                 xid=self.orig_xid,
             )
         )
-        self._close()
+        self.close()
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """End the link: unroute it at both ends and free the target's pool slot."""
         if self.done:
             return
         self.done = True
@@ -190,5 +238,5 @@ async def run_peer_link(link: PeerLink) -> None:
     try:
         await link.connect()
     except anyio.get_cancelled_exc_class():
-        link._close()
+        link.close()
         raise

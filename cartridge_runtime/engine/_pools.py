@@ -41,6 +41,10 @@ class _Pool:
         return self.limit == 0 or self.active < self.limit
 
 
+#: The pools one admitted call holds a slot in (what :meth:`PoolGate.acquire` returns).
+Chain = tuple[_Pool, ...]
+
+
 class _Waiter:
     __slots__ = ("chain", "error", "event", "granted")
 
@@ -119,7 +123,7 @@ class PoolGate:
         pool = self._pools.get(_ALL)
         return pool.active if pool is not None else 0
 
-    async def acquire(self, cap: str) -> tuple[_Pool, ...]:
+    async def acquire(self, cap: str) -> Chain:
         """Wait for a slot in every pool of ``cap``'s chain (FIFO); returns the chain to release.
 
         :raises BaseException: the error given to :meth:`abort` (the cartridge died).
@@ -155,7 +159,7 @@ class PoolGate:
             waiter.error = error
             waiter.event.set()
 
-    def release(self, chain: tuple[_Pool, ...]) -> None:
+    def release(self, chain: Chain) -> None:
         """Give back the slots of an admitted call and admit whoever can go now."""
         for p in chain:
             if p.active > 0:

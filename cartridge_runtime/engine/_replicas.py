@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import attrs
 
+from ..protocol import ConnState
 from ._conn import Connection
 from ._errors import SpawnFailed
 from ._placement import Placement, Target
@@ -85,7 +86,7 @@ class Replica:
             state=state,
             placement_id=conn.placement_id if conn is not None and live else None,
             pid=conn.pid if conn is not None and live else None,
-            in_flight=len(conn.calls) if conn is not None else 0,
+            in_flight=conn.in_flight if conn is not None else 0,
             queued=conn.gate.queued if conn is not None else 0,
             starts=self.starts,
             healthy=conn.healthy if conn is not None and state == "running" else state != "failed",
@@ -99,11 +100,12 @@ def replica_state(replica: Replica) -> str:
     conn = replica.conn
     if conn is None:
         return "failed" if replica.failure else "stopped"
-    if conn.state == "ready" or conn.state == "closing":
+    state = conn.state
+    if state is ConnState.READY or state is ConnState.CLOSING:
         return "running"
-    if conn.state == "starting":
+    if state is ConnState.STARTING:
         return "starting"
-    if conn.state == "failed":
+    if state is ConnState.FAILED:
         return "failed"
     died = conn.returncode not in (0, None) or (
         conn.death is not None and "died" in conn.death.message
@@ -167,8 +169,8 @@ class CartridgeSlot:
         best_load = 0
         for replica in self.replicas:
             conn = replica.conn
-            if conn is not None and conn.state == "ready":
-                load = len(conn.calls) + conn.gate.queued + (0 if conn.healthy else _UNHEALTHY)
+            if conn is not None and conn.ready:
+                load = conn.in_flight + conn.gate.queued + (0 if conn.healthy else _UNHEALTHY)
                 if best is None or load < best_load:
                     best, best_load = conn, load
         return best
@@ -179,7 +181,7 @@ class CartridgeSlot:
         out = []
         for replica in self.replicas:
             conn = replica.conn
-            if conn is not None and conn.state in ("ready", "starting", "closing"):
+            if conn is not None and not conn.core.gone:
                 continue
             if replica.failure is not None and (
                 retry_after is None or now - replica.failed_at < retry_after

@@ -4,8 +4,8 @@ returns (awaitable, or an async context manager), the :class:`Response` and ``co
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Generator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -28,10 +28,11 @@ from ._events import (
     TraceEvent,
 )
 
-if TYPE_CHECKING:
-    from ._engine import Engine
+__all__ = ("CallContext", "OpenCall", "Response")
 
-__all__ = ("CallContext", "Response")
+#: How a call is opened (the engine's): route ``cap``, start its cartridge if needed, take a
+#: pool slot and send the request with ``inputs``; the running call.
+OpenCall = Callable[[str, list[tuple[str, Any]]], Awaitable[CallState]]
 
 
 class Response:
@@ -177,12 +178,12 @@ class CallContext:
 
     def __init__(
         self,
-        engine: Engine,
+        open_call: OpenCall,
         cap: str,
         inputs: list[tuple[str, Any]],
         timeout: float | None = None,
     ) -> None:
-        self._engine = engine
+        self._open_call = open_call
         self._cap = cap
         self._inputs = inputs
         self._timeout = timeout
@@ -200,11 +201,11 @@ class CallContext:
             raise EngineError("a call runs once: make a new engine.call(...) to call again")
         timeout = self._timeout
         if timeout is None:
-            state = await self._engine._open(self._cap, self._inputs)
+            state = await self._open_call(self._cap, self._inputs)
         else:
             deadline = anyio.current_time() + timeout
             with anyio.move_on_after(timeout) as scope:
-                state = await self._engine._open(self._cap, self._inputs)
+                state = await self._open_call(self._cap, self._inputs)
             if scope.cancelled_caught:
                 raise CallTimeout(
                     f"the call to {self._cap} could not start within its timeout of "

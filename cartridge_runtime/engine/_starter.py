@@ -21,7 +21,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from ..protocol import Frame
+from ..protocol import ConnState, Frame
 from ._config import EngineConfig
 from ._conn import Connection
 from ._errors import CallError, EngineClosed, SpawnFailed
@@ -108,7 +108,7 @@ class ReplicaStarter:
         single = slot.single
         if single is not None:
             conn = single.conn
-            if conn is not None and conn.state == "ready":
+            if conn is not None and conn.ready:
                 return conn
             return await self.ensure_started(slot, single)
         best = slot.least_loaded()
@@ -124,7 +124,7 @@ class ReplicaStarter:
             return best
         # Every replica is starting or failed: wait for the first starting one.
         waiting = next(
-            (r for r in slot.replicas if r.conn is not None and r.conn.state == "starting"),
+            (r for r in slot.replicas if r.conn is not None and r.conn.state is ConnState.STARTING),
             slot.replicas[0],
         )
         return await self.ensure_started(slot, waiting)
@@ -142,15 +142,17 @@ class ReplicaStarter:
                 "the engine is not running: use it as `async with Engine() as engine`"
             )
         conn = replica.conn
-        if conn is not None and conn.state == "ready":
+        if conn is not None and conn.ready:
             return conn
         async with replica.lock:
             conn = replica.conn
-            if conn is not None and conn.state == "ready":
+            if conn is not None and conn.ready:
                 return conn
-            if conn is not None and conn.state in ("starting", "closing"):
-                await conn.dead.wait() if conn.state == "closing" else await conn.started.wait()
-                if conn.state == "ready":
+            if conn is not None and conn.state is ConnState.CLOSING:
+                await conn.dead.wait()
+            elif conn is not None and conn.state is ConnState.STARTING:
+                await conn.started.wait()
+                if conn.ready:
                     return conn
             if replica.failure is not None:
                 retry = self._config.spawn_retry_after
@@ -180,7 +182,7 @@ class ReplicaStarter:
             self._tg.start_soon(conn.run)
             await conn.started.wait()
             self._on_started()
-            if conn.state != "ready":
+            if not conn.ready:
                 failure = conn.startup_error or SpawnFailed(
                     f"cartridge {slot.name} stopped during start-up",
                     step="spawn",

@@ -1,102 +1,132 @@
-"""Start-up of a cartridge connection: HELLO, identity check, manifest, POLICY.
+"""Start-up of a cartridge connection, timed: HELLO, identity check, manifest, POLICY.
 
-Each step runs under ``EngineConfig.step_timeout``; a step that fails (no answer, a bad frame,
-a manifest that breaks a rule, the process ending) fails the start-up with a
-:class:`SpawnFailed` naming the step and the cartridge's stderr tail.
+The steps and what each frame means are the sans-IO :class:`~cartridge_runtime.protocol.
+HostHandshake`'s; this module only times them (each under ``EngineConfig.step_timeout``) and
+checks the manifest. It talks to its connection through :class:`StartupLink`, and returns
+either the manifest or a :class:`StartupFailure` naming the step: the connection turns that
+into a :class:`~._errors.SpawnFailed` carrying the cartridge's stderr tail.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
+import attrs
 
-from .. import protocol as P
-from ..protocol import Frame, frames
-from ._pools import PoolGate
+from ..protocol import Frame, HandshakeError, HostHandshake, ProtocolError, StartupProgress
 
 if TYPE_CHECKING:
-    from ._conn import Connection
+    from ..manifest import Manifest
+
+__all__ = ("StartupFailure", "StartupLink", "run_startup")
 
 
-async def _next_frame(conn: Connection, step: str) -> Frame:
-    try:
-        return await conn._startup_rx.receive()
-    except (anyio.EndOfStream, anyio.ClosedResourceError):
-        raise _StartupAbort(step, conn._death_reason) from None
+class StartupLink(Protocol):
+    """What the start-up needs from its connection."""
+
+    @property
+    def exit_description(self) -> str:
+        """How the instance ended (``exit status 3``...), or ``still running``."""
+        ...
+
+    def send(self, frame: Frame) -> None: ...
+
+    async def drain(self) -> None:
+        """Wait until everything queued was handed to the pipe."""
+
+    async def next_startup_event(self) -> StartupProgress | None:
+        """The next start-up event the reader saw; ``None`` once the instance ended."""
+
+    def end_reason(self) -> str:
+        """Why the instance's output ended (``closed its stdout``...), once it did."""
+        ...
+
+    async def settle_stderr(self) -> None:
+        """Give a failing cartridge a moment to finish writing its stderr."""
 
 
-async def run_startup(conn: Connection) -> None:
-    """Run the start-up steps; on success the connection is ``ready``, else ``failed``."""
+@attrs.frozen
+class StartupFailure:
+    """Why a start-up failed: the step (``hello``, ``identity``, ``manifest``, ``policy``),
+    a message, and the manifest rule broken, if that is why."""
+
+    step: str
+    message: str
+    rule: str | None = None
+
+
+async def run_startup(
+    link: StartupLink, handshake: HostHandshake, step_timeout: float
+) -> Manifest | StartupFailure:
+    """Run the start-up steps; returns the cartridge's checked manifest, or why it failed
+    (the handshake is then failed too)."""
+    outcome = await _steps(link, handshake, step_timeout)
+    if isinstance(outcome, StartupFailure):
+        handshake.fail()
+    return outcome
+
+
+async def _steps(
+    link: StartupLink, handshake: HostHandshake, step_timeout: float
+) -> Manifest | StartupFailure:
     from ..manifest import Manifest, ManifestError, ManifestRuleError
 
-    step = "hello"
-    timeout = conn.config.step_timeout
+    step = handshake.step
+    timeout = step_timeout
     try:
         with anyio.fail_after(timeout):
-            conn.send(frames.hello(conn.config.limits))
-            hello = P.accept_cartridge_hello(await _next_frame(conn, step), conn.config.limits)
-        conn.limits = hello.limits
-        conn._decoder.max_frame = hello.limits.max_frame
-        step = "identity"
-        check = P.IdentityCheck()
+            for frame in handshake.start():
+                link.send(frame)
+            step = handshake.step
+            await _advance(link, step)  # the HELLO; the reader sent the identity request
+        step = handshake.step
         with anyio.fail_after(timeout):
-            for f in check.frames():
-                conn.send(f)
-            while not check.receive(await _next_frame(conn, step)):
-                pass
-        step = "manifest"
+            await _advance(link, step)  # the identity echo
+        step = handshake.step
+        hello = handshake.hello
+        assert hello is not None
         try:
             manifest = Manifest.from_json(hello.manifest)
             manifest.validate()
         except ManifestRuleError as exc:
-            conn._fail_start(step, f"manifest breaks {exc}", exc.rule)
-            return
+            return StartupFailure(step, f"manifest breaks {exc}", exc.rule)
         except ManifestError as exc:
-            conn._fail_start(step, f"manifest is invalid: {exc}")
-            return
-        step = "policy"
+            return StartupFailure(step, f"manifest is invalid: {exc}")
         with anyio.fail_after(timeout):
-            conn.send(frames.policy(conn.config.policy))
-            await conn.drain()
+            for frame in handshake.accept_manifest():
+                link.send(frame)
+            step = handshake.step
+            await link.drain()
     except TimeoutError:
-        await _settle_stderr(conn)
-        conn._fail_start(step, f"start-up step {step!r} got no answer within {timeout:g} s")
-        return
-    except _StartupAbort as exc:
-        await _settle_stderr(conn)
-        rc = conn.exit_description
-        conn._fail_start(
-            exc.step, f"start-up step {exc.step!r} failed: the cartridge {exc.reason} ({rc})"
+        await link.settle_stderr()
+        return StartupFailure(step, f"start-up step {step!r} got no answer within {timeout:g} s")
+    except _Ended:
+        await link.settle_stderr()
+        reason = link.end_reason() or "ended"
+        return StartupFailure(
+            step,
+            f"start-up step {step!r} failed: the cartridge {reason} ({link.exit_description})",
         )
-        return
-    except P.ProtocolError as exc:
-        await _settle_stderr(conn)
-        conn._fail_start(step, f"start-up step {step!r} failed: {exc}")
-        return
-    conn.manifest = manifest
-    conn.caps = [cap.urn for cap in manifest.iter_caps()]
-    conn.gate = PoolGate(hello.pools)
-    conn.state = "ready"
-    conn._startup_rx.close()
-    # Frames that raced in behind the identity echo (CREDIT, LOG) are routed normally.
-    conn.started.set()
+    except ProtocolError as exc:
+        await link.settle_stderr()
+        return StartupFailure(step, f"start-up step {step!r} failed: {exc}")
+    return manifest
 
 
-async def _settle_stderr(conn: Connection) -> None:
-    """Give a failing cartridge a moment to finish writing its stderr."""
-    proc = conn.process
-    ended = False
-    if proc is not None:
-        with anyio.move_on_after(0.2):
-            await proc.wait()
-            ended = True
-    with anyio.move_on_after(0.2 if ended else 0.05):
-        await conn._stderr_done.wait()
+async def _advance(link: StartupLink, step: str) -> None:
+    """Wait for the reader's next start-up event.
+
+    :raises HandshakeError: the frames were wrong.
+    :raises _Ended: the instance ended first.
+    """
+    event = await link.next_startup_event()
+    if event is None:
+        raise _Ended(step)
+    if event.error is not None:
+        error: HandshakeError = event.error
+        raise error
 
 
-class _StartupAbort(Exception):
-    def __init__(self, step: str, reason: str) -> None:
-        super().__init__(reason)
-        self.step = step
-        self.reason = reason or "ended"
+class _Ended(Exception):
+    """The instance ended during the start-up."""

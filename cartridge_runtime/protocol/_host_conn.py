@@ -136,7 +136,7 @@ O = TypeVar("O", bound=RequesterFlow)  # noqa: E741
 
 @attrs.frozen
 class SendFrames:
-    """Frames to send the cartridge now (the identity request, an answer to its HEARTBEAT)."""
+    """Frames to send the cartridge now (an answer to its HEARTBEAT)."""
 
     frames: tuple[Frame, ...]
 
@@ -158,10 +158,12 @@ class ProbeAnswered:
 
 @attrs.frozen
 class StartupProgress:
-    """A frame moved the start-up on (to :attr:`phase`), or failed it (:attr:`error`)."""
+    """A frame moved the start-up on (to :attr:`phase`, with :attr:`frames` to send now: the
+    identity request after HELLO), or failed it (:attr:`error`)."""
 
     phase: StartupPhase
     error: HandshakeError | None = None
+    frames: tuple[Frame, ...] = ()
 
 
 @attrs.frozen
@@ -358,17 +360,17 @@ class HostConnection(Generic[F, O]):
         if not handshake.reading:
             self.counters.drops += 1  # nothing is read before our HELLO is out
             return None
+        before = handshake.phase
         try:
             out = handshake.receive(frame)
         except HandshakeError as exc:
             return StartupProgress(handshake.phase, exc)
+        if handshake.phase is before:
+            return None
         if handshake.phase is StartupPhase.MANIFEST:
             # Frames that race in behind the identity echo (CREDIT, LOG) are routed normally.
             self._routing = True
-            return StartupProgress(handshake.phase)
-        if out:
-            return SendFrames(tuple(out))
-        return None
+        return StartupProgress(handshake.phase, frames=tuple(out))
 
     def _route_other(
         self, frame: Frame, ft: FrameType, flow: F | None, origin: O | None
