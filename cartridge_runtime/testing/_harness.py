@@ -1,7 +1,10 @@
 """An in-process host for testing a :class:`CartridgeRuntime` (or a single :class:`Op`).
 
 :class:`CartridgeHarness` runs ``runtime.serve()`` over anyio memory streams and plays the host:
-the real HELLO exchange, the identity check, POLICY, then requests with credit-paced arguments.
+the real HELLO exchange, the identity check, POLICY (the engine's own sans-IO
+:class:`~cartridge_runtime.protocol.HostHandshake`), then requests with credit-paced arguments.
+It stays a raw host on purpose: tests see every frame received (``received``), and can send
+raw frames and raw bytes for bad-input tests.
 Every response is checked by a :class:`BodyReceiver` (so a malformed response fails the test)
 and gathered into a :class:`CallResult`. Raw frames and raw bytes can be sent for bad-input
 tests; peer calls the cartridge makes are answered by the ``peers`` callbacks.
@@ -59,15 +62,18 @@ from cartridge_runtime._redact import describe, describe_meta
 from cartridge_runtime.protocol import (
     BodyEnded,
     BodyReceiver,
+    CartridgeHello,
     ErrorReport,
     Frame,
     FrameDecoder,
     FrameType,
-    IdentityCheck,
+    HandshakeError,
+    HostHandshake,
     Limits,
     LogReceived,
     MessageId,
     ProgressReceived,
+    StartupPhase,
     StreamClosed,
     StreamData,
     StreamItem,
@@ -183,7 +189,10 @@ class CartridgeHarness:
         self.peers = dict(peers or {})
         self.received: list[Frame] = []
         self.exit_status: int | None = None
-        self.hello: Any = None
+        self.hello: CartridgeHello | None = None
+        self._handshake = HostHandshake(self.host_limits, policy)
+        self._handshake_error: HandshakeError | None = None
+        self._identity_event = anyio.Event()
         self.heartbeats: list[Frame] = []
         self.unrouted: list[Frame] = []
         self._calls: dict[MessageId, HarnessCall] = {}
@@ -244,20 +253,49 @@ class CartridgeHarness:
             await self.send_frame(frame)
 
     async def handshake(self) -> None:
-        """HELLO exchange, identity check, POLICY."""
-        await self.send_frame(frames.hello(self.host_limits))
-        with anyio.fail_after(10):
-            await self._hello_event.wait()
-        check = IdentityCheck()
-        call = self._open(check.rid, None)
-        for f in check.frames():
+        """HELLO exchange, identity check, POLICY.
+
+        :raises HandshakeError: the cartridge's HELLO or identity echo is wrong.
+        :raises TimeoutError: a step got no answer within 10 s.
+        """
+        hs = self._handshake
+        for f in hs.start():
             await self.send_frame(f)
         with anyio.fail_after(10):
-            await call.done.wait()
-        for f in call.partial.frames:
-            check.receive(f)
-        if self.policy is not None:
-            await self.send_frame(frames.policy(self.policy))
+            await self._hello_event.wait()
+        self._raise_handshake_error()
+        with anyio.fail_after(10):
+            await self._identity_event.wait()
+        self._raise_handshake_error()
+        for f in hs.accept_manifest():
+            await self.send_frame(f)
+        hs.delivered()
+
+    def _raise_handshake_error(self) -> None:
+        if self._handshake_error is not None:
+            raise self._handshake_error
+
+    async def _handshake_frame(self, f: Frame) -> bool:
+        """Feed a start-up frame to the handshake; False when it is not one."""
+        hs = self._handshake
+        if not hs.reading or (hs.phase is StartupPhase.IDENTITY and f.id != hs.identity.rid):
+            return False
+        try:
+            out = hs.receive(f)
+        except HandshakeError as exc:
+            self._handshake_error = exc
+            self._hello_event.set()
+            self._identity_event.set()
+            return True
+        if hs.hello is not None and self.hello is None:
+            self.hello = hs.hello
+            self.limits = hs.limits
+            self._hello_event.set()
+        for frame in out:
+            await self._send_quiet(frame)
+        if hs.phase is StartupPhase.MANIFEST:
+            self._identity_event.set()
+        return True
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -277,7 +315,10 @@ class CartridgeHarness:
 
     async def _route(self, f: Frame) -> None:
         ft = f.frame_type
+        if await self._handshake_frame(f):
+            return
         if ft is FrameType.HELLO and self.hello is None:
+            # No handshake of ours (``handshake=False``): still learn what the cartridge said.
             self.hello = accept_cartridge_hello(f, self.host_limits)
             self.limits = self.hello.limits
             self._hello_event.set()
