@@ -18,7 +18,8 @@ process: see :mod:`._placement`), and four tasks in its own task group:
 * the **writer** (:mod:`._outbox`, held by composition) waits for queued frames and hands
   everything queued to one ``writev``; it only runs when the pipe is full or nobody flushed,
   because code that queues several frames at once writes them itself;
-* the **stderr** reader appends to a log file and keeps a bounded tail in memory;
+* the **stderr** reader (:mod:`._stderr`) appends to a log file and keeps a bounded tail in
+  memory;
 * the **heartbeat** task (:mod:`._health`) probes the cartridge on a timer.
 
 The start-up (:mod:`._startup`) and the probes (:mod:`._health`) reach the connection through
@@ -33,7 +34,6 @@ is death: the instance is reaped (killed if it lingers), and every pending flow 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +64,7 @@ from ._placement import Instance, LaunchError, LaunchSpec, Placement
 from ._pools import PoolGate
 from ._proc import Counters, Flow, PeerOrigin, describe_stray_bytes
 from ._startup import StartupFailure, run_startup
+from ._stderr import StderrLog
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
@@ -143,8 +144,7 @@ class Connection:
         self._decoder = P.FrameDecoder(config.limits.max_frame)
         self._startup_tx, self._startup_rx = anyio.create_memory_object_stream[StartupProgress](8)
         self._end_reason = ""
-        self._tail = ""
-        self._stderr_done = anyio.Event()
+        self._stderr = StderrLog(log_path, config.stderr_tail_chars, config.stderr_log_max_bytes)
         self._replies: dict[MessageId, _Reply] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._notified = False
@@ -223,7 +223,7 @@ class Connection:
 
     @property
     def stderr_tail(self) -> str:
-        return self._tail
+        return self._stderr.tail
 
     def next_xid(self) -> MessageId:
         """A fresh small-uint routing id for a request sent on this connection."""
@@ -365,7 +365,7 @@ class Connection:
                 await proc.wait()
                 ended = True
         with anyio.move_on_after(0.2 if ended else 0.05):
-            await self._stderr_done.wait()
+            await self._stderr.done.wait()
 
     async def ask(self, meta: Mapping[str, Any] | None, within: float) -> Frame | None:
         """Send a HEARTBEAT (``meta``: desired capacities) and wait up to ``within`` seconds
@@ -386,40 +386,6 @@ class Connection:
         """Apply the pools a heartbeat reply carried to admission."""
         self.gate.update(pools)
 
-    # -- stderr ----------------------------------------------------------------------------
-
-    async def _stderr_reader(self) -> None:
-        assert self.process is not None
-        stderr = self.process.stderr
-        if stderr is None:
-            self._stderr_done.set()
-            return
-        limit = self.config.stderr_tail_chars
-        cap = self.config.stderr_log_max_bytes
-        logfile = None
-        try:
-            # A local log file, written in line-sized blocks: not worth a thread hop.
-            logfile = open(self.log_path, "ab")  # noqa: ASYNC230, SIM115
-            written = logfile.tell()
-            async for block in stderr:
-                if cap is not None and written + len(block) > cap and written:
-                    # Rotate: the full file becomes NAME.1 (replacing an older one).
-                    logfile.close()
-                    os.replace(self.log_path, f"{self.log_path}.1")
-                    logfile = open(self.log_path, "ab")  # noqa: ASYNC230, SIM115
-                    written = 0
-                logfile.write(block)
-                logfile.flush()
-                written += len(block)
-                tail = self._tail + block.decode("utf-8", "replace")
-                self._tail = tail[-limit:] if len(tail) > limit else tail
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass
-        finally:
-            if logfile is not None:
-                logfile.close()
-            self._stderr_done.set()
-
     # -- life ------------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -438,7 +404,7 @@ class Connection:
                         return
                     self.outbox.attach(self.process.stdin)
                     self._tg = tg
-                    tg.start_soon(self._stderr_reader)
+                    tg.start_soon(self._stderr.run, self.process.stderr)
                     tg.start_soon(self._reader)
                     tg.start_soon(self.outbox.run_writer)
                     outcome = await run_startup(self, self.core.handshake, self.config.step_timeout)
@@ -462,7 +428,7 @@ class Connection:
                         self.death = CartridgeDied(
                             f"cartridge {self.name} was stopped ({how})",
                             returncode=self.returncode,
-                            stderr_tail=self._tail.strip(),
+                            stderr_tail=self._stderr.tail.strip(),
                         )
                     if not self._notified:
                         self._fail_all(self.death)
@@ -496,11 +462,11 @@ class Connection:
             self._ended = True
         self.returncode = proc.returncode
         with anyio.move_on_after(_EXIT_WAIT):
-            await self._stderr_done.wait()
+            await self._stderr.done.wait()
         await proc.aclose()
 
     def _fail_start(self, step: str, message: str, rule: str | None = None) -> None:
-        tail = self._tail.strip()
+        tail = self._stderr.tail.strip()
         full = f"cartridge {self.name}: {message}"
         if tail:
             full += f"\nstderr:\n{tail}"
@@ -522,7 +488,7 @@ class Connection:
         self.outbox.closed = True
         with anyio.CancelScope(shield=True):
             await self._reap(kill=True)
-        tail = self._tail.strip()
+        tail = self._stderr.tail.strip()
         how = self.exit_description
         reason = self._kill_reason or f"it {reason}"
         if was_closing and self._kill_reason is None:

@@ -2,14 +2,10 @@
 
 Routing
 -------
-Every cartridge contributes its caps in the order it was added (its manifest's caps once it
-has started, ``known_caps`` before that). A call's cap is resolved with the runtime's own
-dispatch (:func:`cartridge_runtime.urn.select_handler`) over that list with duplicates
-removed: an exact string match first, then the best dispatchable cap (refinements first, then
-the smallest specificity distance). **Ties go to the cartridge added first**; a cap text that
-several cartridges declare belongs to the first of them. When nothing matches and some
-cartridges have not told their caps yet (no ``known_caps`` and never started), they are
-started, in the order added, until one matches.
+A call's cap goes to the cartridge that serves it by the runtime's own dispatch rule; **ties
+go to the cartridge added first**, and cartridges whose caps are unknown are started, in the
+order added, until one matches (see :mod:`._routing`, whose :class:`~._routing.CapRouter`
+also routes peer calls).
 
 Placements and replicas
 -----------------------
@@ -50,32 +46,29 @@ from ..protocol import (
     frames,
     tune_allocator,
 )
-from ..urn import select_handler
 from ._arg_check import check_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
 from ._config import EngineConfig
 from ._conn import Connection
-from ._errors import CallError, EngineClosed, EngineError, NoRoute, SpawnFailed
+from ._errors import CallError, EngineClosed, EngineError
 from ._events import Result
 from ._health import set_capacities
 from ._machine_api import MachineRun, open_run, run_to_end
 from ._machine_events import MachineResult
 from ._machine_run import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
-from ._peer import PeerEnd, PeerLink, run_peer_link
+from ._peer import PeerLink, run_peer_link
 from ._placement import Placement
 from ._proc import Counters, describe_returncode
 from ._replicas import CartridgeSlot, Replica
 from ._response import CallContext
+from ._routing import CapRouter
 from ._starter import ReplicaStarter
 from ._status import CartridgeStatus, EngineStats, cartridge_status
 from ._subprocess import Subprocess
 
 if TYPE_CHECKING:
     from ..machine import Machine, MachineSource
-
-#: Most distinct cap texts whose routing result is remembered.
-_ROUTE_CACHE = 1024
 
 
 class Engine:
@@ -99,14 +92,13 @@ class Engine:
         self._closed = False
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._log_dir: Path | None = None
-        #: Routing results by the exact cap text asked for; cleared when caps change.
-        self._routes: dict[str, tuple[CartridgeSlot, str]] = {}
         self._starter = ReplicaStarter(
             config=self.config,
             counters=self._counters,
             on_peer_request=self._on_peer_request,
             on_started=self._caps_changed,
         )
+        self._router = CapRouter(self._slots, self._starter, self._counters)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -375,70 +367,13 @@ class Engine:
 
     # -- routing ---------------------------------------------------------------------------
 
-    def _table(self) -> tuple[list[str], list[tuple[CartridgeSlot, str]]]:
-        texts: list[str] = []
-        owners: list[tuple[CartridgeSlot, str]] = []
-        seen: set[str] = set()
-        for slot in self._slots.values():
-            for cap in slot.caps or ():
-                if cap not in seen:
-                    seen.add(cap)
-                    texts.append(cap)
-                    owners.append((slot, cap))
-        return texts, owners
-
-    def _lookup(self, cap: str) -> tuple[CartridgeSlot, str] | None:
-        hit = self._routes.get(cap)
-        if hit is not None:
-            return hit
-        texts, owners = self._table()
-        index = select_handler(texts, cap)
-        if index is None:
-            return None
-        if len(self._routes) >= _ROUTE_CACHE:
-            self._routes.clear()
-        hit = self._routes[cap] = owners[index]
-        return hit
-
     def _caps_changed(self) -> None:
         """The routing table changed (a cartridge added, or its manifest became known)."""
-        self._routes.clear()
-
-    async def _route(self, cap: str) -> tuple[CartridgeSlot, str]:
-        """The cartridge (and its handler cap) that serves ``cap``; may start cartridges whose
-        caps are still unknown.
-
-        :raises NoRoute: nobody provides it.
-        :raises SpawnFailed: nobody else provides it and a cartridge that might failed to start.
-        """
-        hit = self._lookup(cap)
-        if hit is not None:
-            return hit
-        failures: list[SpawnFailed] = []
-        for slot in list(self._slots.values()):
-            if slot.caps is None:
-                try:
-                    await self._starter.connection(slot)
-                except SpawnFailed as exc:
-                    failures.append(exc)
-                    continue
-                hit = self._lookup(cap)
-                if hit is not None:
-                    return hit
-        self._counters.no_route += 1
-        if failures and len(self._slots) == len(failures):
-            raise failures[0]
-        known = ", ".join(self._slots) or "none"
-        message = f"no cartridge handles cap: {cap} (cartridges: {known})"
-        if failures:
-            message += "; failed to start: " + "; ".join(
-                f.message.splitlines()[0] for f in failures
-            )
-        raise NoRoute(message)
+        self._router.changed()
 
     def route(self, cap: str) -> str | None:
         """The name of the cartridge a call to ``cap`` would go to now (``None``: unknown yet)."""
-        hit = self._lookup(cap)
+        hit = self._router.lookup(cap)
         return hit[0].name if hit is not None else None
 
     # -- calls -----------------------------------------------------------------------------
@@ -487,8 +422,8 @@ class Engine:
     async def _open(self, cap: str, inputs: list[tuple[str, Any]]) -> CallState:
         if self._closed:
             raise EngineClosed()
-        hit = self._routes.get(cap)
-        slot, handler = hit if hit is not None else await self._route(cap)
+        hit = self._router.cache.get(cap)
+        slot, handler = hit if hit is not None else await self._router.resolve(cap)
         single = slot.single
         conn = single.conn if single is not None else None
         if conn is None or not conn.ready:
@@ -517,15 +452,6 @@ class Engine:
             state.observation = observe_call(self._observers, state, slot.name)
         state.start()
         return state
-
-    async def peer_target(self, cap: str) -> tuple[PeerEnd, str]:
-        """Where a peer call to ``cap`` goes: a ready connection and its handler cap (the
-        engine is the :class:`~._peer.PeerRouter` of its peer links).
-
-        :raises CallError: no route, or the target cannot start.
-        """
-        slot, handler = await self._route(cap)
-        return await self._starter.connection(slot), handler
 
     # -- live control ----------------------------------------------------------------------
 
@@ -571,7 +497,7 @@ class Engine:
         self._observers.append(observer)
 
     def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
-        link = PeerLink(self, origin, frame)
+        link = PeerLink(self._router, origin, frame)
         if self._tg is None or self._closed:
             link.error_to_origin(EngineClosed())
             return
