@@ -116,6 +116,15 @@ class Connection:
             counters=counters,
             misses_to_kill=config.heartbeat_misses_to_kill,
         )
+        core = self.core
+        #: A fresh small-uint routing id for a request sent on this connection.
+        self.next_xid: Callable[[], MessageId] = core.next_xid
+        #: Route the response frames of a request (by rid) to its flow.
+        self.add_flow: Callable[[MessageId, Flow], None] = core.add_flow
+        #: Route the frames of this cartridge's peer call (by its rid) to its origin.
+        self.add_origin: Callable[[MessageId, PeerOrigin], None] = core.add_origin
+        #: A flow of a rid ended: later frames for it are stragglers.
+        self.forget: Callable[[MessageId], None] = core.forget
         #: The frame queue and its writer; its hot methods are bound here once.
         self.outbox = Outbox(counters, config.limits.max_frame)
         outbox = self.outbox
@@ -224,22 +233,6 @@ class Connection:
     @property
     def stderr_tail(self) -> str:
         return self._stderr.tail
-
-    def next_xid(self) -> MessageId:
-        """A fresh small-uint routing id for a request sent on this connection."""
-        return self.core.next_xid()
-
-    def add_flow(self, rid: MessageId, flow: Flow) -> None:
-        """Route the response frames of request ``rid`` to ``flow``."""
-        self.core.calls[rid] = flow
-
-    def add_origin(self, rid: MessageId, origin: PeerOrigin) -> None:
-        """Route the frames of this cartridge's peer call ``rid`` to ``origin``."""
-        self.core.origins[rid] = origin
-
-    def forget(self, rid: MessageId) -> None:
-        """A flow of ``rid`` ended: later frames for it are stragglers."""
-        self.core.forget(rid)
 
     def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None:
         """Drop the numbering of a flow whose frames were withdrawn."""
