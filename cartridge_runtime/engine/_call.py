@@ -47,8 +47,8 @@ and ``force_kill`` kills the process. A cancel therefore never hangs.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -69,11 +69,56 @@ from ._events import (
     TraceEvent,
 )
 from ._inputs import Inputs, InputSender, InputValue, inline_frames, normalize_inputs
+from ._pools import Chain, PoolGate
+from ._proc import Counters, Flow
 
-if TYPE_CHECKING:
-    from ._conn import Connection
+__all__ = ("CallLink", "CallState", "InputValue", "Inputs", "normalize_inputs")
 
-__all__ = ("CallState", "InputValue", "Inputs", "normalize_inputs")
+
+class CallLink(Protocol):
+    """What a call needs from the connection it runs on."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def limits(self) -> P.Limits: ...
+
+    @property
+    def counters(self) -> Counters: ...
+
+    @property
+    def gate(self) -> PoolGate: ...
+
+    @property
+    def metric_totals(self) -> dict[str, float]: ...
+
+    def new_event(self) -> anyio.Event: ...
+
+    def next_xid(self) -> MessageId: ...
+
+    def add_flow(self, rid: MessageId, flow: Flow) -> None: ...
+
+    def forget(self, rid: MessageId) -> None: ...
+
+    def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None: ...
+
+    def send(self, frame: Frame) -> None: ...
+
+    def send_numbered(self, numbered: Frame, seq: int | None) -> None: ...
+
+    def hold(self) -> None: ...
+
+    def release(self) -> None: ...
+
+    def mark(self) -> tuple[int, int]: ...
+
+    def withdraw(self, start: tuple[int, int], stop: tuple[int, int]) -> bool: ...
+
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None: ...
+
+    def kill(self, reason: str, *, unhealthy: bool = False) -> None: ...
+
 
 _CHUNK = FrameType.CHUNK
 _CREDIT = FrameType.CREDIT
@@ -85,12 +130,12 @@ class CallState:
 
     def __init__(
         self,
-        conn: Connection,
+        conn: CallLink,
         *,
         cap: str,
         handler_cap: str,
         inputs: list[tuple[str, Any]],
-        chain: Any,
+        chain: Chain | None,
         cancel_grace: float,
         max_pending_logs: int = 1000,
     ) -> None:
