@@ -20,12 +20,15 @@ from _bench_engine import small_call
 
 from cartridge_runtime.engine import Engine
 
-#: Start-up under valgrind is tens of times slower than native; nothing here may time out.
+#: Start-up under valgrind is tens of times slower than native; nothing here may time out
+#: (nor the shutdown: a cartridge killed before it exits writes no count).
 SLOW_STEP_S = 600.0
 
 
 async def _run(args: argparse.Namespace) -> None:
-    async with Engine(step_timeout=SLOW_STEP_S, heartbeat_interval=None) as engine:
+    async with Engine(
+        step_timeout=SLOW_STEP_S, shutdown_grace=SLOW_STEP_S, heartbeat_interval=None
+    ) as engine:
         engine.add_cartridge(args.cartridge)
         await small_call(engine, args.cap, args.media)  # spawn and hand-shake before counting
         per, rest = divmod(args.calls, args.inflight)
