@@ -60,9 +60,11 @@ import cbor2
 
 from cartridge_runtime._redact import describe, describe_meta
 from cartridge_runtime.protocol import (
+    AttributionClass,
     BodyEnded,
     BodyReceiver,
     CartridgeHello,
+    ErrorCode,
     ErrorReport,
     Frame,
     FrameDecoder,
@@ -494,7 +496,12 @@ class CartridgeHarness:
         handler = self._peer_handler(cap)
         if handler is None:
             await self.send_frame(
-                frames.err(rid, "NO_HANDLER", f"no cartridge handles cap: {cap}", "environment")
+                frames.err(
+                    rid,
+                    ErrorCode.NO_HANDLER,
+                    f"no cartridge handles cap: {cap}",
+                    AttributionClass.ENVIRONMENT,
+                )
             )
             return
         try:
@@ -505,10 +512,10 @@ class CartridgeHarness:
             code = getattr(exc, "code", None)
             if isinstance(code, str) and code:
                 message = str(getattr(exc, "message", "") or exc)
-                cls = str(getattr(exc, "attribution_class", None) or "internal")
+                cls = str(getattr(exc, "attribution_class", None) or AttributionClass.INTERNAL)
                 arg_urn = getattr(exc, "arg_urn", None)
             else:
-                code, cls, arg_urn = "PEER_FAILED", "internal", None
+                code, cls, arg_urn = "PEER_FAILED", AttributionClass.INTERNAL, None
                 message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             await self.send_frame(frames.err(rid, code, message, cls, arg_urn=arg_urn))
             return
