@@ -102,16 +102,6 @@ class Outbox:
         """Write to ``stdin`` (the launched instance's input) from now on."""
         self._stdin = stdin
 
-    @property
-    def queued(self) -> bool:
-        """Whether frames wait in the queue (a block being dispatched writes them after)."""
-        return bool(self._out)
-
-    @property
-    def held(self) -> bool:
-        """Whether a :meth:`hold` is open."""
-        return self._hold > 0
-
     def hold(self) -> None:
         """Queue frames without waking the writer until the matching :meth:`release`."""
         self._hold += 1
