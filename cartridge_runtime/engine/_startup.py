@@ -98,6 +98,8 @@ async def _steps(
                 link.send(frame)
             step = handshake.step
             await link.drain()
+        if link.end_reason():  # its output ended after the echo: no use starting it
+            raise _Ended(step)
     except TimeoutError:
         await link.settle_stderr()
         return StartupFailure(step, f"start-up step {step!r} got no answer within {timeout:g} s")
