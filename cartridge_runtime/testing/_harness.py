@@ -3,8 +3,7 @@
 :class:`CartridgeHarness` runs ``runtime.serve()`` over anyio memory streams and plays the host:
 the real HELLO exchange, the identity check, POLICY (the engine's own sans-IO
 :class:`~cartridge_runtime.protocol.HostHandshake`), then requests with credit-paced arguments.
-It stays a raw host on purpose: tests see every frame received (``received``), and can send
-raw frames and raw bytes for bad-input tests.
+Past the handshake it is a raw host on purpose: every frame received is kept (``received``).
 Every response is checked by a :class:`BodyReceiver` (so a malformed response fails the test)
 and gathered into a :class:`CallResult`. Raw frames and raw bytes can be sent for bad-input
 tests; peer calls the cartridge makes are answered by the ``peers`` callbacks.
@@ -213,7 +212,13 @@ class CartridgeHarness:
         self._tg.start_soon(self._serve, c_in, c_out)
         self._tg.start_soon(self._read)
         if self.do_handshake:
-            await self.handshake()
+            try:
+                await self.handshake()
+            except BaseException:
+                # A failed handshake leaves nothing running behind the caller's back.
+                self._tg.cancel_scope.cancel()
+                await self._tg.__aexit__(None, None, None)
+                raise
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
