@@ -386,3 +386,30 @@ def test_periodic_misses_in_a_row_kill() -> None:
     assert counters.heartbeat_misses == 6
     conn.begin_close()
     assert not conn.probe_missed(periodic=True)  # only a ready cartridge is killed
+
+
+def _counts(c: Counters) -> int:
+    return c.drops + c.stragglers + c.late_credits + c.no_route + c.protocol_errors
+
+
+@pytest.mark.parametrize("ft", list(FrameType))
+@pytest.mark.parametrize("known", ["none", "flow", "origin", "ended"])
+def test_no_frame_is_dropped_silently(ft: FrameType, known: str) -> None:
+    # Whatever the frame and whoever knows its rid: it reaches an owner, comes back as an
+    # event, or is counted.
+    conn, counters = started()
+    rid = MessageId.new()
+    flow, origin = Flow(None), Origin()
+    if known == "flow":
+        conn.add_flow(rid, flow)
+    elif known == "origin":
+        conn.add_origin(rid, origin)
+    elif known == "ended":
+        conn.add_flow(rid, flow)
+        conn.forget(rid)
+    meta = {"network": "full"} if ft is FrameType.POLICY else None
+    frame = Frame(frame_type=ft, id=rid, meta=meta)
+    event = conn.receive_frame(frame)
+    delivered = len(flow.frames) + len(origin.frames)
+    assert delivered + (event is not None) + (_counts(counters) > 0) >= 1
+    assert delivered <= 1
