@@ -47,8 +47,8 @@ and ``force_kill`` kills the process. A cancel therefore never hangs.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -69,56 +69,10 @@ from ._events import (
     TraceEvent,
 )
 from ._inputs import Inputs, InputSender, InputValue, inline_frames, normalize_inputs
-from ._pools import Chain, PoolGate
-from ._proc import Counters, Flow
+from ._pools import Chain
+from ._proc import CallLink
 
-__all__ = ("CallLink", "CallState", "InputValue", "Inputs", "normalize_inputs")
-
-
-class CallLink(Protocol):
-    """What a call needs from the connection it runs on."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def limits(self) -> P.Limits: ...
-
-    @property
-    def counters(self) -> Counters: ...
-
-    @property
-    def gate(self) -> PoolGate: ...
-
-    @property
-    def metric_totals(self) -> dict[str, float]: ...
-
-    def new_event(self) -> anyio.Event: ...
-
-    def next_xid(self) -> MessageId: ...
-
-    def add_flow(self, rid: MessageId, flow: Flow) -> None: ...
-
-    def forget(self, rid: MessageId) -> None: ...
-
-    def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None: ...
-
-    def send(self, frame: Frame) -> None: ...
-
-    def send_numbered(self, numbered: Frame, seq: int | None) -> None: ...
-
-    def hold(self) -> None: ...
-
-    def release(self) -> None: ...
-
-    def mark(self) -> tuple[int, int]: ...
-
-    def withdraw(self, start: tuple[int, int], stop: tuple[int, int]) -> bool: ...
-
-    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None: ...
-
-    def kill(self, reason: str, *, unhealthy: bool = False) -> None: ...
-
+__all__ = ("CallState", "InputValue", "Inputs", "normalize_inputs")
 
 _CHUNK = FrameType.CHUNK
 _CREDIT = FrameType.CREDIT
