@@ -26,8 +26,11 @@ from cartridge_runtime._redact import describe, describe_meta
 from cartridge_runtime.protocol import (
     BodyEnded,
     ErrorReport,
+    Event,
     LogReceived,
+    MessageId,
     ProgressReceived,
+    ProtocolError,
     StreamClosed,
     StreamData,
     StreamItem,
@@ -80,7 +83,9 @@ class PeerResponse:
         self.consumed: Any = None  # hook(stream_id) -> None, set by the transport
         self.before_block: Any = None  # hook() -> None
 
-    def _deliver(self, event: Any, credit: int = 0) -> None:
+    def deliver(self, event: Event | ProtocolError, credit: int = 0) -> None:
+        """Take one event of the response (or the error that broke it), as the connection
+        routes it here; ``credit`` is 1 when consuming the event returns a credit."""
         self._box.put((event, credit))
 
     async def _next(self) -> tuple[Any, int]:
@@ -215,7 +220,7 @@ class PeerCall:
         self._finished = False
         self.progress_range: tuple[float, float] = (0.0, 1.0)
         self.response = PeerResponse(self)
-        self.rid: Any = None  # set by the transport
+        self.rid: MessageId | None = None  # set by the transport
 
     def __repr__(self) -> str:
         return f"PeerCall(cap_urn={self.cap_urn!r}, args={len(self._args)})"
