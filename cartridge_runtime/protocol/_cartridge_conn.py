@@ -46,7 +46,7 @@ from ._cartridge_state import (
     terminal_frame,
 )
 from ._constants import AttributionClass, ErrorCode, FrameType
-from ._errors import HandshakeError, ProtocolError, RemoteProtocolError
+from ._errors import HandshakeError, LocalProtocolError, ProtocolError, RemoteProtocolError
 from ._events import BodyEnded, ErrorReport, StreamData, StreamItem, StreamOpened
 from ._frame import ZERO_ID, Frame, MessageId
 from ._handshake import accept_host_hello
@@ -163,7 +163,7 @@ class CartridgeConnection(Generic[H]):
 
     def _move(self, phase: ConnPhase) -> None:
         if phase not in PHASE_TRANSITIONS[self.phase]:
-            raise ProtocolError(f"connection cannot go from {self.phase.name} to {phase.name}")
+            raise LocalProtocolError(f"connection cannot go from {self.phase.name} to {phase.name}")
         self.phase = phase
         self._table = self._tables[phase]
 

@@ -226,9 +226,7 @@ class Session:
     def _deliver(self, a: Active, frame: Frame, events: list[Event]) -> None:
         """Put a request frame's events into the request's input streams."""
         for ev in events:
-            kind = type(ev)
-            if kind is StreamData:
-                assert isinstance(ev, StreamData)
+            if isinstance(ev, StreamData):
                 s = a.inputs.get(ev.stream_id)
                 if s is not None:
                     value = ev.value
@@ -248,13 +246,11 @@ class Session:
                 else:  # a closed live feed: drop the data but keep the sender's window open
                     a.receiver.consumed(ev.stream_id)
                     self._flush_credit(a)
-            elif kind is StreamItem:
-                assert isinstance(ev, StreamItem)
+            elif isinstance(ev, StreamItem):
                 s = a.inputs.get(ev.stream_id)
                 if s is not None:
                     s._push_item(ev.value, ev.meta, 1 if ev is events[0] else 0)
-            elif kind is StreamOpened:
-                assert isinstance(ev, StreamOpened)
+            elif isinstance(ev, StreamOpened):
                 s = InputStream(
                     ev.stream_id,
                     ev.media_urn,
@@ -267,15 +263,13 @@ class Session:
                 )
                 a.inputs[ev.stream_id] = s
                 a.package._add(s)
-            elif kind is StreamClosed:
-                assert isinstance(ev, StreamClosed)
+            elif isinstance(ev, StreamClosed):
                 s = a.inputs.get(ev.stream_id)
                 if s is not None:
                     s._push_end()
-            elif kind is BodyEnded:
+            elif isinstance(ev, BodyEnded):
                 a.package._end()
-            elif kind is ErrorReport:  # the requester failed (the connection gave it up)
-                assert isinstance(ev, ErrorReport)
+            elif isinstance(ev, ErrorReport):  # the requester failed (the connection gave it up)
                 runner = self.runner
                 assert runner is not None
                 runner.abort(a, ev.message or "requester failed")
