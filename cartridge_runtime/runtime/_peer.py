@@ -83,9 +83,7 @@ class PeerResponse:
         self.consumed: Any = None  # hook(stream_id) -> None, set by the transport
         self.before_block: Any = None  # hook() -> None
 
-    def deliver(self, event: Event | ProtocolError, credit: int = 0) -> None:
-        """Take one event of the response (or the error that broke it), as the connection
-        routes it here; ``credit`` is 1 when consuming the event returns a credit."""
+    def _deliver(self, event: Event | ProtocolError, credit: int = 0) -> None:
         self._box.put((event, credit))
 
     async def _next(self) -> tuple[Any, int]:
@@ -197,6 +195,20 @@ class PeerResponse:
         if values and all(isinstance(v, str) for v in values):
             return "".join(values)
         return values
+
+
+class ResponseSink:
+    """Where the connection routes a peer call's response (``protocol.PeerSink``): each event,
+    or the error that broke the response, goes into the :class:`PeerResponse`'s mailbox;
+    ``credit`` is 1 when consuming the event returns a credit."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: PeerResponse) -> None:
+        self._response = response
+
+    def deliver(self, event: Event | ProtocolError, credit: int = 0) -> None:
+        self._response._deliver(event, credit)
 
 
 class PeerCall:

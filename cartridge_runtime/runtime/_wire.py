@@ -35,7 +35,7 @@ from cartridge_runtime.protocol._codec import bytes_head
 from ._errors import RequestCancelled
 from ._input import InputPackage, InputStream, _noop
 from ._output import OutputSpec, OutputStream
-from ._peer import PeerCall
+from ._peer import PeerCall, ResponseSink
 from ._served import OpFactory
 from ._writer import FrameWriter
 
@@ -279,7 +279,7 @@ class WirePeer:
         self.reporter = reporter
 
     async def send_req(self, call: PeerCall) -> None:
-        route = self.conn.open_peer_call(self.active.request, call.response)
+        route = self.conn.open_peer_call(self.active.request, ResponseSink(call.response))
         call.rid = route.rid
         receiver = route.receiver
         writer = self.active.writer
