@@ -21,7 +21,7 @@ from cartridge_runtime.protocol import (
     encode_frame,
     frames,
 )
-from cartridge_runtime.runtime._runtime import EXIT_OK, EXIT_PROTOCOL
+from cartridge_runtime.runtime._exit import EXIT_OK, EXIT_PROTOCOL
 from cartridge_runtime.runtime._session import Session
 from cartridge_runtime.runtime._stdin import LoopReceiveStream
 from cartridge_runtime.runtime._writer import WRITER_QUEUE, FrameWriter

@@ -6,6 +6,31 @@ Nothing here does IO, imports anyio or sleeps; time, where it matters, is an arg
 
 from . import _builders as frames
 from ._alloc import tune_allocator
+from ._cartridge_conn import REQ_RULES, CartridgeConnection
+from ._cartridge_state import (
+    PHASE_TRANSITIONS,
+    Admission,
+    Cancelled,
+    CloseInputs,
+    CloseReason,
+    ConnectionClosed,
+    ConnEvent,
+    ConnPhase,
+    CreditSink,
+    HandlerTable,
+    Handshaken,
+    HeartbeatProbe,
+    InputFailed,
+    Notice,
+    PeerRoute,
+    PeerSink,
+    PoolSchedule,
+    RequestAdmitted,
+    RequestPhase,
+    ServedRequest,
+    cancel_reason,
+    terminal_frame,
+)
 from ._checksum import checksum, verify_chunk
 from ._codec import (
     decode_body,
@@ -200,6 +225,31 @@ __all__ = (
     "ProgressReceived",
     "BodyEnded",
     "ErrorReport",
+    # the cartridge side of a connection
+    "CartridgeConnection",
+    "ConnPhase",
+    "PHASE_TRANSITIONS",
+    "CloseReason",
+    "RequestPhase",
+    "Admission",
+    "REQ_RULES",
+    "ServedRequest",
+    "PeerRoute",
+    "HandlerTable",
+    "PoolSchedule",
+    "CreditSink",
+    "PeerSink",
+    "ConnEvent",
+    "Handshaken",
+    "ConnectionClosed",
+    "RequestAdmitted",
+    "InputFailed",
+    "Cancelled",
+    "HeartbeatProbe",
+    "CloseInputs",
+    "Notice",
+    "cancel_reason",
+    "terminal_frame",
     # payloads
     "decode_scalar",
     "scalar_payloads",

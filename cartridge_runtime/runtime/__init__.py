@@ -70,10 +70,8 @@ from ._context import (
     DryContext,
     FunctionOp,
     Key,
-    NetworkAccess,
     Op,
     OpMetadata,
-    Reach,
     SyncFunctionOp,
     WetContext,
 )
@@ -92,17 +90,13 @@ from ._errors import (
     UnknownArgument,
     UnknownOutput,
 )
+from ._exit import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL, ExitStatus
 from ._input import InputItem, InputPackage, InputStream
+from ._network import NetworkAccess, Reach
 from ._output import OutputSpec, OutputStream
 from ._peer import PeerCall, PeerData, PeerInvoker, PeerLog, PeerResponse
 from ._request import Request
-from ._runtime import (
-    EXIT_FAILURE,
-    EXIT_FORCE_KILLED,
-    EXIT_OK,
-    EXIT_PROTOCOL,
-    CartridgeRuntime,
-)
+from ._runtime import CartridgeRuntime
 
 __all__ = (
     "CartridgeRuntime",
@@ -110,6 +104,7 @@ __all__ = (
     "EXIT_FAILURE",
     "EXIT_PROTOCOL",
     "EXIT_FORCE_KILLED",
+    "ExitStatus",
     # handler API
     "Op",
     "OpMetadata",

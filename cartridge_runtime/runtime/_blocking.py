@@ -23,8 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, overload
 
-from ._context import Key, NetworkAccess
+from ._context import Key
 from ._input import InputItem
+from ._network import NetworkAccess
 
 __all__ = (
     "BlockingWetContext",

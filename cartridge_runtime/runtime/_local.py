@@ -13,9 +13,9 @@ from typing import Any
 
 import anyio
 
-from ._context import NetworkAccess
 from ._errors import CartridgeError, handler_error_message
 from ._input import InputPackage, package_from_bytes
+from ._network import NetworkAccess
 from ._output import OutputStream
 from ._request import Request
 from ._specs import output_specs

@@ -26,8 +26,11 @@ from cartridge_runtime._redact import describe, describe_meta
 from cartridge_runtime.protocol import (
     BodyEnded,
     ErrorReport,
+    Event,
     LogReceived,
+    MessageId,
     ProgressReceived,
+    ProtocolError,
     StreamClosed,
     StreamData,
     StreamItem,
@@ -80,7 +83,7 @@ class PeerResponse:
         self.consumed: Any = None  # hook(stream_id) -> None, set by the transport
         self.before_block: Any = None  # hook() -> None
 
-    def _deliver(self, event: Any, credit: int = 0) -> None:
+    def _deliver(self, event: Event | ProtocolError, credit: int = 0) -> None:
         self._box.put((event, credit))
 
     async def _next(self) -> tuple[Any, int]:
@@ -194,6 +197,20 @@ class PeerResponse:
         return values
 
 
+class ResponseSink:
+    """Where the connection routes a peer call's response (``protocol.PeerSink``): each event,
+    or the error that broke the response, goes into the :class:`PeerResponse`'s mailbox;
+    ``credit`` is 1 when consuming the event returns a credit."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: PeerResponse) -> None:
+        self._response = response
+
+    def deliver(self, event: Event | ProtocolError, credit: int = 0) -> None:
+        self._response._deliver(event, credit)
+
+
 class PeerCall:
     """One outgoing peer request being built."""
 
@@ -215,7 +232,7 @@ class PeerCall:
         self._finished = False
         self.progress_range: tuple[float, float] = (0.0, 1.0)
         self.response = PeerResponse(self)
-        self.rid: Any = None  # set by the transport
+        self.rid: MessageId | None = None  # set by the transport
 
     def __repr__(self) -> str:
         return f"PeerCall(cap_urn={self.cap_urn!r}, args={len(self._args)})"

@@ -1,8 +1,9 @@
 """The read side of a CBOR-mode session: reads, the decoder, and the pause that keeps the
 writer's queue bounded.
 
-Mixed into :class:`~cartridge_runtime.runtime._session.Session` (see its module docstring for
-the whole picture). Dispatch is synchronous and never waits; so reading is where the session
+:class:`SessionReader` is the part of a session that reads (see the session's module docstring
+for the whole picture); it hands each frame to the session's dispatch.
+Dispatch is synchronous and never waits; so reading is where the session
 waits: for input, and for room in the writer's queue when dispatch filled it. On asyncio, with
 the stdin stream of :mod:`._stdin`, blocks are read and dispatched inside the event loop's
 reader callback (``pump``); on any other backend or byte stream, a task runs the same steps.
@@ -13,34 +14,39 @@ progress, so that reads end on frame boundaries, where the decoder parses the by
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import anyio
 import anyio.abc
 
 from cartridge_runtime.protocol import Frame, FrameDecoder, ProtocolError
 
-from ._runtime import EXIT_OK
-
-if TYPE_CHECKING:
-    from ._writer import FrameWriter
+from ._writer import FrameWriter
 
 #: Read size at a frame boundary.
 READ_SIZE = 1 << 20
 
 
-class InputReader:
-    """The read side of a session (see the module docstring)."""
+class SessionReader:
+    """The read side of a session (see the module docstring).
 
-    # Provided by Session.
-    decoder: FrameDecoder
-    receive_stream: anyio.abc.ByteReceiveStream
-    writer: FrameWriter
+    :param receive: the byte stream from the host.
+    :param writer: the session's writer, whose room paces dispatch.
+    :param dispatch: takes each frame, synchronously.
+    """
 
-    def _dispatch(self, frame: Frame) -> None:  # pragma: no cover - Session's
-        raise NotImplementedError
+    def __init__(
+        self,
+        receive: anyio.abc.ByteReceiveStream,
+        writer: FrameWriter,
+        dispatch: Callable[[Frame], None],
+    ) -> None:
+        self.receive_stream = receive
+        self.writer = writer
+        self.dispatch = dispatch
+        self.decoder = FrameDecoder()
 
-    async def _next_frame(self) -> Frame | None:
+    async def next_frame(self) -> Frame | None:
         """The next frame, or ``None`` at a clean EOF. Decoder errors propagate."""
         decoder = self.decoder
         while True:
@@ -57,17 +63,17 @@ class InputReader:
                 return frame
             decoder.feed(data)
 
-    async def _read_loop(self) -> int:
-        """Read and dispatch until EOF (returns 0).
+    async def read_loop(self) -> None:
+        """Read and dispatch until EOF.
 
         :raises ProtocolError: the input is not valid frames.
-        :raises _Stop: a frame ends the session.
+        :raises Exception: whatever dispatch raises to end the session.
         """
         if not self._drain():  # frames that came with the handshake's read
             await self._until_drained()
         pump = getattr(self.receive_stream, "pump", None)
         if pump is not None and await pump(self._on_block, self._read_size, self._until_drained):
-            return EXIT_OK
+            return
         receive = self.receive_stream.receive
         while True:
             try:
@@ -77,7 +83,7 @@ class InputReader:
             if not self._on_block(data):
                 await self._until_drained()
             if not data:
-                return EXIT_OK
+                return
 
     def _read_size(self) -> int:
         """The size of the next read: a large block at a frame boundary, else just the rest of
@@ -115,7 +121,7 @@ class InputReader:
         """Dispatch the frames the decoder holds while the writer has room (see
         :meth:`_on_block`)."""
         next_frame = self.decoder.next_frame
-        dispatch = self._dispatch
+        dispatch = self.dispatch
         writer = self.writer
         while writer.has_room:
             frame = next_frame()

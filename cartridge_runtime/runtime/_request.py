@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 from cartridge_runtime.protocol import METRIC_LEVEL, TRACE_LEVEL, metric_data, trace_data
 from cartridge_runtime.urn import media_matches_for_stream
 
-from ._context import NetworkAccess
 from ._errors import InputConsumedError, UnknownOutput
 from ._input import InputPackage
+from ._network import NetworkAccess
 from ._output import OutputStream, Reporter
 
 if TYPE_CHECKING:

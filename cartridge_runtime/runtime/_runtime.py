@@ -26,15 +26,10 @@ from ._builtin import AdapterSelectionOp, DiscardOp, IdentityOp
 from ._cartridge_context import CartridgeContext, Hook
 from ._context import FunctionOp, Op, SyncFunctionOp
 from ._errors import SetupError
+from ._exit import EXIT_FAILURE, EXIT_FORCE_KILLED
+from ._served import OpFactory
 
-OpFactory = Callable[[], Op]
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: Exit statuses of CBOR mode.
-EXIT_OK = 0  #: stdin reached EOF (or the peer went away)
-EXIT_FAILURE = 1  #: handshake failure, or a relay frame reached a cartridge
-EXIT_PROTOCOL = 65  #: the byte stream cannot be trusted any more (EX_DATAERR)
-EXIT_FORCE_KILLED = 137  #: a CANCEL with force_kill ended the process
 
 #: Requests a cartridge keeps open at once unless told otherwise: far more than any pool
 #: runs, few enough that a flood of REQs costs bounded memory.

@@ -3,13 +3,20 @@ URN's effect, then every other declared output in definition order."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
+from cartridge_runtime.manifest import CapDef
 from cartridge_runtime.urn import MEDIA_VOID, CapUrn, MediaUrn, UrnError, main_output_media
 
 from ._output import OutputSpec
 
 _VOID = MediaUrn.parse(MEDIA_VOID)
+
+
+class CapDefinitions(Protocol):
+    """Where the definition of a request's cap comes from (the runtime)."""
+
+    def cap_def_for(self, request_urn: str, handler_urn: str) -> CapDef | None: ...
 
 
 def _main_media(request_urn: str, handler_urn: str) -> tuple[str, bool]:
@@ -24,7 +31,7 @@ def _main_media(request_urn: str, handler_urn: str) -> tuple[str, bool]:
     return "media:", False
 
 
-def output_specs(runtime: Any, request_urn: str, handler_urn: str) -> list[OutputSpec]:
+def output_specs(runtime: CapDefinitions, request_urn: str, handler_urn: str) -> list[OutputSpec]:
     """The :class:`OutputSpec` list for a request: main first, then the other declared outputs."""
     media, void = _main_media(request_urn, handler_urn)
     definition = runtime.cap_def_for(request_urn, handler_urn)

@@ -1,8 +1,11 @@
-"""The wire side of a request: per-request state, output backends, reporter and peer transport.
+"""The wire side of a request: its IO state, output backends, reporter and peer transport.
 
-Everything here produces frames and hands them to the session's writer queue
-(:meth:`Session.send`); nothing writes bytes directly. Data CHUNKs wait for credit on an
-:class:`anyio.Event` per stream (no polling); a cancel wakes every waiter.
+:class:`Active` holds what the runtime keeps for one incoming request beside the sans-IO
+connection's record of it (:class:`~cartridge_runtime.protocol.ServedRequest`): the input
+streams, the output backends, the handler's cancel scope. Everything here produces frames and
+hands them to the session's :class:`~._writer.FrameWriter`; nothing writes bytes directly.
+Data CHUNKs wait for credit on an :class:`anyio.Event` per stream (no polling); a cancel wakes
+every waiter.
 """
 
 from __future__ import annotations
@@ -11,18 +14,20 @@ import os
 import time
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from cartridge_runtime.protocol import (
     ATTRIBUTION_CLASSES,
     COALESCE_BYTES,
-    BodyReceiver,
+    AttributionClass,
+    CartridgeConnection,
     Frame,
     FrameType,
-    MessageId,
+    Limits,
     OutgoingStream,
+    ServedRequest,
     frames,
 )
 from cartridge_runtime.protocol._codec import bytes_head
@@ -30,21 +35,25 @@ from cartridge_runtime.protocol._codec import bytes_head
 from ._errors import RequestCancelled
 from ._input import InputPackage, InputStream, _noop
 from ._output import OutputSpec, OutputStream
-from ._peer import PeerCall
+from ._peer import PeerCall, ResponseSink
+from ._served import OpFactory
+from ._writer import FrameWriter
 
-if TYPE_CHECKING:
-    from ._session import Session
+#: The sans-IO connection of a CBOR-mode session, with its handler type.
+Connection = CartridgeConnection[OpFactory]
 
 
 def _cls(attribution_class: str) -> str:
-    return attribution_class if attribution_class in ATTRIBUTION_CLASSES else "internal"
+    return (
+        attribution_class if attribution_class in ATTRIBUTION_CLASSES else AttributionClass.INTERNAL
+    )
 
 
 class WireOutput:
     """Frames for one outgoing stream (a response output or a peer-call argument)."""
 
-    def __init__(self, session: Session, owner: Active, og: OutgoingStream) -> None:
-        self.session = session
+    def __init__(self, writer: FrameWriter, owner: Active, og: OutgoingStream) -> None:
+        self.writer = writer
         self.owner = owner
         self.og = og
         self._event: anyio.Event | None = None
@@ -60,11 +69,11 @@ class WireOutput:
             self._event = None
 
     async def _emit(self, out: list[Frame]) -> None:
-        writer = self.session.writer
+        writer = self.writer
         for f in out:
             if f.frame_type is FrameType.CHUNK:
                 while not self.og.take_credit():
-                    if self.owner.cancel is not None:
+                    if self.owner.request.cancel is not None:
                         raise RequestCancelled("the request was cancelled while waiting for credit")
                     if self._event is None:
                         self._event = anyio.Event()
@@ -142,30 +151,23 @@ class WireOutput:
 
 
 class Active:
-    """Everything the session keeps for one incoming request."""
+    """The IO side of one incoming request (its protocol state is :attr:`request`)."""
 
-    def __init__(self, session: Session, rid: MessageId, xid: MessageId | None, cap: str) -> None:
-        self.session = session
-        self.rid = rid
-        self.xid = xid
-        self.cap = cap
-        self.handler_urn = ""
-        self.pool = ""
-        self.factory: Any = None
-        limits = session.limits
-        self.receiver = BodyReceiver(
-            rid, xid=xid, initial_credit=limits.initial_credit, expect_req=True
-        )
+    def __init__(
+        self, request: ServedRequest[OpFactory], writer: FrameWriter, limits: Limits
+    ) -> None:
+        self.request = request
+        self.rid = request.rid
+        self.xid = request.xid
+        self.writer = writer
+        self.limits = limits
+        self.receiver = request.receiver
         self.package = InputPackage()
         self.package._before_block = self._flush_all
         self.inputs: dict[str, InputStream] = {}
-        self.outputs: dict[str, WireOutput] = {}
-        self.peer_calls: list[PeerCall] = []
+        #: Every output backend of the request, its peer calls' arguments too (woken on cancel).
+        self.outputs: list[WireOutput] = []
         self.scope: anyio.CancelScope | None = None
-        self.cancel: tuple[str, str, str] | None = None
-        self.input_error: Exception | None = None
-        self.terminal_sent = False
-        self.started = False
         self.final: tuple[float, str | None] = (1.0, None)
         # 8 random hex digits, as a uuid4's first 8 would be, without building a UUID.
         self.prefix = f"resp-{os.urandom(4).hex()}"
@@ -173,7 +175,7 @@ class Active:
         self.wire_slot: list[Any] = [None]
 
     def __repr__(self) -> str:
-        return f"Active(rid={self.rid}, cap={self.cap!r})"
+        return f"Active(rid={self.rid}, cap={self.request.cap!r})"
 
     def detach(self) -> None:
         """Break this request's reference cycles once it is over.
@@ -187,6 +189,7 @@ class Active:
             stream._consumed = stream._before_block = _noop
         self.inputs.clear()
         self.outputs.clear()
+        self.request.outputs.clear()
         self.package._before_block = _noop
 
     # -- credit hooks of the input streams --------------------------------------------------
@@ -205,21 +208,16 @@ class Active:
 
     async def send_credit(self) -> None:
         for f in self.receiver.data_to_send():
-            await self.session.send(f)
-
-    def push_credit(self) -> None:
-        """Queue the receiver's CREDIT frames at once (from dispatch)."""
-        for f in self.receiver.data_to_send():
-            self.session.push(f)
+            await self.writer.send(f)
 
     def wake_all(self) -> None:
-        for out in self.outputs.values():
+        for out in self.outputs:
             out.wake()
 
     # -- outputs ----------------------------------------------------------------------------
 
     def make_output(self, spec: OutputSpec, reporter: WireReporter) -> OutputStream:
-        limits = self.session.limits
+        limits = self.limits
         sid = f"{self.prefix}-{spec.index}"
         og = OutgoingStream(
             self.rid,
@@ -231,8 +229,9 @@ class Active:
             is_sequence=spec.is_sequence,
             output=None if spec.is_main else spec.declared_urn,
         )
-        backend = WireOutput(self.session, self, og)
-        self.outputs[sid] = backend
+        backend = WireOutput(self.writer, self, og)
+        self.outputs.append(backend)
+        self.request.outputs[sid] = backend
         return OutputStream(spec, backend, reporter)
 
 
@@ -250,102 +249,82 @@ class WireReporter:
         else:
             self.last = fraction
             frame = frames.progress(a.rid, fraction, message, xid=a.xid)
-        await a.session.send(frame)
+        await a.writer.send(frame)
 
     async def log(
         self, level: str, message: str, attribution_class: str, arg_urn: str | None
     ) -> None:
         a = self.active
-        await a.session.send(
+        await a.writer.send(
             frames.log(a.rid, level, message, _cls(attribution_class), arg_urn=arg_urn, xid=a.xid)
         )
 
     async def telemetry(self, level: str, message: str, data: Any) -> None:
         a = self.active
-        await a.session.send(frames.log(a.rid, level, message, "internal", xid=a.xid, data=data))
+        await a.writer.send(
+            frames.log(a.rid, level, message, AttributionClass.INTERNAL, xid=a.xid, data=data)
+        )
 
     def finish(self, progress: float, message: str | None) -> None:
         self.active.final = (progress, message)
 
 
-class PeerState:
-    """The session's record of one outgoing peer call."""
-
-    def __init__(self, session: Session, call: PeerCall, parent: Active) -> None:
-        self.call = call
-        self.parent = parent
-        self.rid = MessageId.new()
-        self.receiver = BodyReceiver(
-            self.rid, initial_credit=session.limits.initial_credit, expect_req=False
-        )
-        self.outputs: dict[str, WireOutput] = {}
-        # Credit waits of argument streams stop when the parent is cancelled.
-        self.cancel: tuple[str, str, str] | None = None
-
-
 class WirePeer:
-    """:class:`~cartridge_runtime.runtime.PeerTransport` over the session's frames."""
+    """:class:`~cartridge_runtime.runtime.PeerTransport` over the session's frames: the
+    connection routes the response to the call's :class:`~._peer.PeerResponse`."""
 
-    def __init__(self, session: Session, active: Active, reporter: WireReporter) -> None:
-        self.session = session
+    def __init__(self, conn: Connection, active: Active, reporter: WireReporter) -> None:
+        self.conn = conn
         self.active = active
         self.reporter = reporter
 
     async def send_req(self, call: PeerCall) -> None:
-        state = PeerState(self.session, call, self.active)
-        call.rid = state.rid
-        self.session.peer_calls[state.rid] = state
-        self.active.peer_calls.append(call)
+        route = self.conn.open_peer_call(self.active.request, ResponseSink(call.response))
+        call.rid = route.rid
+        receiver = route.receiver
+        writer = self.active.writer
 
         async def consumed(stream_id: str) -> None:
-            state.receiver.consumed(stream_id)
-            for f in state.receiver.data_to_send():
-                await self.session.send(f)
+            receiver.consumed(stream_id)
+            for f in receiver.data_to_send():
+                await writer.send(f)
 
         async def before_block() -> None:
-            state.receiver.flush_credit()
-            for f in state.receiver.data_to_send():
-                await self.session.send(f)
+            receiver.flush_credit()
+            for f in receiver.data_to_send():
+                await writer.send(f)
 
         call.response.consumed = consumed
         call.response.before_block = before_block
-        await self.session.send(frames.req(state.rid, call.cap_urn))
+        await writer.send(frames.req(route.rid, call.cap_urn))
 
     def arg_stream(self, call: PeerCall, media_urn: str, index: int) -> OutputStream:
-        state = self.session.peer_calls[call.rid]
-        limits = self.session.limits
+        assert call.rid is not None  # the REQ goes first (PeerCall._ensure_req)
+        route = self.conn.peer_calls[call.rid]
+        limits = self.conn.limits
         sid = str(uuid.uuid4())
         og = OutgoingStream(
-            state.rid,
+            route.rid,
             sid,
             media_urn,
             max_chunk=limits.effective_chunk,
             initial_credit=limits.initial_credit,
         )
-        backend = WireOutput(self.session, self.active, og)
-        state.outputs[sid] = backend
-        self.active.outputs[f"peer:{sid}"] = backend  # woken with the parent on cancel
+        backend = WireOutput(self.active.writer, self.active, og)
+        route.outputs[sid] = backend
+        self.active.outputs.append(backend)  # woken with the parent on cancel
         spec = OutputSpec(
             media_urn=media_urn, declared_urn=media_urn, name=f"arg-{index}", index=index
         )
         return OutputStream(spec, backend, self.reporter)
 
     async def send_end(self, call: PeerCall) -> None:
-        await self.session.send(frames.end(call.rid, response=False))
+        assert call.rid is not None  # the REQ goes first (PeerCall._ensure_req)
+        await self.active.writer.send(frames.end(call.rid, response=False))
 
     async def cancel(self, call: PeerCall) -> None:
-        frame = peer_cancel_frame(self.session, self.active, call)
+        if call.rid is None:
+            return
+        frame = self.conn.peer_cancel_frame(self.active.request, call.rid)
         if frame is not None:
-            await self.session.send(frame)
-
-
-def peer_cancel_frame(session: Session, parent: Active, call: PeerCall) -> Frame | None:
-    """The CANCEL frame for a peer call of ``parent`` (with the parent's cancel reason, if
-    any), or ``None`` when the call has no request on the wire or is already over."""
-    if call.rid is None or call.rid not in session.peer_calls:
-        return None
-    reason = parent.cancel
-    if reason is None:
-        return frames.cancel(call.rid)
-    code, cls, message = reason
-    return frames.cancel(call.rid, code=code, attribution_class=cls, message=message)
+            await self.active.writer.send(frame)
