@@ -22,7 +22,8 @@ from ..protocol import (
 )
 from ._checks_handshake import SMALL_FRAME_LIMITS, SMALL_LIMITS
 from ._context import CheckContext, Conn, meta_of
-from ._model import CheckFailed, CheckSkipped, check
+from ._model import check
+from ._outcomes import CheckFailed, CheckSkipped
 from ._session import TargetGone, WaitTimeout
 
 #: Seconds a heartbeat reply may take (FLW-12: it is answered at once, by the reading side).

@@ -20,7 +20,8 @@ from ..protocol import (
     frames as build,
 )
 from ._context import CheckContext, meta_of
-from ._model import CheckFailed, CheckSkipped, check
+from ._model import check
+from ._outcomes import CheckFailed, CheckSkipped
 from ._session import TargetGone, WaitTimeout, run_capture
 
 LIMIT_NAMES = ("max_frame", "max_chunk", "max_reorder_buffer", "initial_credit")

@@ -23,7 +23,8 @@ from ..protocol import (
 from ._checks_handshake import PROBE_CAP, SMALL_FRAME_LIMITS, SMALL_LIMITS
 from ._context import CheckContext, meta_of
 from ._known import KNOWN_DEFECTS
-from ._model import CheckFailed, CheckSkipped, check
+from ._model import check
+from ._outcomes import CheckFailed, CheckSkipped
 
 #: Limits of the baseline sessions: small chunks and windows so that a few KiB exercise
 #: multi-chunk streams and credit.

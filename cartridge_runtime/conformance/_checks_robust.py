@@ -22,7 +22,8 @@ from ..protocol import (
 )
 from ._context import CheckContext
 from ._known import KNOWN_DEFECTS
-from ._model import CheckFailed, CheckSkipped, check
+from ._model import check
+from ._outcomes import CheckFailed, CheckSkipped
 from ._session import TargetGone, WaitTimeout
 
 SILENT_EXIT_0 = "capdag 1.524.58 prints 'Read error' and exits 0 on malformed input, sending no ERR"

@@ -32,7 +32,7 @@ from ..protocol import (
 from ..protocol import (
     frames as build,
 )
-from ._model import CheckFailed
+from ._outcomes import CheckFailed
 from ._session import Session, TargetGone, WaitTimeout
 
 __all__ = ("CheckContext", "Conn", "Exchange", "RunState", "lenient_value")

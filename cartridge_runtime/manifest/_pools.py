@@ -29,7 +29,8 @@ from typing import Any, Final, Generic, TypeVar
 import attrs
 
 from ._errors import PoolDeclarationError, UnknownPoolError
-from ._manifest import POOL_ALL, Manifest, PoolDeclarations
+from ._manifest import Manifest
+from ._pool_declarations import POOL_ALL, PoolDeclarations
 
 __all__ = (
     "CAPACITY_UNLIMITED",

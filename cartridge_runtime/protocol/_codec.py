@@ -104,10 +104,10 @@ def _load_speedups() -> bool:
     if os.environ.get(PURE_PYTHON_ENV):
         return False
     try:
-        from . import _speedups
+        from ._speedups import configure, decode_direct, encode_small, map_to_frame, take_frame
     except ImportError:
         return False
-    _speedups.configure(
+    configure(
         spec={k: (name, _c_kind(k, typ)) for k, (name, typ) in _SPEC.items()},
         dumps=_dumps,
         frame_types=_FRAME_TYPES,
@@ -123,10 +123,10 @@ def _load_speedups() -> bool:
         id_class=MessageId,
         id_cache_max=_ID_CACHE_MAX,
     )
-    _c_map_to_frame = _speedups.map_to_frame
-    _c_decode_direct = _speedups.decode_direct
-    _c_encode_small = _speedups.encode_small
-    _c_take_frame = _speedups.take_frame
+    _c_map_to_frame = map_to_frame
+    _c_decode_direct = decode_direct
+    _c_encode_small = encode_small
+    _c_take_frame = take_frame
     return True
 
 
