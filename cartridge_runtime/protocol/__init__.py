@@ -33,8 +33,8 @@ from ._constants import (
     AttributionClass,
     CreditDirection,
     ErrorCode,
+    FrameKey,
     FrameType,
-    Key,
     NetworkPolicy,
 )
 from ._decoder import FrameDecoder
@@ -82,7 +82,7 @@ from ._request_state import (
     REQUEST_TRANSITIONS,
     STREAM_TRANSITIONS,
     BodyReceiver,
-    Input,
+    RequestInput,
     RequestState,
     StreamState,
 )
@@ -106,7 +106,7 @@ __all__ = (
     "MessageId",
     "ZERO_ID",
     "FrameType",
-    "Key",
+    "FrameKey",
     "AttributionClass",
     "ErrorCode",
     "NetworkPolicy",
@@ -149,7 +149,7 @@ __all__ = (
     "BodyReceiver",
     "RequestState",
     "StreamState",
-    "Input",
+    "RequestInput",
     "REQUEST_TRANSITIONS",
     "STREAM_TRANSITIONS",
     "OutgoingStream",

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import enum
 
+from ..urn._runtime import IDENTITY_CAP as IDENTITY_CAP
+
 #: The protocol version this package speaks (FRM-*, HSK-*).
 PROTOCOL_VERSION = 6
 
@@ -34,8 +36,8 @@ COALESCE_AGE = 0.020
 #: Content type the reference writes on every REQ.
 REQ_CONTENT_TYPE = "application/cbor"
 
-#: The identity cap every cartridge serves, before POLICY too.
-IDENTITY_CAP = "cap:effect=none"
+#: The identity cap every cartridge serves, before POLICY too: ``IDENTITY_CAP``, defined with
+#: the other standard caps in the URN layer and imported above for the handshake.
 #: Stream id of the host's identity-check argument.
 IDENTITY_STREAM_ID = "identity-verify"
 #: Size of the random identity nonce.
@@ -85,7 +87,7 @@ _FLOW = frozenset(
 )
 
 
-class Key(enum.IntEnum):
+class FrameKey(enum.IntEnum):
     """Integer keys of the frame map (FRM-4)."""
 
     VERSION = 0
