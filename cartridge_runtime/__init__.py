@@ -57,6 +57,8 @@ _EXPORTS: dict[str, str] = {
     "CapUrn": "urn",
     "UrnError": "urn",
     "ProtocolError": "protocol",
+    "CartridgeRuntimeError": "protocol",
+    "ErrorReport": "protocol",
 }
 
 __all__ = ("__version__", *_EXPORTS)

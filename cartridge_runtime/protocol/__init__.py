@@ -38,7 +38,9 @@ from ._constants import (
     NetworkPolicy,
 )
 from ._decoder import FrameDecoder
+from ._error_report import ErrorReport
 from ._errors import (
+    CartridgeRuntimeError,
     ChecksumMismatchError,
     CreditViolationError,
     FrameDecodeError,
@@ -57,7 +59,6 @@ from ._errors import (
 )
 from ._events import (
     BodyEnded,
-    ErrorReport,
     Event,
     LogReceived,
     ProgressReceived,
@@ -171,6 +172,7 @@ __all__ = (
     "split_text",
     "SequenceAssembler",
     # errors
+    "CartridgeRuntimeError",
     "ProtocolError",
     "LocalProtocolError",
     "RemoteProtocolError",

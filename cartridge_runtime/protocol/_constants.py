@@ -150,6 +150,13 @@ class ErrorCode(enum.StrEnum):
     NETWORK_POLICY = "NETWORK_POLICY"
     NETWORK_POLICY_UNSET = "NETWORK_POLICY_UNSET"
     TIMEOUT = "TIMEOUT"
+    # The codes of this package's own typed errors (handler-side codes, ERR-4).
+    INVALID_INPUT = "INVALID_INPUT"  #: an input that cannot be read as asked
+    MISSING_INPUT = "MISSING_INPUT"  #: a required input stream that did not arrive
+    INPUT_ALREADY_TAKEN = "INPUT_ALREADY_TAKEN"  #: a request's input package taken twice
+    UNKNOWN_OUTPUT = "UNKNOWN_OUTPUT"  #: an output the cap does not declare
+    UNKNOWN_ARGUMENT = "UNKNOWN_ARGUMENT"  #: an argument name the cap does not declare
+    INVALID_CARTRIDGE = "INVALID_CARTRIDGE"  #: handlers and manifest that do not fit
 
 
 class NetworkPolicy(enum.StrEnum):

@@ -1,4 +1,7 @@
-"""Events a :class:`BodyReceiver` reports for the frames of one request or response."""
+"""Events a :class:`BodyReceiver` reports for the frames of one request or response.
+
+An ERR is reported as the package's one ERR value, :class:`ErrorReport`.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from typing import Any
 import attrs
 
 from .._redact import describe, describe_meta
-from ._constants import AttributionClass
+from ._error_report import ErrorReport
 from ._frame import MessageId
 
 
@@ -107,58 +110,6 @@ class BodyEnded:
     @property
     def message(self) -> str | None:
         return (self.meta or {}).get("message")
-
-
-@attrs.frozen(slots=True, kw_only=True)
-class ErrorReport:
-    """An ERR: why a request failed (ERR-1, ERR-2).
-
-    The one value for an ERR everywhere in the package: the event a receiver yields for an ERR
-    frame, what a harness call and a conformance check report, and what every error of the
-    package's tree describes itself as (``error.report``). ``attribution_class`` is the text
-    as it travelled, normally an :class:`AttributionClass` member; :attr:`attribution` reads it
-    as one, treating an unknown word as ``internal``.
-    """
-
-    code: str
-    attribution_class: str
-    message: str
-    arg_urn: str | None = None
-
-    @classmethod
-    def from_meta(cls, meta: Mapping[str, Any] | None) -> ErrorReport:
-        """The report an ERR frame's meta map carries (missing keys read as empty)."""
-        meta = meta or {}
-        return cls(
-            code=str(meta.get("code") or ""),
-            attribution_class=str(meta.get("attribution_class") or AttributionClass.INTERNAL),
-            message=str(meta.get("message") or ""),
-            arg_urn=meta.get("arg_urn"),
-        )
-
-    @property
-    def attribution(self) -> AttributionClass:
-        """The attribution class as the enum (an unknown word counts as ``internal``)."""
-        try:
-            return AttributionClass(self.attribution_class)
-        except ValueError:
-            return AttributionClass.INTERNAL
-
-    @property
-    def retryable(self) -> bool:
-        """Whether a retry can help, by attribution class (ERR-2)."""
-        return self.attribution.retryable
-
-    def to_meta(self) -> dict[str, Any]:
-        """The ERR frame's meta map for this report (``message`` falls back to the code)."""
-        meta: dict[str, Any] = {
-            "code": str(self.code),
-            "attribution_class": str(self.attribution_class),
-            "message": self.message or str(self.code),
-        }
-        if self.arg_urn:
-            meta["arg_urn"] = self.arg_urn
-        return meta
 
 
 Event = (
