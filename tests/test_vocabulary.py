@@ -142,3 +142,148 @@ CIRCLES_ALLOWED = frozenset(
 
 def test_no_two_modules_import_each_other() -> None:
     assert set(_circles()) == CIRCLES_ALLOWED
+
+
+# -- error codes and attribution classes are named by their enums ------------------------------
+
+#: Modules being rewritten elsewhere that still spell codes or classes as text; empty this list
+#: as they move to the enums.
+LITERALS_ALLOWED = frozenset(
+    {
+        "engine/_call.py",
+        "engine/_engine.py",
+        "engine/_health.py",
+        "engine/_machine_events.py",
+        "engine/_machine_run.py",
+        "engine/_peer.py",
+        "runtime/_context.py",
+        "runtime/_handlers.py",
+        "runtime/_peer.py",
+        "runtime/_request.py",
+        "runtime/_session.py",
+        "runtime/_wire.py",
+        "testing/_harness.py",
+    }
+)
+#: Where the words are defined.
+ENUM_MODULE = "protocol/_constants.py"
+
+
+def _docstring_nodes(tree: ast.Module) -> set[int]:
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def _names_attribution(node: ast.AST) -> bool:
+    """Whether an expression reads or names an attribution class (``x.attribution_class``,
+    ``cls``, a call with ``attribution`` in its name)."""
+    text = ast.unparse(node)
+    return "attribution" in text or text == "cls"
+
+
+def _class_positions(tree: ast.Module) -> set[int]:
+    """The nodes that stand where an attribution class goes: the value of an
+    ``attribution_class=`` / ``cls=`` argument or assignment, a parameter default of that name,
+    the value of an ``"attribution_class"`` key, a side of a comparison with one, an argument
+    of ``err`` / ``log`` / ``CallError`` / ``OpError`` after the first, the fallback of an
+    ``or``."""
+    spots: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg in ("attribution_class", "cls"):
+            spots.add(id(node.value))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if node.value is not None and any(_names_attribution(t) for t in targets):
+                spots.add(id(node.value))
+        elif isinstance(node, ast.arguments):
+            positional = node.posonlyargs + node.args
+            with_defaults = positional[len(positional) - len(node.defaults) :]
+            pairs = list(zip(with_defaults, node.defaults, strict=True))
+            pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True) if d]
+            spots.update(id(d) for a, d in pairs if "attribution" in a.arg or a.arg == "cls")
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "attribution_class":
+                    spots.add(id(value))
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_names_attribution(side) for side in sides):
+                for side in sides:
+                    spots.add(id(side))
+                    if isinstance(side, (ast.Tuple, ast.Set, ast.List)):
+                        spots.update(id(e) for e in side.elts)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ("err", "log", "CallError", "OpError"):
+                spots.update(id(arg) for arg in node.args[1:])
+        elif (
+            isinstance(node, ast.BoolOp)
+            and isinstance(node.op, ast.Or)
+            and any(_names_attribution(v) for v in node.values[:-1])
+        ):
+            spots.add(id(node.values[-1]))
+    return spots
+
+
+def literal_words(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of every string literal that spells an :class:`ErrorCode` anywhere, or an
+    :class:`AttributionClass` where an attribution class goes (docstrings aside)."""
+    from cartridge_runtime.protocol import AttributionClass, ErrorCode
+
+    codes = {c.value for c in ErrorCode}
+    classes = {c.value for c in AttributionClass}
+    tree = ast.parse(source)
+    docstrings = _docstring_nodes(tree)
+    spots = _class_positions(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) in docstrings:
+                continue
+            if node.value in codes or (node.value in classes and id(node) in spots):
+                found.append((node.lineno, node.value))
+    return sorted(found)
+
+
+def test_the_scan_finds_literal_codes_and_classes() -> None:
+    source = '''
+def f(attribution_class: str = "internal", cls=None):
+    """A docstring may say HANDLER_ERROR and internal."""
+    err(rid, "CANCELLED", "text", "user")
+    x = {"code": "TIMEOUT", "attribution_class": "resource"}
+    if report.attribution_class == "input" or meta.get("attribution_class") or "environment":
+        return OpError("MY_CODE", "internal error", attribution_class="user")
+    return "input"  # a plain word elsewhere is not a class
+'''
+    assert literal_words(source) == [
+        (2, "internal"),
+        (4, "CANCELLED"),
+        (4, "user"),
+        (5, "TIMEOUT"),
+        (5, "resource"),
+        (6, "environment"),
+        (6, "input"),
+        (7, "user"),
+    ]
+
+
+def test_codes_and_classes_are_named_by_their_enums() -> None:
+    offenders: dict[str, list[tuple[int, str]]] = {}
+    spelled: set[str] = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel == ENUM_MODULE:
+            continue
+        found = literal_words(path.read_text(encoding="utf-8"))
+        if found:
+            spelled.add(rel)
+            if rel not in LITERALS_ALLOWED:
+                offenders[rel] = found
+    assert offenders == {}
+    assert spelled >= LITERALS_ALLOWED, f"no longer needed: {sorted(LITERALS_ALLOWED - spelled)}"

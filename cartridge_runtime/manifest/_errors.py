@@ -12,6 +12,8 @@ relative to the cap when ``cap_urn`` is set, else to the manifest root).
 
 from __future__ import annotations
 
+from ..protocol._constants import ErrorCode
+
 __all__ = (
     "ManifestError",
     "ManifestParseError",
@@ -111,4 +113,4 @@ class UnknownPoolError(PoolDeclarationError):
     runtime answers a heartbeat carrying one with ERR ``UNKNOWN_POOL``."""
 
     #: Wire error code the runtime uses when a heartbeat names an unknown pool.
-    code = "UNKNOWN_POOL"
+    code = ErrorCode.UNKNOWN_POOL

@@ -157,6 +157,8 @@ class ErrorCode(enum.StrEnum):
     UNKNOWN_OUTPUT = "UNKNOWN_OUTPUT"  #: an output the cap does not declare
     UNKNOWN_ARGUMENT = "UNKNOWN_ARGUMENT"  #: an argument name the cap does not declare
     INVALID_CARTRIDGE = "INVALID_CARTRIDGE"  #: handlers and manifest that do not fit
+    USAGE = "USAGE"  #: a CLI-mode command line that does not match the cap (CLI-*)
+    INPUT_READ_FAILED = "INPUT_READ_FAILED"  #: CLI mode could not read standard input
 
 
 class NetworkPolicy(enum.StrEnum):

@@ -47,6 +47,7 @@ from cartridge_runtime.manifest import (
     PositionSource,
     StdinSource,
 )
+from cartridge_runtime.protocol import AttributionClass, ErrorCode
 from cartridge_runtime.urn import MediaUrn, UrnError
 
 from ._errors import CartridgeError
@@ -73,8 +74,8 @@ STDIN_BLOCK: Final = 262_144
 class CliUsageError(CartridgeError):
     """The command line does not match the cap definition (exit status 2)."""
 
-    code = "USAGE"
-    attribution_class = "user"
+    code = ErrorCode.USAGE
+    attribution_class = AttributionClass.USER
 
 
 @attrs.frozen(kw_only=True)
