@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 from collections import defaultdict
 from collections.abc import Collection
 from pathlib import Path
@@ -287,3 +288,91 @@ def test_codes_and_classes_are_named_by_their_enums() -> None:
                 offenders[rel] = found
     assert offenders == {}
     assert spelled >= LITERALS_ALLOWED, f"no longer needed: {sorted(LITERALS_ALLOWED - spelled)}"
+
+
+# -- every document cited is in the repository ------------------------------------------------
+
+ROOT = PACKAGE.parent
+#: Modules being rewritten elsewhere that still cite documents this repository does not hold.
+CITATIONS_ALLOWED = frozenset(
+    {"cartridge_runtime/runtime/_handlers.py", "cartridge_runtime/runtime/_runtime.py"}
+)
+
+#: Names of documents that are not in the repository (the protocol's rules are cited by their
+#: ids in ``protocol_spec/`` instead).
+FOREIGN_DOCUMENT = re.compile(
+    r"fact[- ]sheet|urn[- ]semantics|bifaci-v6-facts|DEVELOPERS\.md|\.\./shared/|/work/"
+    r"|steering repositor|spec §",
+    re.IGNORECASE,
+)
+#: A section sign must follow the chapter it is a section of (``01-framing.md §1.6``).
+SECTION = re.compile(r"§")
+CHAPTER_BEFORE = re.compile(r"\b\d\d-[a-z-]+\.md`?\)?\s*§")
+#: A relative Markdown link target, and a path into the repository's documentation.
+LINK = re.compile(r"\]\((?!https?:|mailto:|#)([^)#\s]+)")
+DOC_PATH = re.compile(r"\b((?:protocol_spec|docs|benchmarks)/[\w./-]+\.(?:md|json|jsonl))\b")
+
+
+def _cited_files() -> list[Path]:
+    files = [ROOT / "README.md", ROOT / "CHANGELOG.md"]
+    files += sorted((ROOT / "docs").rglob("*.md"))
+    files += sorted((ROOT / "protocol_spec").rglob("*.md"))
+    files += sorted((ROOT / "benchmarks").glob("*.md"))
+    for folder in ("cartridge_runtime", "examples", "cartridges", "benchmarks", "tests"):
+        files += sorted((ROOT / folder).rglob("*.py"))
+    files += sorted((ROOT / "cartridge_runtime" / "templates").glob("*.tmpl"))
+    return [f for f in files if f.name != Path(__file__).name and ".venv" not in f.parts]
+
+
+def _citation_problems(path: Path, text: str) -> list[str]:
+    problems = []
+    for number, line in enumerate(text.splitlines(), 1):
+        where = f"{path.relative_to(ROOT)}:{number}"
+        match = FOREIGN_DOCUMENT.search(line)
+        if match:
+            problems.append(f"{where}: cites {match.group(0)!r}")
+        if SECTION.search(line) and not CHAPTER_BEFORE.search(line):
+            problems.append(f"{where}: a § without the chapter it belongs to")
+        targets = LINK.findall(line) if path.suffix == ".md" else []
+        for target in targets:
+            if not (path.parent / target).exists():
+                problems.append(f"{where}: link to missing {target}")
+        for cited in DOC_PATH.findall(line):
+            if path.suffix == ".py" and not cited.startswith("protocol_spec/"):
+                continue  # elsewhere in code, docs/x.md may be data (a path inside an archive)
+            if not (ROOT / cited).exists() and not (path.parent / cited).exists():
+                problems.append(f"{where}: names missing {cited}")
+    return problems
+
+
+def test_citations_name_only_documents_the_repository_holds() -> None:
+    problems: list[str] = []
+    allowed_seen: set[str] = set()
+    for path in _cited_files():
+        found = _citation_problems(path, path.read_text(encoding="utf-8"))
+        rel = path.relative_to(ROOT).as_posix()
+        if found and rel in CITATIONS_ALLOWED:
+            allowed_seen.add(rel)
+        elif found:
+            problems += found
+    assert problems == []
+    assert allowed_seen == CITATIONS_ALLOWED, "no longer needed: " + ", ".join(
+        sorted(CITATIONS_ALLOWED - allowed_seen)
+    )
+
+
+def test_the_citation_check_catches_foreign_documents() -> None:
+    fake = ROOT / "docs" / "x.md"
+    text = (
+        "see the fact sheet §4.7\n"
+        "and [the guide](handler-guide.md) and [gone](nowhere.md)\n"
+        "per 05-flow-control.md §5.4 and `protocol_spec/99-none.md`\n"
+        "facts in ../shared/spec/x.md\n"
+    )
+    assert _citation_problems(fake, text) == [
+        "docs/x.md:1: cites 'fact sheet'",
+        "docs/x.md:1: a § without the chapter it belongs to",
+        "docs/x.md:2: link to missing nowhere.md",
+        "docs/x.md:3: names missing protocol_spec/99-none.md",
+        "docs/x.md:4: cites '../shared/'",
+    ]

@@ -1,4 +1,4 @@
-"""Cap definitions, cap groups and the mandatory identity cap (fact sheet §6.2, §6.3).
+"""Cap definitions, cap groups and the mandatory identity cap (MAN-3, MAN-8).
 
 A :class:`CapDef` keeps its URN as canonical text (the reference writes
 ``urn.to_string()``), so a cap built from ``"cap:op=x;in=media:"`` serializes

@@ -1,4 +1,4 @@
-"""The whole cartridge manifest (fact sheet §6): model, JSON in and out.
+"""The whole cartridge manifest (MAN-1 to MAN-3): model, JSON in and out.
 
 Serialization theory: the reference builds a plain dict whose keys are
 inserted in a fixed order and hands it to ``json.dumps`` with default

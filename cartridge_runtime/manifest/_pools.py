@@ -1,4 +1,4 @@
-"""Concurrency pools: the ``pools`` JSON of HELLO and heartbeat replies (fact sheet §3.5),
+"""Concurrency pools: the ``pools`` JSON of HELLO and heartbeat replies (HSK-23 to HSK-25),
 and the admission table the runtime keeps.
 
 Theory of operation. Every registered handler is a pool of one, named by its

@@ -1,8 +1,8 @@
 """Validation of manifests and cap definitions, with the reference's rule numbers.
 
 Theory of operation: :func:`validate_cap` checks one definition's arguments,
-then its outputs, in exactly the order capdag 1.524.58 checks them (urn
-semantics §8), so the first failure reported is the one the reference host
+then its outputs, in exactly the order capdag 1.524.58 checks them (MAN-9,
+MAN-10), so the first failure reported is the one the reference host
 would report, under the same ``RULEn``. Only after the numbered rules pass do
 we add our own stricter check that every media URN in the cap parses (the
 reference tolerates an unparseable arg URN; an author never wants one).

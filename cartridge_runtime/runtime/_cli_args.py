@@ -1,6 +1,6 @@
 """CLI mode, part one: from a command line to the cap's input streams, and the help texts.
 
-A cartridge script run with arguments is a command-line tool (fact sheet §7). This module is the
+A cartridge script run with arguments is a command-line tool (CLI-1). This module is the
 pure half of that: it reads the cap definition (:class:`~cartridge_runtime.manifest.CapDef`) and
 the tokens after the alias, and produces the list of :class:`CliInput` values the handler will
 see as its input streams. Nothing here runs a handler or writes to a terminal.
@@ -241,7 +241,7 @@ def parse_tokens(cap: CapDef, tokens: Sequence[str]) -> ParsedTokens:
 
 
 def default_bytes(value: Any) -> bytes:
-    """A ``default_value`` as the bytes a caller would have typed (fact sheet §7)."""
+    """A ``default_value`` as the bytes a caller would have typed (CLI-8)."""
     if isinstance(value, bool):
         return b"true" if value else b"false"
     if isinstance(value, str):

@@ -1,4 +1,4 @@
-"""CLI mode: a cartridge script run with arguments is a command-line tool (fact sheet §7).
+"""CLI mode: a cartridge script run with arguments is a command-line tool (CLI-1).
 
 ======================================  ===========================================  ======
 invocation                              effect                                       exit

@@ -254,7 +254,7 @@ class OutputStream:
         self._reporter.finish(float(progress), message)
 
     async def _finish_output(self) -> None:
-        """End this output after a successful ``perform`` (fact sheet §4.3)."""
+        """End this output after a successful ``perform`` (REQ-25)."""
         if self.closed or self.spec.void:
             return
         if not self.started and not self.spec.required:
