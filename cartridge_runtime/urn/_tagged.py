@@ -3,11 +3,12 @@
 Theory of operation
 -------------------
 ``parse_tagged(text)`` turns ``prefix:tag;tag;...`` into ``(prefix, tags)``
-where ``tags`` maps each lower-cased key to its *stored value* (URN-6): ``*`` (present, any value), ``?`` (no constraint), ``!``
-(absent), ``?=v`` (absent or not v), ``!=v`` (present and not v) or an exact
-value. The scanner is one left-to-right state machine so that the *first*
-failing character decides the error class, exactly as the reference does
-(``media:123#`` is an invalid character, ``media:123;#`` a numeric key).
+where ``tags`` maps each lower-cased key to its *stored value* (URN-6): ``*``
+(present, any value), ``?`` (no constraint), ``!`` (absent), ``?=v`` (absent or
+not v), ``!=v`` (present and not v) or an exact value. The scanner is one
+left-to-right state machine so that the *first* failing character decides
+the error class, exactly as the reference does (``media:123#`` is an invalid
+character, ``media:123;#`` a numeric key).
 
 For the relations each stored value is read as the set of states a key may be
 in: a pair ``(unset_ok, mode, value)`` where ``mode`` says which *set to s*
