@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 import cartridge_runtime
-from cartridge_runtime.engine import CallError, CartridgeDied, EngineError, NoRoute
+from cartridge_runtime.engine import CallError, CallTimeout, CartridgeDied, EngineError, NoRoute
 from cartridge_runtime.protocol import (
     AttributionClass,
     CartridgeRuntimeError,
@@ -106,3 +106,25 @@ def test_except_protocol_error_no_longer_catches_a_failed_call() -> None:
             pytest.fail("a failed call is not a protocol fault")
     with pytest.raises(CartridgeRuntimeError):
         raise CallError("HANDLER_ERROR", "internal", "boom")
+
+
+def test_an_observed_call_outcome_carries_the_err_value() -> None:
+    from cartridge_runtime.engine import CallOutcome
+
+    report = CallTimeout("too long").report
+    failed = CallOutcome(error=report, bytes_out=3)
+    assert not failed.ok and failed.code is ErrorCode.TIMEOUT
+    assert failed.attribution_class is AttributionClass.RESOURCE
+    done = CallOutcome(error=None, bytes_out=3)
+    assert done.ok and done.code is None and done.attribution_class is None
+
+
+def test_a_branch_error_is_made_from_a_report() -> None:
+    from cartridge_runtime.runtime import PeerCallError
+
+    report = ErrorReport(
+        code="PEER_BAD_INPUT", attribution_class="input", message="no", arg_urn="m:a"
+    )
+    for cls in (PeerCallError, OpError, ProtocolError, EngineError, CallError):
+        error = cls.from_report(report)
+        assert type(error) is cls and error.report == report

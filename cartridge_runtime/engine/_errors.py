@@ -11,7 +11,7 @@ or no route). The root :class:`EngineError` is the engine's branch of the packag
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 from ..protocol import AttributionClass, CartridgeRuntimeError, ErrorCode, ErrorReport
 
@@ -70,8 +70,9 @@ class CallError(EngineError):
         )
 
     @classmethod
-    def from_report(cls, report: ErrorReport) -> CallError:
-        """The call error that carries ``report`` (a cartridge's ERR, for one)."""
+    def from_report(cls, report: ErrorReport) -> Self:
+        """The call error that carries ``report`` (a cartridge's ERR, for one); for a class
+        whose constructor takes :class:`CallError`'s arguments."""
         return cls(report.code, report.attribution_class, report.message, report.arg_urn)
 
     def one_line(self) -> str:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from typing import Self
 
 from ._constants import AttributionClass, ErrorCode
 from ._error_report import ErrorReport, as_attribution_class, as_error_code
@@ -69,6 +70,17 @@ class CartridgeRuntimeError(Exception):
             self.attribution_class = as_attribution_class(str(attribution_class))
         if arg_urn is not None:
             self.arg_urn = arg_urn
+
+    @classmethod
+    def from_report(cls, report: ErrorReport) -> Self:
+        """The error of this class that carries ``report`` (a peer's ERR, for one); for a class
+        whose constructor takes the root's arguments."""
+        return cls(
+            report.message,
+            code=report.code,
+            attribution_class=report.attribution_class,
+            arg_urn=report.arg_urn,
+        )
 
     def __str__(self) -> str:
         return self.message

@@ -13,8 +13,14 @@ handler author raises (or subclasses) to choose the ERR exactly; any exception t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Self
 
-from cartridge_runtime.protocol import AttributionClass, CartridgeRuntimeError, ErrorCode
+from cartridge_runtime.protocol import (
+    AttributionClass,
+    CartridgeRuntimeError,
+    ErrorCode,
+    ErrorReport,
+)
 
 
 def handler_error_message(exc: BaseException) -> str:
@@ -76,6 +82,11 @@ class OpError(CartridgeError):
             super().__init__(
                 message, code=code_or_message, attribution_class=attribution_class, arg_urn=arg_urn
             )
+
+    @classmethod
+    def from_report(cls, report: ErrorReport) -> Self:
+        """The error that ends the request with exactly ``report`` (a peer's ERR passed on)."""
+        return cls(report.code, report.message, report.attribution_class, report.arg_urn)
 
 
 class InputConsumedError(CartridgeError):
