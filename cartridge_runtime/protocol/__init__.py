@@ -38,7 +38,6 @@ from ._constants import (
     NetworkPolicy,
 )
 from ._decoder import FrameDecoder
-from ._error_report import ErrorReport
 from ._errors import (
     CartridgeRuntimeError,
     ChecksumMismatchError,
@@ -59,6 +58,7 @@ from ._errors import (
 )
 from ._events import (
     BodyEnded,
+    ErrorReport,
     Event,
     LogReceived,
     ProgressReceived,

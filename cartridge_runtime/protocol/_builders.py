@@ -17,7 +17,7 @@ from ._constants import (
     FrameType,
     NetworkPolicy,
 )
-from ._error_report import ErrorReport, err_meta
+from ._events import ErrorReport, err_meta
 from ._frame import ZERO_ID, Frame, MessageId, _from_fields
 from ._limits import Limits
 

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping
 from typing import Self
 
 from ._constants import AttributionClass, ErrorCode
-from ._error_report import ErrorReport, as_attribution_class, as_error_code
+from ._events import ErrorReport, as_attribution_class, as_error_code
 
 
 class CartridgeRuntimeError(Exception):

@@ -29,10 +29,10 @@ from typing import Any
 from . import _builders as build
 from ._checksum import checksum
 from ._constants import CreditDirection, FrameType
-from ._error_report import ErrorReport
 from ._errors import ChecksumMismatchError, CreditViolationError, ProtocolError, StreamStateError
 from ._events import (
     BodyEnded,
+    ErrorReport,
     Event,
     LogReceived,
     ProgressReceived,
