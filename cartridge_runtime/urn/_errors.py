@@ -13,8 +13,9 @@ categories so tests can compare them one to one with the vectors:
   :data:`CAP_REASONS` and ``cause`` holds the underlying tagged/media error when
   there is one (the vectors' ``cause`` field is ``type(cause).__name__``).
 
-URN errors are not wire errors, so they do not derive from the protocol's
-``ProtocolError``; the runtime turns them into the proper ERR frame itself.
+URN errors are not wire errors, so they stay outside the package's error tree
+(``protocol.CartridgeRuntimeError``); the runtime turns them into the proper ERR
+frame itself.
 """
 
 from __future__ import annotations
