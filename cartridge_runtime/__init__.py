@@ -118,6 +118,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .manifest import (
         StdinSource as StdinSource,
     )
+    from .protocol import CartridgeRuntimeError as CartridgeRuntimeError
+    from .protocol import ErrorReport as ErrorReport
     from .protocol import ProtocolError as ProtocolError
     from .runtime import (
         CartridgeError as CartridgeError,
