@@ -57,6 +57,8 @@ _EXPORTS: dict[str, str] = {
     "CapUrn": "urn",
     "UrnError": "urn",
     "ProtocolError": "protocol",
+    "CartridgeRuntimeError": "protocol",
+    "ErrorReport": "protocol",
 }
 
 __all__ = ("__version__", *_EXPORTS)
@@ -116,6 +118,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .manifest import (
         StdinSource as StdinSource,
     )
+    from .protocol import CartridgeRuntimeError as CartridgeRuntimeError
+    from .protocol import ErrorReport as ErrorReport
     from .protocol import ProtocolError as ProtocolError
     from .runtime import (
         CartridgeError as CartridgeError,

@@ -404,7 +404,7 @@ class TestIdentityCheck:
 
 def test_verify_chunk() -> None:
     f = frames.chunk(RID, "s", 0, b"\x4chello bifaci")
-    assert f.checksum == 6933222068686294443  # the fact sheet's example (V02)
+    assert f.checksum == 6933222068686294443  # REQ-11's example (vector 02)
     verify_chunk(f)
     with pytest.raises(ChecksumMismatchError, match="Checksum mismatch"):
         verify_chunk(f.replace(checksum=1))

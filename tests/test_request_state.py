@@ -22,12 +22,12 @@ from cartridge_runtime.protocol import (
     Frame,
     FrameDecodeError,
     FrameType,
-    Input,
     LogReceived,
     MessageId,
     OutgoingStream,
     ProgressReceived,
     ProtocolError,
+    RequestInput,
     RequestOpened,
     RequestState,
     StreamClosed,
@@ -44,20 +44,20 @@ RID = MessageId(b"\x01" * 16)
 XID = MessageId(7)
 
 
-def _frame_for(inp: Input, sid: str = "s") -> Frame:
-    if inp is Input.REQ:
+def _frame_for(inp: RequestInput, sid: str = "s") -> Frame:
+    if inp is RequestInput.REQ:
         return frames.req(RID, "cap:effect=none", xid=XID)
-    if inp is Input.STREAM_START:
+    if inp is RequestInput.STREAM_START:
         return frames.stream_start(RID, sid, "media:")
-    if inp is Input.CHUNK:
+    if inp is RequestInput.CHUNK:
         return frames.chunk(RID, sid, 0, cbor2.dumps(b"x"))
-    if inp is Input.STREAM_END:
+    if inp is RequestInput.STREAM_END:
         return frames.stream_end(RID, sid, 0)
-    if inp is Input.LOG:
+    if inp is RequestInput.LOG:
         return frames.log(RID, "info", "hello", "internal")
-    if inp is Input.END:
+    if inp is RequestInput.END:
         return frames.end(RID, response=False)
-    if inp is Input.ERR:
+    if inp is RequestInput.ERR:
         return frames.err(RID, "X", "boom", "input")
     raise AssertionError(inp)
 
@@ -66,26 +66,28 @@ def _receiver_in(state: RequestState) -> BodyReceiver:
     rx = BodyReceiver(RID, xid=XID, initial_credit=4, expect_req=True)
     if state is RequestState.EXPECT_REQ:
         return rx
-    rx.receive(_frame_for(Input.REQ))
+    rx.receive(_frame_for(RequestInput.REQ))
     if state is RequestState.OPEN:
         return rx
     if state is RequestState.DONE:
-        rx.receive(_frame_for(Input.END))
+        rx.receive(_frame_for(RequestInput.END))
     else:
-        rx.receive(_frame_for(Input.ERR))
+        rx.receive(_frame_for(RequestInput.ERR))
     assert rx.state is state
     return rx
 
 
-WIRE_INPUTS = [i for i in Input if i not in (Input.ITEM_INCOMPLETE, Input.ITEM_COMPLETE)]
+WIRE_INPUTS = [
+    i for i in RequestInput if i not in (RequestInput.ITEM_INCOMPLETE, RequestInput.ITEM_COMPLETE)
+]
 
 
 @pytest.mark.parametrize(("state", "inp"), list(itertools.product(RequestState, WIRE_INPUTS)))
-def test_every_request_state_input_pair(state: RequestState, inp: Input) -> None:
+def test_every_request_state_input_pair(state: RequestState, inp: RequestInput) -> None:
     rx = _receiver_in(state)
     frame = _frame_for(inp)
-    if inp in (Input.CHUNK, Input.STREAM_END) and state is RequestState.OPEN:
-        rx.receive(_frame_for(Input.STREAM_START))
+    if inp in (RequestInput.CHUNK, RequestInput.STREAM_END) and state is RequestState.OPEN:
+        rx.receive(_frame_for(RequestInput.STREAM_START))
     if (state, inp) in REQUEST_TRANSITIONS:
         rx.receive(frame)
         assert rx.state is REQUEST_TRANSITIONS[(state, inp)]
@@ -95,7 +97,7 @@ def test_every_request_state_input_pair(state: RequestState, inp: Input) -> None
         assert rx.state is RequestState.FAILED
 
 
-STREAM_INPUTS = [Input.STREAM_START, Input.CHUNK, Input.STREAM_END]
+STREAM_INPUTS = [RequestInput.STREAM_START, RequestInput.CHUNK, RequestInput.STREAM_END]
 
 
 def _stream_in(state: StreamState) -> BodyReceiver:
@@ -113,15 +115,15 @@ def _stream_in(state: StreamState) -> BodyReceiver:
 
 
 @pytest.mark.parametrize(("state", "inp"), list(itertools.product(StreamState, STREAM_INPUTS)))
-def test_every_stream_state_input_pair(state: StreamState, inp: Input) -> None:
+def test_every_stream_state_input_pair(state: StreamState, inp: RequestInput) -> None:
     rx = _stream_in(state)
     index = 1 if state is StreamState.IN_ITEM else 0
-    if inp is Input.CHUNK:
+    if inp is RequestInput.CHUNK:
         if state is StreamState.IN_ITEM:
             frame = frames.chunk(RID, "s", index, cbor2.dumps(b"y" * 100)[50:])
         else:
             frame = frames.chunk(RID, "s", index, cbor2.dumps(b"x"))
-    elif inp is Input.STREAM_END:
+    elif inp is RequestInput.STREAM_END:
         frame = frames.stream_end(RID, "s", index)
     else:
         frame = frames.stream_start(RID, "s", "media:")

@@ -31,7 +31,7 @@ import anyio.to_thread
 import attrs
 import typer
 
-from ..protocol import NetworkPolicy
+from ..protocol import ErrorReport, NetworkPolicy
 from . import app
 from ._call_inputs import UsageError, check_before_spawn, plan_call_inputs, split_arg
 from ._call_outputs import Renderer, StdoutClosed, plan_outputs
@@ -70,17 +70,15 @@ def _err(text: str) -> None:
     sys.stderr.flush()
 
 
-def error_line(exc: Any) -> str:
+def error_line(report: ErrorReport) -> str:
     """``CODE (class): message [arg=URN]`` on one line, as CLI mode prints it. A message's own
     appended stderr tail (``... stderr:`` and the lines after it) is left out."""
-    message = str(getattr(exc, "message", "") or "")
-    first = message.splitlines()[0] if message else ""
+    text = report.one_line()
     for cut in (". stderr:", " stderr:"):
-        if first.endswith(cut):
-            first = first[: -len(cut)]
-    text = f"{exc.code} ({exc.attribution_class}): {first}"
-    if getattr(exc, "arg_urn", None):
-        text += f" arg={exc.arg_urn}"
+        if text.endswith(cut):
+            text = text[: -len(cut)]
+    if report.arg_urn:
+        text += f" arg={report.arg_urn}"
     return text
 
 
@@ -119,7 +117,7 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
     try:
         await engine.start(name)
     except CallError as exc:
-        _err(error_line(exc))
+        _err(error_line(exc.report))
         tail = getattr(exc, "stderr_tail", "")
         if tail:
             sys.stderr.write(tail.rstrip() + "\n")
@@ -173,7 +171,7 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
     except CallError as exc:
         plan.discard()
         renderer.finish()
-        line = error_line(exc)
+        line = error_line(exc.report)
         if isinstance(exc, NoRoute):
             known = [c.urn for n in _names(engine) for c in _caps(engine, n)]
             near = _closest(_canonical(opts.cap), known)

@@ -16,7 +16,8 @@ Example::
 from __future__ import annotations
 
 from ._known import KNOWN_DEFECTS
-from ._model import CATALOGUE, Check, CheckFailed, CheckResult, CheckSkipped, Level, Status
+from ._model import CATALOGUE, Check, CheckResult, Level, Status
+from ._outcomes import CheckFailed, CheckSkipped
 from ._runner import DEFAULT_TIMEOUT, Report, run_conformance, select_checks
 from ._session import Session, target_command
 

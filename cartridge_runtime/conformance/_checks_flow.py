@@ -12,6 +12,9 @@ import cbor2
 
 from ..protocol import (
     IDENTITY_CAP,
+    AttributionClass,
+    ErrorCode,
+    ErrorReport,
     Frame,
     FrameType,
     Limits,
@@ -22,7 +25,8 @@ from ..protocol import (
 )
 from ._checks_handshake import SMALL_FRAME_LIMITS, SMALL_LIMITS
 from ._context import CheckContext, Conn, meta_of
-from ._model import CheckFailed, CheckSkipped, check
+from ._model import check
+from ._outcomes import CheckFailed, CheckSkipped
 from ._session import TargetGone, WaitTimeout
 
 #: Seconds a heartbeat reply may take (FLW-12: it is answered at once, by the reading side).
@@ -168,7 +172,7 @@ def credit_violation(ctx: CheckContext) -> str:
     if t.frame_type is FrameType.ERR:
         meta = meta_of(t)
         msg = str(meta.get("message", ""))
-        if "CREDIT_VIOLATION" not in msg and meta.get("code") != "CREDIT_VIOLATION":
+        if ErrorCode.CREDIT_VIOLATION not in msg and meta.get("code") != ErrorCode.CREDIT_VIOLATION:
             raise CheckFailed(
                 f"ERR {meta.get('code')!r} {msg[:60]!r} does not name CREDIT_VIOLATION"
             )
@@ -182,25 +186,45 @@ def credit_violation(ctx: CheckContext) -> str:
     return "the cartridge granted enough credit in time; echo correct"
 
 
-CANCEL_CASES: tuple[tuple[dict[str, str], str, str, str], ...] = (
-    ({}, "CANCELLED", "internal", "Request cancelled"),
+def _report(code: ErrorCode, attribution: AttributionClass, message: str) -> ErrorReport:
+    return ErrorReport(code=code, attribution_class=attribution, message=message)
+
+
+#: A CANCEL's reason (None: no meta) and the ERR it must end the request with (FLW-18's
+#: table; the expected message need only be part of the ERR's).
+CANCEL_CASES: tuple[tuple[ErrorReport | None, ErrorReport], ...] = (
+    (None, _report(ErrorCode.CANCELLED, AttributionClass.INTERNAL, "Request cancelled")),
     (
-        {"code": "CANCELLED", "attribution_class": "user", "message": "Cancelled by user"},
-        "CANCELLED",
-        "user",
-        "Cancelled by user",
+        _report(ErrorCode.CANCELLED, AttributionClass.USER, "Cancelled by user"),
+        _report(ErrorCode.CANCELLED, AttributionClass.USER, "Cancelled by user"),
     ),
     (
-        {"code": "ABORTED", "attribution_class": "resource", "message": "disk gone"},
-        "ABORTED",
-        "resource",
-        "disk gone",
+        _report(ErrorCode.ABORTED, AttributionClass.RESOURCE, "disk gone"),
+        _report(ErrorCode.ABORTED, AttributionClass.RESOURCE, "disk gone"),
     ),
 )
 
 
-def _cancel_and_wait(conn: Conn, ctx: CheckContext, rid: MessageId, **meta: object) -> Frame:
-    conn.send(build.cancel(rid, **meta))  # type: ignore[arg-type]
+def _cancel_and_wait(
+    conn: Conn,
+    ctx: CheckContext,
+    rid: MessageId,
+    reason: ErrorReport | None = None,
+    *,
+    force_kill: bool = False,
+) -> Frame:
+    if reason is None:
+        conn.send(build.cancel(rid, force_kill=force_kill))
+    else:
+        conn.send(
+            build.cancel(
+                rid,
+                force_kill=force_kill,
+                code=reason.code,
+                attribution_class=reason.attribution_class,
+                message=reason.message,
+            )
+        )
     try:
         return conn.session.expect(lambda f: f.id == rid and f.frame_type.is_terminal, ctx.deadline)
     except (WaitTimeout, TargetGone) as exc:
@@ -210,21 +234,21 @@ def _cancel_and_wait(conn: Conn, ctx: CheckContext, rid: MessageId, **meta: obje
 @check("FLW-18", "CANCEL honoured with the reason's ERR", rules=("FLW-16", "FLW-18"), ck="CK-30")
 def cancel_honoured(ctx: CheckContext) -> str:
     conn = ctx.shared()
-    for meta, code, cls, text in CANCEL_CASES:
+    for reason, want in CANCEL_CASES:
         rid = MessageId.new()
         _open_identity(conn, rid)
-        t = _cancel_and_wait(conn, ctx, rid, **meta)
-        got = meta_of(t)
-        label = meta.get("code", "no reason")
+        t = _cancel_and_wait(conn, ctx, rid, reason)
+        got = ErrorReport.from_meta(t.meta)
+        label = "no reason" if reason is None else reason.code
         if t.frame_type is not FrameType.ERR:
             raise CheckFailed(f"cancel ({label}): the request ended with END")
-        if got.get("code") != code or got.get("attribution_class") != cls:
+        if got.code != want.code or got.attribution_class != want.attribution_class:
             raise CheckFailed(
-                f"cancel ({label}): ERR {got.get('code')!r}/{got.get('attribution_class')!r} "
-                f"(want {code}/{cls})"
+                f"cancel ({label}): ERR {str(got.code)!r}/{str(got.attribution_class)!r} "
+                f"(want {want.code}/{want.attribution_class})"
             )
-        if text not in str(got.get("message", "")):
-            raise CheckFailed(f"cancel ({label}): message {got.get('message')!r} lacks {text!r}")
+        if want.message not in got.message:
+            raise CheckFailed(f"cancel ({label}): message {got.message!r} lacks {want.message!r}")
     return (
         "no reason, CANCELLED/user and ABORTED/resource: one ERR each with code, class and message"
     )
@@ -264,7 +288,7 @@ def cancel_force_kill(ctx: CheckContext) -> str:
     rid = MessageId.new()
     _open_identity(conn, rid)
     t = _cancel_and_wait(conn, ctx, rid, force_kill=True)
-    if t.frame_type is not FrameType.ERR or meta_of(t).get("code") != "CANCELLED":
+    if t.frame_type is not FrameType.ERR or meta_of(t).get("code") != ErrorCode.CANCELLED:
         raise CheckFailed(
             f"force_kill cancel ended with {t.frame_type.name} {meta_of(t).get('code')!r} "
             "(want ERR CANCELLED)"
@@ -392,12 +416,12 @@ def desired_capacities(ctx: CheckContext) -> str:
         )
     refused = _probe(conn, ctx, {pool: wanted + 1, NO_SUCH_POOL: 1})
     meta = meta_of(refused)
-    if refused.frame_type is not FrameType.ERR or meta.get("code") != "UNKNOWN_POOL":
+    if refused.frame_type is not FrameType.ERR or meta.get("code") != ErrorCode.UNKNOWN_POOL:
         raise CheckFailed(
             f"an unknown pool in desired_capacities got {refused.frame_type.name} "
             f"{meta.get('code')!r} (want ERR UNKNOWN_POOL with the heartbeat's id)"
         )
-    if meta.get("attribution_class") != "internal":
+    if meta.get("attribution_class") != AttributionClass.INTERNAL:
         raise CheckFailed(f"UNKNOWN_POOL class {meta.get('attribution_class')!r} (want internal)")
     after = _probe(conn, ctx, None)
     if after.frame_type is not FrameType.HEARTBEAT or _configured(after, pool) != wanted:

@@ -11,6 +11,7 @@ import attrs
 
 from ..protocol import (
     ZERO_ID,
+    ErrorCode,
     Frame,
     FrameType,
     Limits,
@@ -20,7 +21,8 @@ from ..protocol import (
     frames as build,
 )
 from ._context import CheckContext, meta_of
-from ._model import CheckFailed, CheckSkipped, check
+from ._model import check
+from ._outcomes import CheckFailed, CheckSkipped
 from ._session import TargetGone, WaitTimeout, run_capture
 
 LIMIT_NAMES = ("max_frame", "max_chunk", "max_reorder_buffer", "initial_credit")
@@ -277,7 +279,7 @@ def _no_policy_scenario(ctx: CheckContext) -> _NoPolicy:
         t = ex.terminal
         if t is None or t.frame_type is not FrameType.ERR:
             refusal = f"REQ before POLICY got {ex.describe()} (want ERR PROTOCOL_VIOLATION)"
-        elif meta_of(t).get("code") != "PROTOCOL_VIOLATION":
+        elif meta_of(t).get("code") != ErrorCode.PROTOCOL_VIOLATION:
             refusal = f"ERR code {meta_of(t).get('code')!r} (want PROTOCOL_VIOLATION)"
         else:
             conn.identity()
@@ -338,7 +340,7 @@ def late_hello(ctx: CheckContext) -> str:
     except (WaitTimeout, TargetGone) as exc:
         raise CheckFailed(f"no ERR for the late HELLO ({exc})") from None
     meta = meta_of(f)
-    if f.frame_type is not FrameType.ERR or meta.get("code") != "PROTOCOL_ERROR":
+    if f.frame_type is not FrameType.ERR or meta.get("code") != ErrorCode.PROTOCOL_ERROR:
         raise CheckFailed(
             f"late HELLO answered with {f.frame_type.name} {meta.get('code')!r} "
             "(want ERR PROTOCOL_ERROR)"

@@ -12,6 +12,9 @@ import cbor2
 
 from ..protocol import (
     IDENTITY_CAP,
+    AttributionClass,
+    ErrorCode,
+    ErrorReport,
     Frame,
     FrameType,
     Limits,
@@ -23,7 +26,8 @@ from ..protocol import (
 from ._checks_handshake import PROBE_CAP, SMALL_FRAME_LIMITS, SMALL_LIMITS
 from ._context import CheckContext, meta_of
 from ._known import KNOWN_DEFECTS
-from ._model import CheckFailed, CheckSkipped, check
+from ._model import check
+from ._outcomes import CheckFailed, CheckSkipped
 
 #: Limits of the baseline sessions: small chunks and windows so that a few KiB exercise
 #: multi-chunk streams and credit.
@@ -142,7 +146,7 @@ def run_sweep(ctx: CheckContext) -> str:
             called += 1
             if ex.terminal is not None and ex.terminal.frame_type is FrameType.ERR:
                 with ctx.run.lock:
-                    ctx.run.sweep_errors.append(meta_of(ex.terminal))
+                    ctx.run.sweep_errors.append(ErrorReport.from_meta(ex.terminal.meta))
         except CheckFailed:
             conn.send(build.cancel(rid, xid=MessageId(200 + i)))
             conn.session.drain(0.3)
@@ -158,9 +162,9 @@ def no_handler(ctx: CheckContext) -> str:
     ex = conn.exchange(PROBE_CAP, [cbor2.dumps(b"payload")], xid=MessageId(3))
     t = ex.terminal
     meta = meta_of(t) if t is not None else {}
-    if t is None or t.frame_type is not FrameType.ERR or meta.get("code") != "NO_HANDLER":
+    if t is None or t.frame_type is not FrameType.ERR or meta.get("code") != ErrorCode.NO_HANDLER:
         raise CheckFailed(f"unknown cap got {ex.describe()} (want ERR NO_HANDLER)")
-    if meta.get("attribution_class") != "environment":
+    if meta.get("attribution_class") != AttributionClass.ENVIRONMENT:
         raise CheckFailed(f"NO_HANDLER class {meta.get('attribution_class')!r} (want environment)")
     conn.identity()
     return "ERR NO_HANDLER / environment; body frames ignored; still serving"
@@ -169,13 +173,13 @@ def no_handler(ctx: CheckContext) -> str:
 @check("REQ-2", "REQ without cap / with a payload refused", rules=("REQ-2", "REQ-3"), ck="CK-13")
 def invalid_req(ctx: CheckContext) -> str:
     conn = ctx.shared()
-    cases: list[tuple[str, Frame, str]] = []
+    cases: list[tuple[str, Frame, ErrorCode]] = []
     rid = MessageId.new()
     cases.append(
         (
             "REQ without key 10",
             Frame(frame_type=FrameType.REQ, id=rid, payload=b""),
-            "INVALID_REQUEST",
+            ErrorCode.INVALID_REQUEST,
         )
     )
     rid2 = MessageId.new()
@@ -183,7 +187,7 @@ def invalid_req(ctx: CheckContext) -> str:
         (
             "REQ with a payload",
             build.req(rid2, IDENTITY_CAP).replace(payload=b"\x01"),
-            "PROTOCOL_ERROR",
+            ErrorCode.PROTOCOL_ERROR,
         )
     )
     for label, frame, code in cases:

@@ -12,6 +12,7 @@ import cbor2
 from ..protocol import (
     DEFAULT_LIMITS,
     ZERO_ID,
+    ErrorCode,
     Frame,
     FrameType,
     Limits,
@@ -22,7 +23,8 @@ from ..protocol import (
 )
 from ._context import CheckContext
 from ._known import KNOWN_DEFECTS
-from ._model import CheckFailed, CheckSkipped, check
+from ._model import check
+from ._outcomes import CheckFailed, CheckSkipped
 from ._session import TargetGone, WaitTimeout
 
 SILENT_EXIT_0 = "capdag 1.524.58 prints 'Read error' and exits 0 on malformed input, sending no ERR"
@@ -136,7 +138,7 @@ def malformed_err(ctx: CheckContext) -> str:
             f"no ERR id 0 before exit (status {rc})",
             known_defect=SILENT_EXIT_0 if rc == 0 and "Read error" in stderr else None,
         )
-    if code != "PROTOCOL_ERROR":
+    if code != ErrorCode.PROTOCOL_ERROR:
         got = f"ERR {code}" if code else "no ERR"
         raise CheckFailed(f"the request still open got {got}, not ERR PROTOCOL_ERROR (exit {rc})")
     return f"ERR id 0 and ERR PROTOCOL_ERROR for the open request, then exit {rc}"
@@ -191,12 +193,20 @@ def stdin_eof(ctx: CheckContext) -> str:
 
 
 #: Codes the protocol itself defines; any other code on an ERR is a handler's own (typed).
-GENERIC_CODES = frozenset(
+GENERIC_CODES: frozenset[str] = frozenset(
     {
-        "HANDLER_ERROR", "NO_HANDLER", "PROTOCOL_ERROR", "PROTOCOL_VIOLATION", "INVALID_REQUEST",
-        "CANCELLED", "ABORTED", "ABORTED_COLLATERAL", "UNKNOWN_POOL", "CREDIT_VIOLATION",
+        ErrorCode.HANDLER_ERROR,
+        ErrorCode.NO_HANDLER,
+        ErrorCode.PROTOCOL_ERROR,
+        ErrorCode.PROTOCOL_VIOLATION,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.CANCELLED,
+        ErrorCode.ABORTED,
+        ErrorCode.ABORTED_COLLATERAL,
+        ErrorCode.UNKNOWN_POOL,
+        ErrorCode.CREDIT_VIOLATION,
     }
-)  # fmt: skip
+)
 _FLATTENED = re.compile(r"^[A-Z][A-Z0-9_]{2,}: ")
 
 
@@ -204,17 +214,17 @@ _FLATTENED = re.compile(r"^[A-Z][A-Z0-9_]{2,}: ")
 def typed_error(ctx: CheckContext) -> str:
     errors = list(ctx.run.sweep_errors)
     flattened = [
-        m
-        for m in errors
-        if m.get("code") == "HANDLER_ERROR" and _FLATTENED.match(str(m.get("message", "")))
+        report
+        for report in errors
+        if report.code == ErrorCode.HANDLER_ERROR and _FLATTENED.match(report.message)
     ]
     if flattened:
         raise CheckFailed(
-            f"a typed error arrived as HANDLER_ERROR/{flattened[0].get('attribution_class')}: "
-            f"{str(flattened[0].get('message'))[:80]!r}",
+            f"a typed error arrived as HANDLER_ERROR/{flattened[0].attribution_class}: "
+            f"{flattened[0].message[:80]!r}",
             known_defect=KNOWN_DEFECTS["ERR-4"],
         )
-    typed = sorted({str(m.get("code")) for m in errors if m.get("code") not in GENERIC_CODES})
+    typed = sorted({str(r.code) for r in errors if r.code not in GENERIC_CODES})
     if not typed:
         raise CheckSkipped("no manifest cap raised a typed error for the kit's sample inputs")
     return f"typed errors kept their codes: {', '.join(typed)}"

@@ -23,6 +23,7 @@ from ..protocol import (
     DEFAULT_LIMITS,
     IDENTITY_CAP,
     IDENTITY_NONCE_LEN,
+    ErrorReport,
     Frame,
     FrameType,
     IdentityCheck,
@@ -32,7 +33,7 @@ from ..protocol import (
 from ..protocol import (
     frames as build,
 )
-from ._model import CheckFailed
+from ._outcomes import CheckFailed
 from ._session import Session, TargetGone, WaitTimeout
 
 __all__ = ("CheckContext", "Conn", "Exchange", "RunState", "lenient_value")
@@ -103,8 +104,8 @@ class RunState:
         self.baseline_done = False
         self.hello: Frame | None = None
         self.seen: set[str] = set()
-        #: ERR meta of the manifest sweep's requests (ERR-4 judges typed errors from it).
-        self.sweep_errors: list[dict[str, Any]] = []
+        #: The ERRs of the manifest sweep's requests (ERR-4 judges typed errors from them).
+        self.sweep_errors: list[ErrorReport] = []
         #: One ready process shared, one check at a time, by the checks that leave a
         #: conformant target in a clean state (saves a process start per check).
         self.shared_locks: dict[Limits, threading.Lock] = {}

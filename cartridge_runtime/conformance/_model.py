@@ -1,7 +1,7 @@
 """The catalogue's vocabulary: checks, outcomes, results and the registry.
 
 A check is a plain function of a :class:`CheckContext`. It returns a one-line detail on
-success, or raises :class:`CheckFailed` / :class:`CheckSkipped`. Each check's id is a rule
+success, or raises :class:`CheckFailed` / :class:`CheckSkipped` (in ``_outcomes``). Each check's id is a rule
 id of ``protocol_spec/rules.json`` (the rule it certifies first); ``rules`` lists every rule
 it touches, ``ck`` the row of ``protocol_spec/11-conformance.md`` it implements.
 """
@@ -20,9 +20,7 @@ if TYPE_CHECKING:
 __all__ = (
     "CATALOGUE",
     "Check",
-    "CheckFailed",
     "CheckResult",
-    "CheckSkipped",
     "Level",
     "Status",
     "check",
@@ -42,20 +40,6 @@ class Status(enum.StrEnum):
     PASS = "pass"
     FAIL = "fail"
     SKIP = "skip"
-
-
-class CheckFailed(Exception):
-    """Raised by a check: the target broke the rule. ``known_defect`` names a reference
-    (capdag 1.524.58) defect when the observed behaviour is exactly that defect."""
-
-    def __init__(self, detail: str, *, known_defect: str | None = None) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.known_defect = known_defect
-
-
-class CheckSkipped(Exception):
-    """Raised by a check: the target offers nothing to exercise it (the reason says what)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -27,7 +27,8 @@ from . import _checks_robust  # noqa: F401
 from ._audit import audit_conn
 from ._checks_requests import run_baseline, run_baseline_frame, run_sweep
 from ._context import CheckContext, RunState
-from ._model import CATALOGUE, Check, CheckFailed, CheckResult, CheckSkipped, Level, Status
+from ._model import CATALOGUE, Check, CheckResult, Level, Status
+from ._outcomes import CheckFailed, CheckSkipped
 from ._session import target_command
 
 __all__ = ("DEFAULT_TIMEOUT", "Report", "default_jobs", "run_conformance", "select_checks")

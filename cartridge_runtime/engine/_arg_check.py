@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..manifest import ArgDef, CapDef
-from ..protocol import AttributionClass
+from ..protocol import AttributionClass, ErrorCode
 from ..urn import MediaUrn, UrnError
 from ._errors import CallError
 from ._inputs import ItemStream
@@ -56,7 +56,7 @@ class ArgumentError(CallError):
         if arg is not None:
             where += f" (arg '{arg.name}')" if index is not None else f": arg '{arg.name}'"
         super().__init__(
-            "MISSING_INPUT" if missing else "INVALID_INPUT",
+            ErrorCode.MISSING_INPUT if missing else ErrorCode.INVALID_INPUT,
             AttributionClass.INPUT,
             f"cap {cap}: {where}: {reason}",
             arg_urn=arg.media_urn if arg is not None else None,

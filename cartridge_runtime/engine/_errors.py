@@ -1,17 +1,19 @@
 """Errors the engine raises.
 
 Every failure a caller can see is a :class:`CallError` carrying the same four fields as an ERR
-frame (code, attribution class, message, arg_urn), whether it came from a cartridge's ERR or
-was made by the engine itself (a cartridge that died, failed to start, or no route). The root
-:class:`EngineError` derives from the protocol core's :class:`ProtocolError`, so one ``except``
-catches everything the project raises for protocol reasons.
+frame (code, attribution class, message, arg_urn; ``error.report`` is that ERR), whether it came
+from a cartridge's ERR or was made by the engine itself (a cartridge that died, failed to start,
+or no route). The root :class:`EngineError` is the engine's branch of the package's error tree
+(:class:`~cartridge_runtime.protocol.CartridgeRuntimeError`), a sibling of
+:class:`~cartridge_runtime.protocol.ProtocolError`: a failed call is not a protocol fault, and
+``except CartridgeRuntimeError`` catches both.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
-from ..protocol import AttributionClass, ErrorCode, ProtocolError
+from ..protocol import AttributionClass, CartridgeRuntimeError, ErrorCode, ErrorReport
 
 __all__ = (
     "CallError",
@@ -32,13 +34,16 @@ def _restore(cls: type[EngineError], args: tuple[Any, ...]) -> EngineError:
     return cls.__new__(cls, *args)
 
 
-class EngineError(ProtocolError):
+class EngineError(CartridgeRuntimeError):
     """Root of the engine's errors (misuse of the engine API included).
 
     Every engine error pickles (to cross a process boundary, a Ray actor's for one) with its
     class and every field: ``code``, ``attribution_class``, ``message``, ``arg_urn`` and the
-    subclass's own (``returncode``, ``stderr_tail``, ``step``...).
+    subclass's own (``returncode``, ``stderr_tail``, ``step``...). A bare engine error (a
+    misuse) has the ERR ``PROTOCOL_ERROR``/``internal``.
     """
+
+    code = ErrorCode.PROTOCOL_ERROR
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore, (type(self), self.args), dict(self.__dict__))
@@ -64,22 +69,22 @@ class CallError(EngineError):
             message, code=str(code), attribution_class=str(attribution_class), arg_urn=arg_urn
         )
 
-    @property
-    def retryable(self) -> bool:
-        """Whether a retry can help (``input`` and ``user`` failures are permanent)."""
-        return self.attribution_class not in (AttributionClass.INPUT, AttributionClass.USER)
+    @classmethod
+    def from_report(cls, report: ErrorReport) -> Self:
+        """The call error that carries ``report`` (a cartridge's ERR, for one); for a class
+        whose constructor takes :class:`CallError`'s arguments."""
+        return cls(report.code, report.attribution_class, report.message, report.arg_urn)
 
     def one_line(self) -> str:
         """``CODE (class): message`` on one line, as the CLI prints it."""
-        first = self.message.splitlines()[0] if self.message else ""
-        return f"{self.code} ({self.attribution_class}): {first}"
+        return self.report.one_line()
 
     def __str__(self) -> str:
         """The one-line form, code first (:meth:`one_line`); ``message`` has the whole text."""
         return self.one_line()
 
     def __repr__(self) -> str:
-        fields = (self.code, self.attribution_class, self.message, self.arg_urn)
+        fields = (str(self.code), str(self.attribution_class), self.message, self.arg_urn)
         return f"{type(self).__name__}{fields!r}"
 
 

@@ -162,7 +162,7 @@ def inline_frames(
             else:
                 for pos in range(0, len(view), size):
                     out += stream.write_bytes(view[pos : pos + size])
-        elif isinstance(value, str):  # text travels as UTF-8 in byte strings (spec §text)
+        elif isinstance(value, str):  # text travels as UTF-8 in byte strings (REQ-38)
             data = value.encode("utf-8")
             for pos in range(0, max(len(data), 1), size):
                 out += stream.write_bytes(data[pos : pos + size])

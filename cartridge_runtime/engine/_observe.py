@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
+from ..protocol import ErrorReport
 from ._events import Metric, TraceEvent
 
 if TYPE_CHECKING:
@@ -43,12 +44,24 @@ class CallInfo:
 
 @attrs.frozen(kw_only=True)
 class CallOutcome:
-    """A call as it ended: ``code`` is ``None`` on success, else the error's code."""
+    """A call as it ended: ``error`` is ``None`` on success, else the ERR it failed with."""
 
-    ok: bool
-    code: str | None
-    attribution_class: str | None
+    error: ErrorReport | None
     bytes_out: int
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def code(self) -> str | None:
+        """The error's code, ``None`` on success."""
+        return None if self.error is None else self.error.code
+
+    @property
+    def attribution_class(self) -> str | None:
+        """The error's attribution class, ``None`` on success."""
+        return None if self.error is None else self.error.attribution_class
 
 
 @runtime_checkable
@@ -99,12 +112,7 @@ class Observation:
                 self._live.remove((observer, token))
 
     def finished(self, error: CallError | None, bytes_out: int) -> None:
-        outcome = CallOutcome(
-            ok=error is None,
-            code=None if error is None else str(error.code),
-            attribution_class=None if error is None else str(error.attribution_class),
-            bytes_out=bytes_out,
-        )
+        outcome = CallOutcome(error=None if error is None else error.report, bytes_out=bytes_out)
         live, self._live = self._live, []
         for observer, token in live:
             try:

@@ -27,7 +27,14 @@ from collections.abc import Sequence
 
 import attrs
 
-__all__ = ("MemberShape", "StepShape", "Placement", "Iteration", "CyclicSteps", "place_steps")
+__all__ = (
+    "MemberShape",
+    "StepShape",
+    "IndexedPlacement",
+    "Iteration",
+    "CyclicSteps",
+    "place_steps",
+)
 
 ROOT = 0
 
@@ -50,8 +57,8 @@ class StepShape:
 
 
 @attrs.frozen(kw_only=True)
-class Placement:
-    """Where a step runs.
+class IndexedPlacement:
+    """Where a step runs, its mapped nodes by index (``_model.StepPlacement`` names them).
 
     :ivar placed_in: the scope the step is given its members in.
     :ivar map: the map the step runs in when it maps (opened inside ``placed_in``), else None.
@@ -84,7 +91,7 @@ class CyclicSteps(Exception):
 class Iteration:
     """The placement of every step (in the order given) and the parent of every scope."""
 
-    placements: tuple[Placement, ...]
+    placements: tuple[IndexedPlacement, ...]
     scope_parents: tuple[int, ...]
     scope_sources: tuple[tuple[int, ...], ...]
 
@@ -121,7 +128,7 @@ class _Scopes:
             inner = self.parent[inner]
         return False
 
-    def place(self, step: StepShape) -> Placement:
+    def place(self, step: StepShape) -> IndexedPlacement:
         asked = []
         for member in step.members:
             scope = self.node_scope[member.node]
@@ -157,14 +164,14 @@ class _Scopes:
             if not moved:
                 break
         if not mapped:
-            return Placement(placed_in=placed_in)
+            return IndexedPlacement(placed_in=placed_in)
         key = tuple(sorted(mapped))
         for scope in range(1, len(self.parent)):
             if self.parent[scope] == placed_in and self.sources[scope] == key:
-                return Placement(placed_in=placed_in, map=scope, mapped=tuple(mapped))
+                return IndexedPlacement(placed_in=placed_in, map=scope, mapped=tuple(mapped))
         self.parent.append(placed_in)
         self.sources.append(key)
-        return Placement(placed_in=placed_in, map=len(self.parent) - 1, mapped=tuple(mapped))
+        return IndexedPlacement(placed_in=placed_in, map=len(self.parent) - 1, mapped=tuple(mapped))
 
 
 def place_steps(steps: Sequence[StepShape]) -> Iteration:
@@ -180,7 +187,7 @@ def place_steps(steps: Sequence[StepShape]) -> Iteration:
             if member.node not in produced:
                 scopes.node_scope[member.node] = ROOT
                 scopes.node_is_sequence[member.node] = False
-    placements: list[Placement | None] = [None] * len(steps)
+    placements: list[IndexedPlacement | None] = [None] * len(steps)
     left = len(steps)
     while left:
         before = left

@@ -29,7 +29,7 @@ __all__ = (
     "OnError",
     "StepPolicy",
     "Member",
-    "Target",
+    "WiringTarget",
     "Wiring",
     "StatementKind",
     "Statement",
@@ -89,7 +89,7 @@ class Member:
 
 
 @attrs.frozen(kw_only=True)
-class Target:
+class WiringTarget:
     """One target of a wiring: the output it names (``None``: the main output) and its node."""
 
     name: str | None
@@ -105,7 +105,7 @@ class Wiring:
     sources: tuple[Member, ...]
     step: str
     policy: StepPolicy
-    targets: tuple[Target, ...]
+    targets: tuple[WiringTarget, ...]
 
 
 class StatementKind(enum.StrEnum):
@@ -233,7 +233,7 @@ class _Reader:
             line, column = self.lines.at(target.node.start)
             name = self.word(target.name) if target.name is not None else None
             node = self.node(target.node, position)
-            targets.append(Target(name=name, node=node, line=line, column=column))
+            targets.append(WiringTarget(name=name, node=node, line=line, column=column))
         unnamed = [t for t in targets if t.name is None]
         if len(unnamed) > 1:
             names = ", ".join(f"'{t.node}'" for t in unnamed)

@@ -57,7 +57,8 @@ from ._errors import (
     PoolDeclarationError,
     UnknownPoolError,
 )
-from ._manifest import CHANNELS, POOL_ALL, Manifest, PoolDeclarations
+from ._manifest import CHANNELS, Manifest, validate_manifest
+from ._pool_declarations import POOL_ALL, PoolDeclarations
 from ._pools import (
     CAPACITY_UNLIMITED,
     PoolState,
@@ -71,7 +72,6 @@ from ._validate import (
     RESERVED_CLI_FLAGS,
     is_valid_definition_name,
     validate_cap,
-    validate_manifest,
     validate_pool_declarations,
 )
 

@@ -1,4 +1,4 @@
-"""Arguments, their sources, and outputs of a cap definition (fact sheet §6.2).
+"""Arguments, their sources, and outputs of a cap definition (MAN-4, MAN-5).
 
 The JSON shape is the reference's, key for key and in its order: an argument
 writes ``media_urn, name, [accepts], required, sources, [arg_description],

@@ -1,4 +1,4 @@
-"""Cap definitions, cap groups and the mandatory identity cap (fact sheet §6.2, §6.3).
+"""Cap definitions, cap groups and the mandatory identity cap (MAN-3, MAN-8).
 
 A :class:`CapDef` keeps its URN as canonical text (the reference writes
 ``urn.to_string()``), so a cap built from ``"cap:op=x;in=media:"`` serializes
@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import attrs
 
+from ..urn._media import MEDIA_VOID
+from ..urn._runtime import ADAPTER_SELECTION_CAP, DISCARD_CAP, IDENTITY_CAP
 from ._args import ArgDef, OutputDef
 from ._parse import (
     as_list,
@@ -38,18 +40,15 @@ __all__ = (
     "CAP_IDENTITY",
     "CAP_DISCARD",
     "CAP_ADAPTER_SELECTION",
-    "MEDIA_VOID",
     "IDENTITY_DESCRIPTION",
 )
 
 #: The identity cap's URN. Every manifest must declare a cap with exactly this text.
-CAP_IDENTITY: Final = "cap:effect=none"
+CAP_IDENTITY: Final = IDENTITY_CAP
 #: The discard cap the reference runtime registers a handler for automatically.
-CAP_DISCARD: Final = "cap:out=media:void"
+CAP_DISCARD: Final = DISCARD_CAP
 #: The adapter-selection cap the reference runtime registers automatically.
-CAP_ADAPTER_SELECTION: Final = 'cap:in="media:";out="media:adapter-selection;fmt=json;record"'
-#: The media URN meaning "no data" (a cap with in=/out= void takes/gives nothing).
-MEDIA_VOID: Final = "media:void"
+CAP_ADAPTER_SELECTION: Final = ADAPTER_SELECTION_CAP
 #: The identity cap's one-line description, as the reference writes it.
 IDENTITY_DESCRIPTION: Final = (
     "The categorical identity morphism. Echoes input as output unchanged. "

@@ -2,8 +2,10 @@
 
 A manifest that is wrong is bad *input* (an author's mistake or a peer's bad
 advertisement), not a wire error, so the root :class:`ManifestError` is a
-:class:`ValueError` and does not derive from the protocol's ``ProtocolError``;
-the runtime or engine turns it into the proper ERR frame or spawn failure.
+:class:`ValueError` outside the package's error tree
+(``protocol.CartridgeRuntimeError``); the runtime or engine turns it into the
+proper ERR frame or spawn failure. (:class:`UnknownPoolError` names the ERR
+code the runtime answers with.)
 
 Every error carries where it happened: ``cap_urn`` (the cap concerned, when
 there is one) and ``field`` (a JSON-style path such as ``args[1].sources[0]``,
@@ -11,6 +13,8 @@ relative to the cap when ``cap_urn`` is set, else to the manifest root).
 """
 
 from __future__ import annotations
+
+from ..protocol._constants import ErrorCode
 
 __all__ = (
     "ManifestError",
@@ -111,4 +115,4 @@ class UnknownPoolError(PoolDeclarationError):
     runtime answers a heartbeat carrying one with ERR ``UNKNOWN_POOL``."""
 
     #: Wire error code the runtime uses when a heartbeat names an unknown pool.
-    code = "UNKNOWN_POOL"
+    code = ErrorCode.UNKNOWN_POOL

@@ -1,4 +1,4 @@
-"""The whole cartridge manifest (fact sheet §6): model, JSON in and out.
+"""The whole cartridge manifest (MAN-1 to MAN-3): model, JSON in and out.
 
 Serialization theory: the reference builds a plain dict whose keys are
 inserted in a fixed order and hands it to ``json.dumps`` with default
@@ -17,79 +17,19 @@ from typing import Any, ClassVar, Final
 import attrs
 
 from ._cap import CAP_IDENTITY, CapDef, CapGroup, identity_cap
-from ._errors import ManifestParseError
-from ._parse import as_list, as_object, fail, join, opt_text, req_text
+from ._errors import ManifestParseError, MissingIdentityCapError
+from ._parse import as_list, as_object, fail, join, opt_text, parse_media_urn, req_text
+from ._pool_declarations import PoolDeclarations
+from ._validate import validate_cap, validate_pool_declarations
 
 __all__ = (
-    "PoolDeclarations",
     "Manifest",
     "CHANNELS",
-    "POOL_ALL",
+    "validate_manifest",
 )
 
 #: The distribution channels a manifest may name.
 CHANNELS: Final = ("release", "nightly")
-#: The reserved pool that contains every cap.
-POOL_ALL: Final = "all"
-
-
-def _pools(value: Mapping[str, Iterable[str]] | None) -> dict[str, tuple[str, ...]]:
-    return {name: tuple(members) for name, members in (value or {}).items()}
-
-
-def _capacities(value: Mapping[str, int] | None) -> dict[str, int]:
-    return dict(value or {})
-
-
-@attrs.frozen(kw_only=True)
-class PoolDeclarations:
-    """Shared pools (name to member cap URNs) and declared capacities (pool
-    name, cap URN or ``all`` to an int; 0 means unlimited)."""
-
-    pools: dict[str, tuple[str, ...]] = attrs.field(factory=dict, converter=_pools, hash=False)
-    capacities: dict[str, int] = attrs.field(factory=dict, converter=_capacities, hash=False)
-
-    @property
-    def is_empty(self) -> bool:
-        """Nothing declared (then ``pool_declarations`` is left out of the JSON)."""
-        return not self.pools and not self.capacities
-
-    def to_json(self) -> dict[str, Any]:
-        """``{["pools"], ["capacities"]}``, each written only when non-empty."""
-        result: dict[str, Any] = {}
-        if self.pools:
-            result["pools"] = {name: list(members) for name, members in self.pools.items()}
-        if self.capacities:
-            result["capacities"] = dict(self.capacities)
-        return result
-
-    @classmethod
-    def from_json(cls, data: Any, path: str = "pool_declarations") -> PoolDeclarations:
-        """Read the declarations object (shape only; see ``validate_pool_declarations``).
-
-        :raises ManifestParseError: a non-object, non-list member list, or a
-            capacity that is not a non-negative integer.
-        """
-        obj = as_object(data, path)
-        pools: dict[str, list[str]] = {}
-        raw_pools = as_object(obj.get("pools") or {}, join(path, "pools"))
-        for name, members in raw_pools.items():
-            member_path = join(join(path, "pools"), name)
-            items = as_list(members, member_path)
-            for index, item in enumerate(items):
-                if not isinstance(item, str):
-                    fail("a pool member is a cap URN string", join(member_path, index))
-            pools[name] = items
-        capacities: dict[str, int] = {}
-        raw_caps = as_object(obj.get("capacities") or {}, join(path, "capacities"))
-        for key, value in raw_caps.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                fail(
-                    f"a capacity is a non-negative integer, not {value!r}",
-                    join(join(path, "capacities"), key),
-                )
-            capacities[key] = value
-        return cls(pools=pools, capacities=capacities)
 
 
 def _groups(value: Iterable[CapGroup]) -> tuple[CapGroup, ...]:
@@ -268,8 +208,6 @@ class Manifest:
             pool_declarations=declarations,
         )
         if strict:
-            from ._validate import validate_manifest
-
             validate_manifest(manifest)
         return manifest
 
@@ -295,6 +233,30 @@ class Manifest:
 
         :raises ManifestError: the first problem found.
         """
-        from ._validate import validate_manifest
-
         validate_manifest(self)
+
+
+def validate_manifest(manifest: Manifest) -> None:
+    """Validate a whole manifest: the identity cap, every cap definition,
+    every adapter URN, and the pool declarations.
+
+    :raises MissingIdentityCapError: no cap's URN is exactly ``cap:effect=none``.
+    :raises ManifestRuleError: a cap breaks a numbered rule.
+    :raises ManifestParseError: a cap without aliases.
+    :raises ManifestUrnError: a media URN that does not parse.
+    :raises PoolDeclarationError: bad pool declarations.
+    """
+    caps = manifest.all_caps()
+    if not any(cap.urn == CAP_IDENTITY for cap in caps):
+        raise MissingIdentityCapError(
+            f"the manifest has no identity cap ({CAP_IDENTITY}); add identity_cap()",
+            field="cap_groups",
+        )
+    for cap in caps:
+        validate_cap(cap)
+    for group_index, group in enumerate(manifest.cap_groups):
+        for index, adapter in enumerate(group.adapter_urns):
+            field = join(join(join("cap_groups", group_index), "adapter_urns"), index)
+            parse_media_urn(adapter, field=field)
+    if not manifest.pool_declarations.is_empty:
+        validate_pool_declarations(manifest.pool_declarations, [cap.urn for cap in caps])

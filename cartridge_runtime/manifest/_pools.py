@@ -1,4 +1,4 @@
-"""Concurrency pools: the ``pools`` JSON of HELLO and heartbeat replies (fact sheet §3.5),
+"""Concurrency pools: the ``pools`` JSON of HELLO and heartbeat replies (HSK-23 to HSK-25),
 and the admission table the runtime keeps.
 
 Theory of operation. Every registered handler is a pool of one, named by its
@@ -29,7 +29,8 @@ from typing import Any, Final, Generic, TypeVar
 import attrs
 
 from ._errors import PoolDeclarationError, UnknownPoolError
-from ._manifest import POOL_ALL, Manifest, PoolDeclarations
+from ._manifest import Manifest
+from ._pool_declarations import POOL_ALL, PoolDeclarations
 
 __all__ = (
     "CAPACITY_UNLIMITED",

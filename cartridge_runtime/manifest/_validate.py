@@ -1,15 +1,14 @@
 """Validation of manifests and cap definitions, with the reference's rule numbers.
 
 Theory of operation: :func:`validate_cap` checks one definition's arguments,
-then its outputs, in exactly the order capdag 1.524.58 checks them (urn
-semantics §8), so the first failure reported is the one the reference host
+then its outputs, in exactly the order capdag 1.524.58 checks them (MAN-9,
+MAN-10), so the first failure reported is the one the reference host
 would report, under the same ``RULEn``. Only after the numbered rules pass do
 we add our own stricter check that every media URN in the cap parses (the
 reference tolerates an unparseable arg URN; an author never wants one).
 
-:func:`validate_manifest` checks, in order: the identity cap (exact text
-``cap:effect=none``, as the host requires), every cap, the adapter URNs of
-each group, and the pool declarations.
+:func:`validate_pool_declarations` checks a manifest's pool declarations
+against its caps; ``validate_manifest`` (beside :class:`Manifest`) runs both.
 """
 
 from __future__ import annotations
@@ -17,16 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
+from ..urn._media import MEDIA_VOID
 from ._args import OUTPUT_CARRIES_INPUT, ArgDef, CliFlagSource, PositionSource, StdinSource
-from ._cap import CAP_IDENTITY, MEDIA_VOID, CapDef
+from ._cap import CapDef
 from ._errors import (
     ManifestParseError,
     ManifestRuleError,
-    MissingIdentityCapError,
     PoolDeclarationError,
 )
-from ._manifest import POOL_ALL, Manifest, PoolDeclarations
 from ._parse import join, parse_media_urn
+from ._pool_declarations import POOL_ALL, PoolDeclarations
 
 if TYPE_CHECKING:
     from cartridge_runtime.urn import MediaUrn
@@ -35,7 +34,6 @@ __all__ = (
     "RESERVED_CLI_FLAGS",
     "is_valid_definition_name",
     "validate_cap",
-    "validate_manifest",
     "validate_pool_declarations",
 )
 
@@ -436,29 +434,3 @@ def validate_pool_declarations(
             )
         capacities[canon_key] = declarations.capacities[key]
     return PoolDeclarations(pools=pools, capacities=capacities)
-
-
-def validate_manifest(manifest: Manifest) -> None:
-    """Validate a whole manifest: the identity cap, every cap definition,
-    every adapter URN, and the pool declarations.
-
-    :raises MissingIdentityCapError: no cap's URN is exactly ``cap:effect=none``.
-    :raises ManifestRuleError: a cap breaks a numbered rule.
-    :raises ManifestParseError: a cap without aliases.
-    :raises ManifestUrnError: a media URN that does not parse.
-    :raises PoolDeclarationError: bad pool declarations.
-    """
-    caps = manifest.all_caps()
-    if not any(cap.urn == CAP_IDENTITY for cap in caps):
-        raise MissingIdentityCapError(
-            f"the manifest has no identity cap ({CAP_IDENTITY}); add identity_cap()",
-            field="cap_groups",
-        )
-    for cap in caps:
-        validate_cap(cap)
-    for group_index, group in enumerate(manifest.cap_groups):
-        for index, adapter in enumerate(group.adapter_urns):
-            field = join(join(join("cap_groups", group_index), "adapter_urns"), index)
-            parse_media_urn(adapter, field=field)
-    if not manifest.pool_declarations.is_empty:
-        validate_pool_declarations(manifest.pool_declarations, [cap.urn for cap in caps])

@@ -58,12 +58,13 @@ from ._constants import (
     AttributionClass,
     CreditDirection,
     ErrorCode,
+    FrameKey,
     FrameType,
-    Key,
     NetworkPolicy,
 )
 from ._decoder import FrameDecoder
 from ._errors import (
+    CartridgeRuntimeError,
     ChecksumMismatchError,
     CreditViolationError,
     FrameDecodeError,
@@ -124,7 +125,7 @@ from ._request_state import (
     REQUEST_TRANSITIONS,
     STREAM_TRANSITIONS,
     BodyReceiver,
-    Input,
+    RequestInput,
     RequestState,
     StreamState,
 )
@@ -148,7 +149,7 @@ __all__ = (
     "MessageId",
     "ZERO_ID",
     "FrameType",
-    "Key",
+    "FrameKey",
     "AttributionClass",
     "ErrorCode",
     "NetworkPolicy",
@@ -210,7 +211,7 @@ __all__ = (
     "BodyReceiver",
     "RequestState",
     "StreamState",
-    "Input",
+    "RequestInput",
     "REQUEST_TRANSITIONS",
     "STREAM_TRANSITIONS",
     "OutgoingStream",
@@ -257,6 +258,7 @@ __all__ = (
     "split_text",
     "SequenceAssembler",
     # errors
+    "CartridgeRuntimeError",
     "ProtocolError",
     "LocalProtocolError",
     "RemoteProtocolError",

@@ -10,7 +10,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._checksum import checksum as _checksum
-from ._constants import PROTOCOL_VERSION, REQ_CONTENT_TYPE, FrameType, NetworkPolicy
+from ._constants import (
+    PROTOCOL_VERSION,
+    REQ_CONTENT_TYPE,
+    AttributionClass,
+    FrameType,
+    NetworkPolicy,
+)
+from ._events import ErrorReport, err_meta
 from ._frame import ZERO_ID, Frame, MessageId, _from_fields
 from ._limits import Limits
 
@@ -148,28 +155,29 @@ def err(
     rid: MessageId,
     code: str,
     message: str,
-    attribution_class: str = "internal",
+    attribution_class: str = AttributionClass.INTERNAL,
     *,
     arg_urn: str | None = None,
     xid: MessageId | None = None,
     seq: int = 0,
 ) -> Frame:
-    """ERR with meta ``{code, attribution_class, message[, arg_urn]}`` (ERR-*)."""
-    meta: dict[str, Any] = {
-        "code": str(code),
-        "attribution_class": str(attribution_class),
-        "message": message or str(code),
-    }
-    if arg_urn:
-        meta["arg_urn"] = arg_urn
+    """ERR with meta ``{code, attribution_class, message[, arg_urn]}`` (REQ-30, ERR-1)."""
+    meta = err_meta(code, attribution_class, message, arg_urn)
     return Frame(frame_type=FrameType.ERR, id=rid, seq=seq, meta=meta, routing_id=xid)
+
+
+def err_for(
+    rid: MessageId, report: ErrorReport, *, xid: MessageId | None = None, seq: int = 0
+) -> Frame:
+    """The ERR that carries ``report`` (as given: see :meth:`ErrorReport.for_sending`)."""
+    return Frame(frame_type=FrameType.ERR, id=rid, seq=seq, meta=report.to_meta(), routing_id=xid)
 
 
 def log(
     rid: MessageId,
     level: str,
     message: str,
-    attribution_class: str = "internal",
+    attribution_class: str = AttributionClass.INTERNAL,
     *,
     arg_urn: str | None = None,
     xid: MessageId | None = None,

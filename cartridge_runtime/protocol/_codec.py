@@ -19,7 +19,7 @@ import attrs
 import cbor2
 
 from .._redact import describe
-from ._constants import HARD_FRAME_CAP, PREFIX_LEN, FrameType, Key
+from ._constants import HARD_FRAME_CAP, PREFIX_LEN, FrameKey, FrameType
 from ._errors import (
     FrameDecodeError,
     FrameEncodeError,
@@ -50,24 +50,32 @@ _WRAP_TAIL = b"\x50" + _WRAP_SECRET
 # hot paths translate names <-> key numbers with one dict lookup each and never visit absent
 # keys. The name of key k is WIRE_FIELD_NAMES[k].
 assert WIRE_FIELD_NAMES[:4] == ("version", "frame_type", "id", "seq")
-assert all(WIRE_FIELD_NAMES[int(k)] == k.name.lower() for k in Key if k >= Key.CONTENT_TYPE)
+assert all(
+    WIRE_FIELD_NAMES[int(k)] == k.name.lower() for k in FrameKey if k >= FrameKey.CONTENT_TYPE
+)
 assert {a.name for a in attrs.fields(Frame)} == set(WIRE_FIELD_NAMES)
 _KEY_OF: dict[str, int] = {name: k for k, name in enumerate(WIRE_FIELD_NAMES)}
 
-#: Key -> (field name, exact Python type a valid value has). ``_IDT`` marks the two id keys,
+#: FrameKey -> (field name, exact Python type a valid value has). ``_IDT`` marks the two id keys,
 #: whose value (a 16-byte string or an unsigned integer) becomes a MessageId.
 _IDT: Any = type("_IdSentinel", (), {})
 _SPEC: dict[int, tuple[str, Any]] = {}
 for _k, _name in enumerate(WIRE_FIELD_NAMES):
     _SPEC[_k] = (_name, int)
-for _k in (Key.CONTENT_TYPE, Key.CAP, Key.STREAM_ID, Key.MEDIA_URN, Key.OUTPUT):
+for _k in (
+    FrameKey.CONTENT_TYPE,
+    FrameKey.CAP,
+    FrameKey.STREAM_ID,
+    FrameKey.MEDIA_URN,
+    FrameKey.OUTPUT,
+):
     _SPEC[int(_k)] = (WIRE_FIELD_NAMES[_k], str)
-for _k in (Key.EOF, Key.IS_SEQUENCE, Key.FORCE_KILL, Key.UNBOUNDED):
+for _k in (FrameKey.EOF, FrameKey.IS_SEQUENCE, FrameKey.FORCE_KILL, FrameKey.UNBOUNDED):
     _SPEC[int(_k)] = (WIRE_FIELD_NAMES[_k], bool)
-_SPEC[int(Key.META)] = ("meta", dict)
-_SPEC[int(Key.PAYLOAD)] = ("payload", bytes)
+_SPEC[int(FrameKey.META)] = ("meta", dict)
+_SPEC[int(FrameKey.PAYLOAD)] = ("payload", bytes)
 _SPEC[2] = ("id", _IDT)
-_SPEC[int(Key.ROUTING_ID)] = ("routing_id", _IDT)
+_SPEC[int(FrameKey.ROUTING_ID)] = ("routing_id", _IDT)
 del _k, _name
 _STR_TYPE = frozenset({str})
 _U64 = 1 << 64
@@ -93,7 +101,7 @@ _c_take_frame: Any = None
 
 def _c_kind(key: int, typ: Any) -> int:
     """The value kind ``_speedups.c`` checks for a key (its ``K_*`` enum)."""
-    if key == Key.CHECKSUM:
+    if key == FrameKey.CHECKSUM:
         return 6
     return {int: 0, str: 1, bool: 2, dict: 3, bytes: 4, _IDT: 5}[typ]
 
@@ -104,10 +112,10 @@ def _load_speedups() -> bool:
     if os.environ.get(PURE_PYTHON_ENV):
         return False
     try:
-        from . import _speedups
+        from ._speedups import configure, decode_direct, encode_small, map_to_frame, take_frame
     except ImportError:
         return False
-    _speedups.configure(
+    configure(
         spec={k: (name, _c_kind(k, typ)) for k, (name, typ) in _SPEC.items()},
         dumps=_dumps,
         frame_types=_FRAME_TYPES,
@@ -123,10 +131,10 @@ def _load_speedups() -> bool:
         id_class=MessageId,
         id_cache_max=_ID_CACHE_MAX,
     )
-    _c_map_to_frame = _speedups.map_to_frame
-    _c_decode_direct = _speedups.decode_direct
-    _c_encode_small = _speedups.encode_small
-    _c_take_frame = _speedups.take_frame
+    _c_map_to_frame = map_to_frame
+    _c_decode_direct = decode_direct
+    _c_encode_small = encode_small
+    _c_take_frame = take_frame
     return True
 
 
@@ -178,9 +186,9 @@ def _encode_parts(frame: Frame, seq: int | None = None) -> tuple[bytes, ...]:
         if payload is None or len(payload) < _BIG_PAYLOAD:
             return (_dumps(m),)
         # Copy-once path: encode the map around the payload.
-        del m[Key.PAYLOAD]
-        before = {k: v for k, v in m.items() if k < Key.PAYLOAD}
-        after = {k: v for k, v in m.items() if k > Key.PAYLOAD}
+        del m[FrameKey.PAYLOAD]
+        before = {k: v for k, v in m.items() if k < FrameKey.PAYLOAD}
+        after = {k: v for k, v in m.items() if k > FrameKey.PAYLOAD}
         n = len(m) + 1
         head = b"".join((bytes((0xA0 | n,)), _dumps(before)[1:], b"\x06", bytes_head(len(payload))))
         if after:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import enum
 
+from ..urn._runtime import IDENTITY_CAP as IDENTITY_CAP
+
 #: The protocol version this package speaks (FRM-*, HSK-*).
 PROTOCOL_VERSION = 6
 
@@ -34,8 +36,8 @@ COALESCE_AGE = 0.020
 #: Content type the reference writes on every REQ.
 REQ_CONTENT_TYPE = "application/cbor"
 
-#: The identity cap every cartridge serves, before POLICY too.
-IDENTITY_CAP = "cap:effect=none"
+#: The identity cap every cartridge serves, before POLICY too: ``IDENTITY_CAP``, defined with
+#: the other standard caps in the URN layer and imported above for the handshake.
 #: Stream id of the host's identity-check argument.
 IDENTITY_STREAM_ID = "identity-verify"
 #: Size of the random identity nonce.
@@ -85,7 +87,7 @@ _FLOW = frozenset(
 )
 
 
-class Key(enum.IntEnum):
+class FrameKey(enum.IntEnum):
     """Integer keys of the frame map (FRM-4)."""
 
     VERSION = 0
@@ -148,6 +150,15 @@ class ErrorCode(enum.StrEnum):
     NETWORK_POLICY = "NETWORK_POLICY"
     NETWORK_POLICY_UNSET = "NETWORK_POLICY_UNSET"
     TIMEOUT = "TIMEOUT"
+    # The codes of this package's own typed errors (handler-side codes, ERR-4).
+    INVALID_INPUT = "INVALID_INPUT"  #: an input that cannot be read as asked
+    MISSING_INPUT = "MISSING_INPUT"  #: a required input stream that did not arrive
+    INPUT_ALREADY_TAKEN = "INPUT_ALREADY_TAKEN"  #: a request's input package taken twice
+    UNKNOWN_OUTPUT = "UNKNOWN_OUTPUT"  #: an output the cap does not declare
+    UNKNOWN_ARGUMENT = "UNKNOWN_ARGUMENT"  #: an argument name the cap does not declare
+    INVALID_CARTRIDGE = "INVALID_CARTRIDGE"  #: handlers and manifest that do not fit
+    USAGE = "USAGE"  #: a CLI-mode command line that does not match the cap (CLI-*)
+    INPUT_READ_FAILED = "INPUT_READ_FAILED"  #: CLI mode could not read standard input
 
 
 class NetworkPolicy(enum.StrEnum):

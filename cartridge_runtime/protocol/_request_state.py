@@ -69,7 +69,7 @@ class StreamState(enum.Enum):
     CLOSED = "closed"  #: STREAM_END seen
 
 
-class Input(enum.Enum):
+class RequestInput(enum.Enum):
     # Members are singletons compared by identity: hash them by identity too (a C-level
     # hash; Enum's own hashes the name in Python, on every transition-table lookup).
     __hash__ = object.__hash__
@@ -87,10 +87,10 @@ class Input(enum.Enum):
     ITEM_COMPLETE = "item-complete"
 
 
-_R, _S, _I = RequestState, StreamState, Input
+_R, _S, _I = RequestState, StreamState, RequestInput
 
 #: (request state, input) -> next request state.
-REQUEST_TRANSITIONS: dict[tuple[RequestState, Input], RequestState] = {
+REQUEST_TRANSITIONS: dict[tuple[RequestState, RequestInput], RequestState] = {
     (_R.EXPECT_REQ, _I.REQ): _R.OPEN,
     (_R.OPEN, _I.STREAM_START): _R.OPEN,
     (_R.OPEN, _I.CHUNK): _R.OPEN,
@@ -103,7 +103,7 @@ REQUEST_TRANSITIONS: dict[tuple[RequestState, Input], RequestState] = {
 }
 
 #: (stream state, input) -> next stream state.
-STREAM_TRANSITIONS: dict[tuple[StreamState, Input], StreamState] = {
+STREAM_TRANSITIONS: dict[tuple[StreamState, RequestInput], StreamState] = {
     (_S.NEW, _I.STREAM_START): _S.OPEN,
     (_S.OPEN, _I.CHUNK): _S.OPEN,
     (_S.IN_ITEM, _I.CHUNK): _S.IN_ITEM,
@@ -118,13 +118,13 @@ STREAM_TRANSITIONS: dict[tuple[StreamState, Input], StreamState] = {
 _TELEMETRY_LEVELS = frozenset((METRIC_LEVEL, TRACE_LEVEL))
 
 _INPUTS = {
-    FrameType.REQ: Input.REQ,
-    FrameType.STREAM_START: Input.STREAM_START,
-    FrameType.CHUNK: Input.CHUNK,
-    FrameType.STREAM_END: Input.STREAM_END,
-    FrameType.LOG: Input.LOG,
-    FrameType.END: Input.END,
-    FrameType.ERR: Input.ERR,
+    FrameType.REQ: RequestInput.REQ,
+    FrameType.STREAM_START: RequestInput.STREAM_START,
+    FrameType.CHUNK: RequestInput.CHUNK,
+    FrameType.STREAM_END: RequestInput.STREAM_END,
+    FrameType.LOG: RequestInput.LOG,
+    FrameType.END: RequestInput.END,
+    FrameType.ERR: RequestInput.ERR,
 }
 
 _STREAM_MISTAKES = {
@@ -248,12 +248,12 @@ class BodyReceiver:
         self.state = nxt
         return events
 
-    def _request_mistake(self, inp: Input) -> str:
+    def _request_mistake(self, inp: RequestInput) -> str:
         if self.state is RequestState.EXPECT_REQ:
             return f"{inp.value} before REQ"
         if self.state in (RequestState.DONE, RequestState.FAILED):
             return f"{inp.value} after the request ended"
-        if inp is Input.REQ:
+        if inp is RequestInput.REQ:
             return "second REQ for the same request id"
         return f"{inp.value} not allowed in state {self.state.value}"
 
@@ -261,7 +261,7 @@ class BodyReceiver:
         self.state = RequestState.FAILED
         return exc
 
-    def _step(self, stream: _Stream, inp: Input) -> None:
+    def _step(self, stream: _Stream, inp: RequestInput) -> None:
         nxt = STREAM_TRANSITIONS.get((stream.state, inp))
         if nxt is None:
             why = _STREAM_MISTAKES.get(
@@ -270,10 +270,10 @@ class BodyReceiver:
             raise StreamStateError(f"{why}: stream {stream.stream_id!r}")
         stream.state = nxt
 
-    def _apply(self, frame: Frame, inp: Input) -> list[Event]:
-        if inp is Input.CHUNK:
+    def _apply(self, frame: Frame, inp: RequestInput) -> list[Event]:
+        if inp is RequestInput.CHUNK:
             return self._chunk(frame)
-        if inp is Input.LOG:
+        if inp is RequestInput.LOG:
             meta = frame.meta or {}
             if meta.get("level") == "progress":
                 return [
@@ -293,7 +293,7 @@ class BodyReceiver:
                     data=meta.get(level) if level in _TELEMETRY_LEVELS else None,
                 )
             ]
-        if inp is Input.STREAM_START:
+        if inp is RequestInput.STREAM_START:
             sid = frame.stream_id or ""
             stream = self._streams.get(sid)
             if stream is None:
@@ -312,7 +312,7 @@ class BodyReceiver:
                     meta=frame.meta,
                 )
             ]
-        if inp is Input.STREAM_END:
+        if inp is RequestInput.STREAM_END:
             stream = self._stream_for(frame)
             self._step(stream, inp)
             if frame.chunk_count is not None and frame.chunk_count != stream.chunks:
@@ -325,14 +325,14 @@ class BodyReceiver:
                     f"STREAM_END of bounded stream {stream.stream_id!r} lacks chunk_count"
                 )
             return [StreamClosed(stream_id=stream.stream_id, chunk_count=frame.chunk_count)]
-        if inp is Input.END:
+        if inp is RequestInput.END:
             still_open = self.open_streams
             if still_open:
                 raise StreamStateError(
                     f"END while stream(s) still open: {', '.join(map(repr, still_open))}"
                 )
             return [BodyEnded(meta=frame.meta)]
-        if inp is Input.ERR:
+        if inp is RequestInput.ERR:
             return [ErrorReport.from_meta(frame.meta)]
         # REQ
         return [
@@ -348,13 +348,16 @@ class BodyReceiver:
         if stream is None:
             stream = _Stream(sid, self.initial_credit, False, False)
             self._step(
-                stream, Input.CHUNK if frame.frame_type is FrameType.CHUNK else Input.STREAM_END
+                stream,
+                RequestInput.CHUNK
+                if frame.frame_type is FrameType.CHUNK
+                else RequestInput.STREAM_END,
             )
         return stream
 
     def _chunk(self, frame: Frame) -> list[Event]:
         stream = self._stream_for(frame)
-        self._step(stream, Input.CHUNK)
+        self._step(stream, RequestInput.CHUNK)
         if frame.chunk_index != stream.chunks:
             raise StreamStateError(
                 f"chunk out of place: stream {stream.stream_id!r} expected chunk_index {stream.chunks}, "
@@ -386,7 +389,10 @@ class BodyReceiver:
             stream.item_meta = frame.meta
         items = stream.assembler.feed(payload)
         self._step(
-            stream, Input.ITEM_INCOMPLETE if stream.assembler.in_item else Input.ITEM_COMPLETE
+            stream,
+            RequestInput.ITEM_INCOMPLETE
+            if stream.assembler.in_item
+            else RequestInput.ITEM_COMPLETE,
         )
         if continuing or not items:
             # Continuation fragments (and an item's unfinished first fragment) do not wait

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, overload
 
+from cartridge_runtime.protocol import AttributionClass
+
 from ._context import Key
 from ._input import InputItem
 from ._network import NetworkAccess
@@ -102,7 +104,7 @@ class BlockingOutputStream(Protocol):
         self,
         level: str,
         message: str,
-        attribution_class: str = "internal",
+        attribution_class: str = AttributionClass.INTERNAL,
         arg_urn: str | None = None,
     ) -> None: ...
     def finish(self, progress: float = 1.0, message: str | None = None) -> None: ...
@@ -160,7 +162,7 @@ class BlockingRequest(Protocol):
         self,
         level: str,
         message: str,
-        attribution_class: str = "internal",
+        attribution_class: str = AttributionClass.INTERNAL,
         arg_urn: str | None = None,
     ) -> None: ...
     def metric(self, name: str, value: float, **labels: Any) -> None: ...

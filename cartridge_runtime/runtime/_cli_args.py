@@ -1,6 +1,6 @@
 """CLI mode, part one: from a command line to the cap's input streams, and the help texts.
 
-A cartridge script run with arguments is a command-line tool (fact sheet §7). This module is the
+A cartridge script run with arguments is a command-line tool (CLI-1). This module is the
 pure half of that: it reads the cap definition (:class:`~cartridge_runtime.manifest.CapDef`) and
 the tokens after the alias, and produces the list of :class:`CliInput` values the handler will
 see as its input streams. Nothing here runs a handler or writes to a terminal.
@@ -47,6 +47,7 @@ from cartridge_runtime.manifest import (
     PositionSource,
     StdinSource,
 )
+from cartridge_runtime.protocol import AttributionClass, ErrorCode
 from cartridge_runtime.urn import MediaUrn, UrnError
 
 from ._errors import CartridgeError
@@ -73,8 +74,8 @@ STDIN_BLOCK: Final = 262_144
 class CliUsageError(CartridgeError):
     """The command line does not match the cap definition (exit status 2)."""
 
-    code = "USAGE"
-    attribution_class = "user"
+    code = ErrorCode.USAGE
+    attribution_class = AttributionClass.USER
 
 
 @attrs.frozen(kw_only=True)
@@ -240,7 +241,7 @@ def parse_tokens(cap: CapDef, tokens: Sequence[str]) -> ParsedTokens:
 
 
 def default_bytes(value: Any) -> bytes:
-    """A ``default_value`` as the bytes a caller would have typed (fact sheet §7)."""
+    """A ``default_value`` as the bytes a caller would have typed (CLI-8)."""
     if isinstance(value, bool):
         return b"true" if value else b"false"
     if isinstance(value, str):

@@ -1,4 +1,4 @@
-"""CLI mode: a cartridge script run with arguments is a command-line tool (fact sheet §7).
+"""CLI mode: a cartridge script run with arguments is a command-line tool (CLI-1).
 
 ======================================  ===========================================  ======
 invocation                              effect                                       exit
@@ -45,6 +45,7 @@ import anyio
 import anyio.to_thread
 
 from cartridge_runtime.manifest import CapDef, Manifest
+from cartridge_runtime.protocol import AttributionClass, ErrorCode
 
 from ._cli_args import (
     HELP_FLAGS,
@@ -250,8 +251,8 @@ async def _feed(stream: InputStream, reader: StdinReader, slots: anyio.Semaphore
         stream._push_error(
             CartridgeError(
                 f"reading standard input failed: {exc}",
-                code="INPUT_READ_FAILED",
-                attribution_class="environment",
+                code=ErrorCode.INPUT_READ_FAILED,
+                attribution_class=AttributionClass.ENVIRONMENT,
             )
         )
         return

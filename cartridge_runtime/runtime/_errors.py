@@ -1,8 +1,10 @@
 """Errors a handler raises or meets, and how each reaches the wire.
 
-Every error here derives from :class:`CartridgeError`. Those that end a request carry the
-``code`` / ``attribution_class`` / ``arg_urn`` of the ERR frame the runtime writes for them
-(as class attributes, which an instance may override). :class:`OpError` is the one a
+Every error here derives from :class:`CartridgeError`, the runtime's branch of the package's
+error tree (:class:`~cartridge_runtime.protocol.CartridgeRuntimeError`, which holds the ERR's
+fields). Those that end a request carry the ``code`` / ``attribution_class`` / ``arg_urn`` of
+the ERR frame the runtime writes for them (as class attributes, which an instance may
+override; ``error.report`` is that ERR). :class:`OpError` is the one a
 handler author raises (or subclasses) to choose the ERR exactly; any exception that is not a
 :class:`CartridgeError` becomes ``HANDLER_ERROR``/``internal`` with its type and message
 (:func:`handler_error_message`).
@@ -11,6 +13,14 @@ handler author raises (or subclasses) to choose the ERR exactly; any exception t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Self
+
+from cartridge_runtime.protocol import (
+    AttributionClass,
+    CartridgeRuntimeError,
+    ErrorCode,
+    ErrorReport,
+)
 
 
 def handler_error_message(exc: BaseException) -> str:
@@ -21,17 +31,16 @@ def handler_error_message(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
-class CartridgeError(Exception):
+class CartridgeError(CartridgeRuntimeError):
     """Root of the runtime's errors; each maps to one ERR frame.
+
+    Its default ERR is ``HANDLER_ERROR``/``internal``; without a message, the message is the
+    class name.
 
     :ivar code: the ERR ``code``.
     :ivar attribution_class: the ERR ``attribution_class``.
     :ivar arg_urn: the argument media URN the failure is attributed to, if any.
     """
-
-    code: str = "HANDLER_ERROR"
-    attribution_class: str = "internal"
-    arg_urn: str | None = None
 
     def __init__(
         self,
@@ -41,17 +50,12 @@ class CartridgeError(Exception):
         attribution_class: str | None = None,
         arg_urn: str | None = None,
     ) -> None:
-        super().__init__(message)
-        self.message = message or type(self).__name__
-        if code is not None:
-            self.code = code
-        if attribution_class is not None:
-            self.attribution_class = str(attribution_class)
-        if arg_urn is not None:
-            self.arg_urn = arg_urn
-
-    def __str__(self) -> str:
-        return self.message
+        super().__init__(
+            message or type(self).__name__,
+            code=code,
+            attribution_class=attribution_class,
+            arg_urn=arg_urn,
+        )
 
 
 class OpError(CartridgeError):
@@ -62,7 +66,7 @@ class OpError(CartridgeError):
 
         class BadPage(OpError):
             code = "BAD_PAGE"
-            attribution_class = "input"
+            attribution_class = AttributionClass.INPUT
     """
 
     def __init__(
@@ -79,17 +83,22 @@ class OpError(CartridgeError):
                 message, code=code_or_message, attribution_class=attribution_class, arg_urn=arg_urn
             )
 
+    @classmethod
+    def from_report(cls, report: ErrorReport) -> Self:
+        """The error that ends the request with exactly ``report`` (a peer's ERR passed on)."""
+        return cls(report.code, report.message, report.attribution_class, report.arg_urn)
+
 
 class InputConsumedError(CartridgeError):
     """``take_input()`` was called a second time for the same request."""
 
-    code = "INPUT_ALREADY_TAKEN"
+    code = ErrorCode.INPUT_ALREADY_TAKEN
 
 
 class UnknownOutput(CartridgeError):
     """``output_for(urn_or_name)`` named an output the cap does not declare."""
 
-    code = "UNKNOWN_OUTPUT"
+    code = ErrorCode.UNKNOWN_OUTPUT
 
     def __init__(self, cap_urn: str, media_urn: str, declared: Sequence[str] = ()) -> None:
         listed = ", ".join(declared) or "none"
@@ -106,8 +115,8 @@ class MissingInput(CartridgeError):
     :ivar index: which stream of that argument was wanted (0 for the first).
     """
 
-    code = "MISSING_INPUT"
-    attribution_class = "input"
+    code = ErrorCode.MISSING_INPUT
+    attribution_class = AttributionClass.INPUT
 
     def __init__(
         self, wanted: str, arrived: Sequence[str], *, name: str | None = None, index: int = 0
@@ -129,7 +138,7 @@ class UnknownArgument(CartridgeError):
     """A lookup by argument name named no argument of the cap's definition (a handler bug:
     the name is the manifest's, not the caller's)."""
 
-    code = "UNKNOWN_ARGUMENT"
+    code = ErrorCode.UNKNOWN_ARGUMENT
 
     def __init__(self, cap_urn: str, name: str, declared: Sequence[str] = ()) -> None:
         listed = ", ".join(repr(n) for n in declared) or "none (no cap definition)"
@@ -142,8 +151,8 @@ class UnknownArgument(CartridgeError):
 class InputDecodeError(CartridgeError):
     """An input could not be read as asked (invalid UTF-8, a collector on an unbounded stream...)."""
 
-    code = "INVALID_INPUT"
-    attribution_class = "input"
+    code = ErrorCode.INVALID_INPUT
+    attribution_class = AttributionClass.INPUT
 
 
 class InputStreamError(CartridgeError):
@@ -161,14 +170,14 @@ class NetworkPolicyError(CartridgeError):
     """The host's network policy refuses this reach (``NETWORK_POLICY``, class ``user``), or no
     policy has been given yet (``NETWORK_POLICY_UNSET``, class ``internal``)."""
 
-    code = "NETWORK_POLICY"
-    attribution_class = "user"
+    code = ErrorCode.NETWORK_POLICY
+    attribution_class = AttributionClass.USER
 
 
 class RequestCancelled(CartridgeError):
     """The request was cancelled; raised inside a synchronous handler at its next runtime call."""
 
-    code = "CANCELLED"
+    code = ErrorCode.CANCELLED
 
 
 class PeerCallError(CartridgeError):
@@ -181,4 +190,4 @@ class SetupError(CartridgeError):
     an alias, a declared cap has no handler, or a handler serves a cap the manifest does not
     declare. The message is one line naming every problem."""
 
-    code = "INVALID_CARTRIDGE"
+    code = ErrorCode.INVALID_CARTRIDGE

@@ -18,6 +18,7 @@ import attrs
 import cbor2
 
 from cartridge_runtime._redact import describe, describe_meta
+from cartridge_runtime.protocol import AttributionClass, ErrorCode
 from cartridge_runtime.urn import MediaUrn, UrnError, media_matches_for_stream
 
 from ._errors import InputDecodeError, InputStreamError, MissingInput, UnknownArgument
@@ -267,10 +268,10 @@ def _utf8(data: bytes, urn: str) -> str:
 def _stream_error(exc: BaseException) -> BaseException:
     if isinstance(exc, InputStreamError):
         return exc
-    code = getattr(exc, "code", "HANDLER_ERROR")
-    cls = getattr(exc, "attribution_class", "internal")
-    if str(code) == "CANCELLED":
-        cls = "internal"
+    code = getattr(exc, "code", ErrorCode.HANDLER_ERROR)
+    cls = getattr(exc, "attribution_class", AttributionClass.INTERNAL)
+    if str(code) == ErrorCode.CANCELLED:
+        cls = AttributionClass.INTERNAL
     err = InputStreamError(str(exc), code=str(code), attribution_class=str(cls))
     err.__cause__ = exc
     return err

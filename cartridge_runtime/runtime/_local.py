@@ -13,6 +13,8 @@ from typing import Any
 
 import anyio
 
+from cartridge_runtime.protocol import AttributionClass, ErrorCode
+
 from ._errors import CartridgeError, handler_error_message
 from ._input import InputPackage, package_from_bytes
 from ._network import NetworkAccess
@@ -108,8 +110,8 @@ async def invoke_package(
     if found is None:
         raise CartridgeError(
             f"No handler registered for cap: {cap_urn}",
-            code="NO_HANDLER",
-            attribution_class="environment",
+            code=ErrorCode.NO_HANDLER,
+            attribution_class=AttributionClass.ENVIRONMENT,
         )
     handler_urn, factory = found
     reporter = _SinkReporter(sink)

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 import anyio
 import attrs
 
+from cartridge_runtime.protocol import AttributionClass
+
 from ._errors import OutputError
 
 
@@ -239,7 +241,7 @@ class OutputStream:
         self,
         level: str,
         message: str,
-        attribution_class: str = "internal",
+        attribution_class: str = AttributionClass.INTERNAL,
         arg_urn: str | None = None,
     ) -> None:
         """Send a LOG (``level`` e.g. ``info``/``warn``). Never waits for credit."""
@@ -252,7 +254,7 @@ class OutputStream:
         self._reporter.finish(float(progress), message)
 
     async def _finish_output(self) -> None:
-        """End this output after a successful ``perform`` (fact sheet §4.3)."""
+        """End this output after a successful ``perform`` (REQ-25)."""
         if self.closed or self.spec.void:
             return
         if not self.started and not self.spec.required:

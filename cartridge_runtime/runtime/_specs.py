@@ -1,4 +1,4 @@
-"""Which outputs a request answers on (fact sheet §4.3): the main output, typed by the cap
+"""Which outputs a request answers on (REQ-23, REQ-24): the main output, typed by the cap
 URN's effect, then every other declared output in definition order."""
 
 from __future__ import annotations

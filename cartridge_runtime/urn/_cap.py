@@ -1,4 +1,4 @@
-"""Cap URNs: a capability as four coordinates — in, out, effect and y tags (spec §5, §6).
+"""Cap URNs: a capability as four coordinates — in, out, effect and y tags (URN-13 to URN-17).
 
 Parsing follows the reference's order of checks so that the *first* failing
 check names the error: tag grammar, prefix, ``in``, ``out``, effect, the
@@ -35,7 +35,7 @@ __all__ = (
 _PREFIX: Final = "cap"
 _STRUCTURAL: Final = frozenset(("in", "out", "effect"))
 _PARSE_CACHE_SIZE: Final = 4096  # distinct cap texts; parse is on the per-request path
-_WEIGHT_OUT: Final = 10_000  # out dominates in, which dominates y (spec §5.4)
+_WEIGHT_OUT: Final = 10_000  # out dominates in, which dominates y (URN-16)
 _WEIGHT_IN: Final = 100
 _EFFECT_RANK: Final = {  # the reference's order of effects; the request form last
     "declared": 0,
@@ -46,7 +46,7 @@ _EFFECT_RANK: Final = {  # the reference's order of effects; the request form la
 
 
 class CapEffect(enum.StrEnum):
-    """What a cap does to its input's type (spec §5.1 step 4)."""
+    """What a cap does to its input's type (URN-13)."""
 
     DECLARED = "declared"  #: output is the declared ``out=`` (default)
     NONE = "none"  #: output is the input itself (in must conform to out)
@@ -55,7 +55,7 @@ class CapEffect(enum.StrEnum):
 
 
 class CapKind(enum.StrEnum):
-    """Descriptive category of a cap (spec §5.3); never used for matching."""
+    """Descriptive category of a cap, read from its in, out and effect; never used for matching."""
 
     IDENTITY = "identity"
     SOURCE = "source"
@@ -100,12 +100,12 @@ class CapUrn:
 
     @property
     def specificity(self) -> int:
-        """``10000·spec(out) + 100·spec(in) + spec(y)`` (spec §5.4)."""
+        """``10000·spec(out) + 100·spec(in) + spec(y)`` (URN-16)."""
         return self._specificity
 
     @property
     def kind(self) -> CapKind:
-        """Descriptive kind (spec §5.3)."""
+        """Descriptive kind (:class:`CapKind`)."""
         in_void = self.in_spec.is_void()
         out_void = self.out_spec.is_void()
         if (
@@ -134,7 +134,7 @@ class CapUrn:
             return self.effect.value
         return self._tags.get(k)
 
-    # --- relations (spec §6) ---------------------------------------------------
+    # --- relations (URN-17) ----------------------------------------------------
     @staticmethod
     def _other(other: CapUrn) -> CapUrn:
         if not isinstance(other, CapUrn):
@@ -182,7 +182,7 @@ class CapUrn:
         return self._other(pattern).accepts(self)
 
     def _stands_for(self, q: CapUrn) -> bool:
-        """K(self, q) of spec §6: both read as descriptions, nothing unknown."""
+        """K(self, q) of URN-17: both read as descriptions, nothing unknown."""
         return (
             q.in_spec.conforms_to(self.in_spec)
             and self.out_spec.conforms_to(q.out_spec)

@@ -5,7 +5,7 @@ bad input, never a crash). Below it, three families mirror the reference's
 categories so tests can compare them one to one with the vectors:
 
 * :class:`TaggedUrnError` and its subclasses — the generic grammar of
-  ``prefix:tag;tag`` (spec urn-semantics §1.3). The class *is* the category;
+  ``prefix:tag;tag`` (URN-1 to URN-5). The class *is* the category;
   ``reason`` is the same category in snake case.
 * :class:`MediaUrnError` — a well-formed tagged URN that is not a media URN
   (``reason`` is ``wrong_prefix`` or ``void_not_atomic``).
@@ -13,8 +13,9 @@ categories so tests can compare them one to one with the vectors:
   :data:`CAP_REASONS` and ``cause`` holds the underlying tagged/media error when
   there is one (the vectors' ``cause`` field is ``type(cause).__name__``).
 
-URN errors are not wire errors, so they do not derive from the protocol's
-``ProtocolError``; the runtime turns them into the proper ERR frame itself.
+URN errors are not wire errors, so they stay outside the package's error tree
+(``protocol.CartridgeRuntimeError``); the runtime turns them into the proper ERR
+frame itself.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class UrnError(ValueError):
 
 
 class TaggedUrnError(UrnError):
-    """The text breaks the generic tagged-URN grammar (spec §1)."""
+    """The text breaks the generic tagged-URN grammar (URN-1)."""
 
     default_reason = "tagged_urn"
 
@@ -95,7 +96,7 @@ class EmptyTagComponentError(TaggedUrnError):
 
 
 class InvalidCharacterError(TaggedUrnError):
-    """A character is not allowed where it stands (spec §1.2)."""
+    """A character is not allowed where it stands (URN-2)."""
 
     default_reason = "invalid_character"
 
@@ -147,7 +148,7 @@ MEDIA_REASONS: Final = frozenset(
 
 
 class MediaUrnError(UrnError):
-    """A tagged URN that is not an admissible media URN (spec §4)."""
+    """A tagged URN that is not an admissible media URN (URN-11, URN-12)."""
 
     default_reason = "wrong_prefix"
 
@@ -166,7 +167,7 @@ CAP_REASONS: Final = frozenset(
         "effect_none_inadmissible",  # effect=none but in does not conform to out
         "effect_patch_inadmissible",  # cannot happen in this version; kept for parity
         "structural_key",  # an edit named in/out/effect as if it were a y tag
-        # Output typing (spec §9), not parsing:
+        # Output typing (REQ-23), not parsing:
         "runtime_input_mismatch",  # runtime input does not satisfy the declared in
         "runtime_output_mismatch",  # inferred output does not satisfy the declared out
     }
@@ -174,7 +175,7 @@ CAP_REASONS: Final = frozenset(
 
 
 class CapUrnError(UrnError):
-    """A cap URN refused at any layer (spec §5.1).
+    """A cap URN refused at any layer (URN-13, URN-14).
 
     :ivar reason: one of :data:`CAP_REASONS`.
     :ivar cause: the tagged-URN or media-URN error underneath, if any (also

@@ -1,4 +1,4 @@
-"""Media URNs: tagged URNs with prefix ``media`` describing a data type (spec §4).
+"""Media URNs: tagged URNs with prefix ``media`` describing a data type (URN-11, URN-12).
 
 A :class:`MediaUrn` is an immutable value. Two media URNs are ``==`` when their
 canonical texts are equal (the same stored tags); the *semantic* equality is
@@ -68,7 +68,7 @@ class MediaUrn:
 
     @property
     def specificity(self) -> int:
-        """Sum of the per-tag scores (spec §2.3)."""
+        """Sum of the per-tag scores (URN-8)."""
         return self._specificity
 
     def get_tag(self, key: str) -> str | None:
@@ -190,7 +190,7 @@ class MediaUrn:
         key begins another: ``file`` and ``file-path``). A total order on media URNs."""
         return (_PREFIX, tuple(self._tags.items()))
 
-    # --- relations (spec §3) -------------------------------------------------
+    # --- relations (URN-9) --------------------------------------------------
     @staticmethod
     def _other(other: MediaUrn) -> MediaUrn:
         if not isinstance(other, MediaUrn):

@@ -1,7 +1,7 @@
 """What the cartridge runtime asks of URNs: handler lookup, input-stream
-matching and output typing (spec urn-semantics §7 and §9).
+matching and output typing (URN-18 to URN-20, REQ-23).
 
-Theory of operation (handler lookup, §7.2): the runtime keeps its handlers in
+Theory of operation (handler lookup, URN-18): the runtime keeps its handlers in
 a table keyed by the *registration text*. A request whose text is byte for
 byte a key gets that handler at once — no parsing, no ranking. Otherwise the
 request is parsed, every registered cap that *serves* it
@@ -109,7 +109,7 @@ def select_handler(registered: Sequence[str | CapUrn], request: str | CapUrn) ->
 def media_matches_for_stream(wanted: str | MediaUrn, arrived: str | MediaUrn) -> bool:
     """Whether an incoming stream labelled ``arrived`` answers a lookup for
     ``wanted`` (``find_stream`` / ``require_stream`` and pairing a stream with
-    its declared arg, spec §7.3).
+    its declared arg, URN-20).
 
     The test is *equivalence*, not subsumption: ``media:ext=pdf;document`` does
     not answer ``media:document``, but ``media:a;?b`` answers ``media:a``. A side
@@ -134,7 +134,7 @@ def find_stream_index(arrived: Iterable[str | MediaUrn], wanted: str | MediaUrn)
 
 
 def infer_output_media(cap: CapUrn, runtime_input: MediaUrn) -> MediaUrn:
-    """The media URN of what ``cap`` emits for an input typed ``runtime_input`` (spec §9).
+    """The media URN of what ``cap`` emits for an input typed ``runtime_input`` (REQ-23).
 
     ``declared`` → the declared out; ``none`` → the input itself; ``patch`` →
     the input with the in→out tag edits applied (keys whose stored value differs

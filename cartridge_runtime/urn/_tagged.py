@@ -3,17 +3,17 @@
 Theory of operation
 -------------------
 ``parse_tagged(text)`` turns ``prefix:tag;tag;...`` into ``(prefix, tags)``
-where ``tags`` maps each lower-cased key to its *stored value* (spec
-urn-semantics §2.1): ``*`` (present, any value), ``?`` (no constraint), ``!``
-(absent), ``?=v`` (absent or not v), ``!=v`` (present and not v) or an exact
-value. The scanner is one left-to-right state machine so that the *first*
-failing character decides the error class, exactly as the reference does
-(``media:123#`` is an invalid character, ``media:123;#`` a numeric key).
+where ``tags`` maps each lower-cased key to its *stored value* (URN-6): ``*``
+(present, any value), ``?`` (no constraint), ``!`` (absent), ``?=v`` (absent or
+not v), ``!=v`` (present and not v) or an exact value. The scanner is one
+left-to-right state machine so that the *first* failing character decides
+the error class, exactly as the reference does (``media:123#`` is an invalid
+character, ``media:123;#`` a numeric key).
 
 For the relations each stored value is read as the set of states a key may be
 in: a pair ``(unset_ok, mode, value)`` where ``mode`` says which *set to s*
 states are allowed (all, all but ``value``, only ``value``, none). Refinement
-is set inclusion, "meets" is a non-empty intersection (spec §3); the *closed*
+is set inclusion, "meets" is a non-empty intersection (URN-9); the *closed*
 variants read a key the left side omits as ``!`` (absent) — but a left-side
 ``?`` stays "anything". So each URN keeps two maps: every key (left side), and
 every key but ``?`` ones (right side, where ``?`` can never fail a check).
@@ -102,7 +102,7 @@ def _finish(tags: dict[str, str], key: str, qualifier: str, value: str | None) -
 def parse_tagged(text: str) -> tuple[str, dict[str, str]]:
     """Parse ``prefix:tags`` into the lower-cased prefix and the stored tag map.
 
-    :raises TaggedUrnError: the subclass naming the first problem met (spec §1).
+    :raises TaggedUrnError: the subclass naming the first problem met (URN-1).
     """
     if text != text.strip():
         raise WhitespaceInInputError(f"tagged URN has leading or trailing whitespace: {text!r}")
@@ -335,7 +335,7 @@ def pattern_constraints_of(tags: Mapping[str, str]) -> dict[str, Constraint]:
 
 
 def score(value: str) -> int:
-    """Specificity of one stored value (spec §2.3): ``?`` 0, ``?=v`` 1, ``*`` 2,
+    """Specificity of one stored value (URN-8): ``?`` 0, ``?=v`` 1, ``*`` 2,
     ``!=v`` 3, exact 4, ``!`` 5."""
     if value == "?":
         return 0
