@@ -45,7 +45,6 @@ from cartridge_runtime.protocol import (
     ServedRequest,
     StreamData,
     StreamOpened,
-    cancel_reason,
     frames,
     terminal_frame,
 )
@@ -491,7 +490,7 @@ def test_force_kill_sends_the_cancels_err_then_closes() -> None:
 def test_the_cancel_reason_follows_the_meta(
     meta: dict[str, Any] | None, expected: tuple[str, str, str]
 ) -> None:
-    reason = cancel_reason(meta)
+    reason = ErrorReport.for_cancel(meta)
     assert (reason.code, reason.attribution_class, reason.message) == expected
 
 

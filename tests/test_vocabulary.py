@@ -122,29 +122,8 @@ def _circles() -> list[frozenset[str]]:
     return sorted(circles, key=sorted)
 
 
-#: Circles in modules being rewritten elsewhere (runtime sessions, engine connections).
-CIRCLES_ALLOWED = frozenset(
-    {
-        frozenset({"cartridge_runtime.runtime._context", "cartridge_runtime.runtime._request"}),
-        frozenset(
-            {
-                "cartridge_runtime.runtime._handlers",
-                "cartridge_runtime.runtime._reader",
-                "cartridge_runtime.runtime._runtime",
-                "cartridge_runtime.runtime._session",
-                "cartridge_runtime.runtime._wire",
-            }
-        ),
-        frozenset(
-            {
-                "cartridge_runtime.engine._conn",
-                "cartridge_runtime.engine._health",
-                "cartridge_runtime.engine._startup",
-            }
-        ),
-        frozenset({"cartridge_runtime.engine._engine", "cartridge_runtime.engine._response"}),
-    }
-)
+#: None left: keep it that way.
+CIRCLES_ALLOWED: frozenset[frozenset[str]] = frozenset()
 
 
 def test_no_two_modules_import_each_other() -> None:
@@ -153,25 +132,8 @@ def test_no_two_modules_import_each_other() -> None:
 
 # -- error codes and attribution classes are named by their enums ------------------------------
 
-#: Modules being rewritten elsewhere that still spell codes or classes as text; empty this list
-#: as they move to the enums.
-LITERALS_ALLOWED = frozenset(
-    {
-        "engine/_call.py",
-        "engine/_engine.py",
-        "engine/_health.py",
-        "engine/_machine_events.py",
-        "engine/_machine_run.py",
-        "engine/_peer.py",
-        "runtime/_context.py",
-        "runtime/_handlers.py",
-        "runtime/_peer.py",
-        "runtime/_request.py",
-        "runtime/_session.py",
-        "runtime/_wire.py",
-        "testing/_harness.py",
-    }
-)
+#: None left: keep it that way.
+LITERALS_ALLOWED: frozenset[str] = frozenset()
 #: Where the words are defined.
 ENUM_MODULE = "protocol/_constants.py"
 
@@ -295,10 +257,8 @@ def test_codes_and_classes_are_named_by_their_enums() -> None:
 # -- every document cited is in the repository ------------------------------------------------
 
 ROOT = PACKAGE.parent
-#: Modules being rewritten elsewhere that still cite documents this repository does not hold.
-CITATIONS_ALLOWED = frozenset(
-    {"cartridge_runtime/runtime/_handlers.py", "cartridge_runtime/runtime/_runtime.py"}
-)
+#: None left: keep it that way.
+CITATIONS_ALLOWED: frozenset[str] = frozenset()
 
 #: Names of documents that are not in the repository (the protocol's rules are cited by their
 #: ids in ``protocol_spec/`` instead).

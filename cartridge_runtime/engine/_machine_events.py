@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from ..protocol import AttributionClass, ErrorCode
 from ._errors import CallError, EngineError
 from ._events import OutputResult
 
@@ -171,7 +172,9 @@ class MachineInputError(EngineError):
 
     def __init__(self, node: str, reason: str) -> None:
         super().__init__(
-            f"machine input '{node}': {reason}", code="INVALID_INPUT", attribution_class="input"
+            f"machine input '{node}': {reason}",
+            code=ErrorCode.INVALID_INPUT,
+            attribution_class=AttributionClass.INPUT,
         )
         self.node = node
         self.reason = reason

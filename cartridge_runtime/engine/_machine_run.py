@@ -36,6 +36,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from ..machine import Machine, OnError, Step, constant_text
 from ..machine._plan import Feed, FeedKind, Plan, ScopePlan, StepPlan, plan_machine
+from ..protocol import AttributionClass
 from ..urn import MediaUrn, UrnError
 from ._errors import CallError
 from ._events import (
@@ -348,7 +349,10 @@ class MachineRunner:
                 await self._call(instance, sp, given, outflows)
             except CallError as error:
                 self.reports.failed_call(step, time.monotonic() - started)
-                if attempt + 1 < attempts and error.attribution_class == "environment":
+                if (
+                    attempt + 1 < attempts
+                    and error.attribution_class == AttributionClass.ENVIRONMENT
+                ):
                     continue
                 if step.policy.on_error is OnError.ABSENT:
                     for flow in outflows.values():

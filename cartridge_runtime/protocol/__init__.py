@@ -28,7 +28,6 @@ from ._cartridge_state import (
     RequestAdmitted,
     RequestPhase,
     ServedRequest,
-    cancel_reason,
     terminal_frame,
 )
 from ._checksum import checksum, verify_chunk
@@ -249,7 +248,6 @@ __all__ = (
     "HeartbeatProbe",
     "CloseInputs",
     "Notice",
-    "cancel_reason",
     "terminal_frame",
     # payloads
     "decode_scalar",

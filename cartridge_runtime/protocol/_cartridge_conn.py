@@ -42,7 +42,6 @@ from ._cartridge_state import (
     RequestAdmitted,
     RequestPhase,
     ServedRequest,
-    cancel_reason,
     terminal_frame,
 )
 from ._constants import AttributionClass, ErrorCode, FrameType
@@ -424,7 +423,7 @@ class CartridgeConnection(Generic[H]):
             return Notice(f"CANCEL for unknown or finished request {frame.id}; ignored")
         if request.cancel is not None:
             return Notice(f"second CANCEL for request {frame.id}; ignored")
-        running = self.cancel(request, cancel_reason(frame.meta))
+        running = self.cancel(request, ErrorReport.for_cancel(frame.meta))
         if not frame.force_kill:
             return Cancelled(request.rid, running)
         # FLW-20: the cancel's ERR first, then the process ends.

@@ -5,8 +5,8 @@ What :class:`~cartridge_runtime.protocol.CartridgeConnection` keeps and reports:
 an incoming request (:class:`ServedRequest`) and of an outgoing peer call (:class:`PeerRoute`),
 the events :meth:`~cartridge_runtime.protocol.CartridgeConnection.receive` returns, the narrow
 interfaces it is given (:class:`HandlerTable`, :class:`PoolSchedule`, :class:`CreditSink`,
-:class:`PeerSink`), and the two pure decisions about a request's ERR: :func:`cancel_reason`
-and :func:`terminal_frame` (the terminal order, REQ-27).
+:class:`PeerSink`), and the pure decision of a request's terminal, :func:`terminal_frame` (the terminal order,
+REQ-27). A cancel's ERR is :meth:`ErrorReport.for_cancel`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import attrs
 
 from . import _builders as frames
-from ._constants import AttributionClass, ErrorCode
+from ._constants import AttributionClass
 from ._errors import ProtocolError
 from ._events import ErrorReport, Event
 from ._frame import Frame, MessageId
@@ -275,34 +275,6 @@ ConnEvent = (
     | Notice
     | None
 )
-
-
-def cancel_reason(meta: Mapping[str, Any] | None) -> ErrorReport:
-    """The ERR that ends a request cancelled with CANCEL meta ``meta`` (FLW-16, FLW-18)."""
-    if not isinstance(meta, dict) or not meta:
-        return ErrorReport(
-            code=ErrorCode.CANCELLED,
-            attribution_class=AttributionClass.INTERNAL,
-            message="Request cancelled",
-        )
-    code = str(meta.get("code") or ErrorCode.CANCELLED)
-    cls = str(meta.get("attribution_class") or AttributionClass.INTERNAL)
-    if cls not in ATTRIBUTION_CLASSES:
-        cls = AttributionClass.INTERNAL
-    detail = str(meta.get("message") or "")
-    if code == ErrorCode.ABORTED:
-        return ErrorReport(
-            code=code, attribution_class=cls, message=f"Request aborted by the host: {detail}"
-        )
-    if code == ErrorCode.ABORTED_COLLATERAL:
-        return ErrorReport(
-            code=code,
-            attribution_class=cls,
-            message=f"Request aborted as collateral of a failure elsewhere in the run: {detail}",
-        )
-    if code == ErrorCode.CANCELLED and not detail:
-        return ErrorReport(code=code, attribution_class=cls, message="Request cancelled")
-    return ErrorReport(code=code, attribution_class=cls, message=detail or code)
 
 
 def terminal_frame(

@@ -24,7 +24,9 @@ import attrs
 
 from cartridge_runtime._redact import describe, describe_meta
 from cartridge_runtime.protocol import (
+    AttributionClass,
     BodyEnded,
+    ErrorCode,
     ErrorReport,
     Event,
     LogReceived,
@@ -110,8 +112,8 @@ class PeerResponse:
         raise PeerCallError(
             f"peer call {self._call.cap_urn} did not finish within its timeout of "
             f"{self._call.timeout:g} s",
-            code="TIMEOUT",
-            attribution_class="resource",
+            code=ErrorCode.TIMEOUT,
+            attribution_class=AttributionClass.RESOURCE,
         )
 
     async def __aiter__(self) -> AsyncIterator[PeerData | PeerLog]:
@@ -172,7 +174,10 @@ class PeerResponse:
             if isinstance(ev, PeerLog):
                 if reporter is not None:
                     await reporter.log(
-                        ev.level, ev.message, ev.attribution_class or "internal", ev.arg_urn
+                        ev.level,
+                        ev.message,
+                        ev.attribution_class or AttributionClass.INTERNAL,
+                        ev.arg_urn,
                     )
             elif ev.output is None:
                 values.append(ev.value)

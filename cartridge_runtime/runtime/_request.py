@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from cartridge_runtime.protocol import METRIC_LEVEL, TRACE_LEVEL, metric_data, trace_data
+from cartridge_runtime.protocol import (
+    METRIC_LEVEL,
+    TRACE_LEVEL,
+    AttributionClass,
+    metric_data,
+    trace_data,
+)
 from cartridge_runtime.urn import media_matches_for_stream
 
 from ._errors import InputConsumedError, UnknownOutput
@@ -107,7 +113,7 @@ class Request:
         self,
         level: str,
         message: str,
-        attribution_class: str = "internal",
+        attribution_class: str = AttributionClass.INTERNAL,
         arg_urn: str | None = None,
     ) -> None:
         """Send a LOG frame; never waits for credit."""

@@ -173,7 +173,7 @@ class CartridgeRuntime:
 
     def find_handler(self, cap_urn: str) -> tuple[str, OpFactory] | None:
         """The handler serving a request for ``cap_urn``: the exact text first, then the best
-        dispatchable registration (urn-semantics §7.2)."""
+        dispatchable registration (URN-18)."""
         try:
             return self._found[cap_urn]
         except KeyError:
