@@ -184,7 +184,12 @@ class FrameOutbox:
         self._sink = sink
         self._in_place = sink is not None and not isinstance(sink, StreamSink)
         self._max_frame = max_frame
-        self._at_queue = encode_at is EncodeAt.QUEUE
+        #: ``push(frame)``: queue one frame now, even past the bound (dropped and counted
+        #: once closed). Raises :class:`FrameEncodeError` (EncodeAt.QUEUE) when the frame
+        #: does not fit max_frame.
+        self.push: Callable[[Frame], None] = (
+            self._push_encoded if encode_at is EncodeAt.QUEUE else self._push_frame
+        )
         self._bound = sys.maxsize if bound is None else bound
         self._yield_bytes = yield_bytes
         self.counts: DropCounts = OutboxCounts() if counts is None else counts
@@ -232,22 +237,26 @@ class FrameOutbox:
                 self._space = anyio.Event()
             await self._space.wait()
 
-    def push(self, frame: Frame) -> None:
-        """Queue one frame now, even past the bound (dropped and counted once closed).
-
-        :raises FrameEncodeError: (EncodeAt.QUEUE) the frame does not fit max_frame.
-        """
+    def _push_encoded(self, frame: Frame) -> None:
+        """:meth:`push` when encoding at queue time."""
         if self._closed:
             self.counts.drops += 1
             return
-        if self._at_queue:
-            seq = self.seq.number(frame)
-            if seq is None:
-                self.counts.stragglers += 1
-                return
-            self._encode(frame, seq)
-        else:
-            self._frames.append(frame)
+        seq = self.seq.number(frame)
+        if seq is None:
+            self.counts.stragglers += 1
+            return
+        self._encode(frame, seq)
+        self._count += 1
+        if not self._hold and not self._kicked:
+            self._schedule()
+
+    def _push_frame(self, frame: Frame) -> None:
+        """:meth:`push` when encoding at flush time."""
+        if self._closed:
+            self.counts.drops += 1
+            return
+        self._frames.append(frame)
         self._count += 1
         if not self._hold and not self._kicked:
             self._schedule()
@@ -388,13 +397,19 @@ class FrameOutbox:
         if self._frames:
             frames, self._frames = self._frames, []
             number = self.seq.number
+            max_frame = self._max_frame()
+            out = self._out
             for frame in frames:
                 seq = number(frame)
                 if seq is None:
                     self.counts.stragglers += 1
                     continue
+                payload = frame.payload
                 try:
-                    self._encode(frame, seq)
+                    if payload is None or len(payload) < SMALL_PAYLOAD:
+                        out.append(encode_frame(frame, max_frame, seq))
+                    else:
+                        out.extend(encode_frame_parts(frame, max_frame, seq))
                 except ProtocolError as exc:
                     self.counts.drops += 1
                     self._on_drop(frame, exc)
