@@ -111,7 +111,7 @@ class Spy:
         self.source = source
         self.blocks: list[Block] = []
 
-    async def pump(
+    async def stream_blocks(
         self,
         buffer: memoryview,
         next_size: Callable[[], int],
@@ -122,7 +122,7 @@ class Spy:
             self.blocks.append(block if type(block) is bytes else memoryview(b"v" * len(block)))
             return on_block(block)
 
-        await self.source.pump(buffer, next_size, spy, until_drained)
+        await self.source.stream_blocks(buffer, next_size, spy, until_drained)
 
 
 def feed_in_thread(fd: int, data: bytes, piece: int) -> threading.Thread:

@@ -69,7 +69,7 @@ the ``Outbox`` mixin, ``_init_outbox()``                       ``outbox = FrameO
                                                                size, pump.feed,
                                                                pump.read_size, buffer)``
 ``_fdio.read_blocks(reader, ...)`` (``_subprocess.py``)        ``await pump.run(reader)``
-                                                               (``FdReader.pump``)
+                                                               (``FdReader.stream_blocks``)
 ``_placement.ByteSink``                                        :class:`ByteSink`
 ``_fdio.FdReader`` / ``FdWriter`` / ``make_pipe`` /            the same names here
 ``grow_pipe``

@@ -82,9 +82,10 @@ async def read_fd(
         return
     while True:
         n = 0
-        if not is_closed():
+        want = buffer[: next_size()]  # asked once per block, however long it takes to come
+        while not is_closed():
             try:
-                n = os.readv(fd, [buffer[: next_size()]])
+                n = os.readv(fd, [want])
             except BlockingIOError:
                 # Closed meanwhile: the next turn reports the end.
                 with contextlib.suppress(anyio.ClosedResourceError):
@@ -92,6 +93,7 @@ async def read_fd(
                 continue
             except OSError:
                 n = 0
+            break
         if not on_block(buffer[:n] if n else b""):
             await until_drained()
         if not n:

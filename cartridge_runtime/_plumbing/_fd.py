@@ -10,7 +10,7 @@ not four ping-pongs between the processes). :func:`anyio.wait_readable` and
 The write loops live in one class, :class:`FdSink`, which both writing ends *hold* (no mixin):
 
 - the engine owns the pipes it makes (:func:`make_pipe`): :class:`FdReader` returns ``b""`` at
-  EOF and reads blocks for a :class:`~._pump.FramePump` (:meth:`FdReader.pump`);
+  EOF and reads blocks for a :class:`~._pump.FramePump` (:meth:`FdReader.stream_blocks`);
   :class:`FdWriter` is an :class:`FdSink` that closes its fd. Both close their fd.
 - a cartridge borrows its stdin/stdout: :class:`FdReceiveStream` and :class:`FdSendStream` are
   anyio byte streams that enlarge the pipe, raise :class:`anyio.EndOfStream` at EOF, and put
@@ -197,7 +197,7 @@ class FdReader:
             except OSError:
                 return b""
 
-    async def pump(
+    async def stream_blocks(
         self,
         buffer: memoryview,
         next_size: Callable[[], int],
@@ -243,7 +243,7 @@ class _Borrowed:
 
 class FdReceiveStream(anyio.abc.ByteReceiveStream):
     """Reads from a borrowed file descriptor (stdin). EOF raises :class:`anyio.EndOfStream`;
-    :meth:`pump` reads blocks for a :class:`~._pump.FramePump`."""
+    :meth:`stream_blocks` reads blocks for a :class:`~._pump.FramePump`."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -271,7 +271,7 @@ class FdReceiveStream(anyio.abc.ByteReceiveStream):
                 raise anyio.EndOfStream
             return data
 
-    async def pump(
+    async def stream_blocks(
         self,
         buffer: memoryview,
         next_size: Callable[[], int],

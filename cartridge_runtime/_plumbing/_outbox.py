@@ -53,6 +53,7 @@ from cartridge_runtime.protocol import (
 )
 
 from ._backend import Block, Cancellable, SoonCaller, event_factory, soon_caller
+from ._fd import FdSink
 
 #: Frames whose payload is under this size are encoded as one buffer, prefix included; larger
 #: ones as separate buffers around the payload, which is never copied (the codec's threshold).
@@ -96,10 +97,10 @@ class ByteSink(Protocol):
 
 
 class StreamSink:
-    """An anyio byte stream as a :class:`ByteSink` that never writes without waiting (its
-    :meth:`write_now` writes nothing), so its outbox always writes from the writer task. A
-    batch is one ``send_many`` (gathering) call when the stream has one, else one joined
-    ``send``."""
+    """An anyio byte stream as a :class:`ByteSink`. A batch is one ``send_many`` (gathering)
+    call when the stream has one, else one joined ``send``. A stream that can write without
+    waiting offers ``write_now`` (as :class:`ByteSink` has it); without one, nothing is written
+    in place (:attr:`in_place` is false) and the outbox always writes from its task."""
 
     closed = False
 
@@ -108,9 +109,14 @@ class StreamSink:
         self._send_many: Callable[[Sequence[Block]], Awaitable[None]] | None = getattr(
             stream, "send_many", None
         )
+        write_now: Callable[[list[Block]], list[Block]] | None = getattr(stream, "write_now", None)
+        #: Whether :meth:`write_now` can write anything.
+        self.in_place = write_now is not None
+        self._write_now = write_now
 
     def write_now(self, parts: list[Block]) -> list[Block]:
-        return parts
+        write_now = self._write_now
+        return parts if write_now is None else write_now(parts)
 
     async def send_all(self, parts: Sequence[Block]) -> None:
         many = self._send_many
@@ -126,10 +132,16 @@ def sink_for(stream: anyio.abc.ByteSendStream) -> ByteSink:
     """The fastest :class:`ByteSink` for ``stream``: the fd sink of a
     :class:`~._fd.FdSendStream`, else a :class:`StreamSink`."""
     sink = getattr(stream, "sink", None)
-    if sink is not None and callable(getattr(sink, "write_now", None)):
-        found: ByteSink = sink
-        return found
+    if isinstance(sink, FdSink):
+        return sink
     return StreamSink(stream)
+
+
+def _writes_in_place(sink: ByteSink | None) -> bool:
+    """Whether ``sink`` may write without waiting (else everything goes through the task)."""
+    if sink is None:
+        return False
+    return sink.in_place if isinstance(sink, StreamSink) else True
 
 
 class DropCounts(Protocol):
@@ -182,7 +194,7 @@ class FrameOutbox:
         on_drop: Callable[[Frame, ProtocolError], None] = _note,
     ) -> None:
         self._sink = sink
-        self._in_place = sink is not None and not isinstance(sink, StreamSink)
+        self._in_place = _writes_in_place(sink)
         self._max_frame = max_frame
         #: ``push(frame)``: queue one frame now, even past the bound (dropped and counted
         #: once closed). Raises :class:`FrameEncodeError` (EncodeAt.QUEUE) when the frame
@@ -229,6 +241,21 @@ class FrameOutbox:
         """Whether the queue is below its bound (always once closed: frames are then
         dropped)."""
         return self._count < self._bound or self._closed
+
+    @property
+    def pending(self) -> bool:
+        """Whether frames are queued that were not handed to the sink yet."""
+        return bool(self._out or self._frames)
+
+    @property
+    def held(self) -> int:
+        """How many :meth:`hold` calls wait for their :meth:`release`."""
+        return self._hold
+
+    @property
+    def queued(self) -> list[Frame]:
+        """The frames queued and not encoded yet (EncodeAt.FLUSH; a copy)."""
+        return list(self._frames)
 
     async def wait_room(self) -> None:
         """Return once :attr:`has_room` (at once when it already is)."""
@@ -440,7 +467,7 @@ class FrameOutbox:
     def attach(self, sink: ByteSink) -> None:
         """Give the outbox its sink (when it was made before the sink existed)."""
         self._sink = sink
-        self._in_place = not isinstance(sink, StreamSink)
+        self._in_place = _writes_in_place(sink)
 
     async def drain(self) -> None:
         """Wait until everything queued so far was handed to the sink (or the sink failed)."""

@@ -64,7 +64,7 @@ class Hold(Protocol):
 class BlockSource(Protocol):
     """Where a pump's blocks come from."""
 
-    async def pump(
+    async def stream_blocks(
         self,
         buffer: memoryview,
         next_size: Callable[[], int],
@@ -88,7 +88,7 @@ class StreamSource:
     def __init__(self, stream: anyio.abc.ByteReceiveStream) -> None:
         self.stream = stream
 
-    async def pump(
+    async def stream_blocks(
         self,
         buffer: memoryview,
         next_size: Callable[[], int],
@@ -249,4 +249,4 @@ class FramePump:
         buffer = self._buffer
         if buffer is None:
             buffer = self._buffer = memoryview(bytearray(self._size))
-        await source.pump(buffer, self.read_size, self.on_block, self.until_drained)
+        await source.stream_blocks(buffer, self.read_size, self.on_block, self.until_drained)
