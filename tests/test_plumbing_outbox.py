@@ -544,3 +544,66 @@ def test_a_batch_larger_than_the_pipe_arrives_whole_through_the_task(backend: st
     got_frames = decoded(got)
     assert [f.payload for f in got_frames[:-1]] == payloads
     assert [f.seq for f in got_frames] == list(range(13))
+
+
+# -- what the shells read, and streams that write in place ----------------------------------
+
+
+def test_pending_held_and_queued_tell_the_queue_state() -> None:
+    box = FrameOutbox(MemSink(), lambda: MAX, encode_at=EncodeAt.FLUSH)
+    assert not box.pending and box.held == 0 and box.queued == []
+    box.hold()
+    hb = frames.heartbeat(MessageId(1))
+    box.push(hb)
+    assert box.pending and box.held == 1 and box.queued == [hb]
+    box.queued.clear()  # a copy: the queue is untouched
+    assert box.queued == [hb]
+    box.release()
+    assert not box.pending and box.held == 0 and box.queued == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_stream_with_write_now_is_written_in_place(backend: str) -> None:
+    writes: list[tuple[str, bytes]] = []
+
+    class Stream(anyio.abc.ByteSendStream):
+        def write_now(self, parts: list[Block]) -> list[Block]:
+            writes.append(("now", b"".join(parts)))
+            return []
+
+        async def send(self, item: bytes) -> None:
+            writes.append(("send", bytes(item)))
+
+        async def aclose(self) -> None:
+            pass
+
+    sink = sink_for(Stream())
+    assert isinstance(sink, StreamSink) and sink.in_place
+    box = FrameOutbox(sink, lambda: MAX, encode_at=EncodeAt.FLUSH)
+
+    async def body() -> None:
+        box.hold()
+        for f in response(MessageId.new()):
+            box.push(f)
+        box.release()
+        assert [w[0] for w in writes] == ["now"]  # synchronously, on either backend
+
+    anyio.run(_run_with, box, body, backend=backend)
+    assert len(decoded(writes[0][1])) == 4
+
+
+def test_a_stream_sink_sends_a_lone_view_as_bytes() -> None:
+    sent: list[object] = []
+
+    class Stream(anyio.abc.ByteSendStream):
+        async def send(self, item: bytes) -> None:
+            sent.append(item)
+
+        async def aclose(self) -> None:
+            pass
+
+    sink = StreamSink(Stream())
+    assert not sink.in_place and sink.write_now([b"x"]) == [b"x"]
+    anyio.run(sink.send_all, [memoryview(b"abc")])
+    anyio.run(sink.send_all, [b"a", b"b"])
+    assert sent == [b"abc", b"ab"] and type(sent[0]) is bytes

@@ -2,59 +2,95 @@
 to the cartridge's stdin (its placement's :class:`~._placement.ByteSink`) and the task that
 writes it.
 
-Theory of operation
--------------------
-Every frame is numbered (one :class:`~cartridge_runtime.protocol.SeqAssigner` per connection)
-and encoded when it is queued, so the queue holds bytes in wire order. A small frame is one
-buffer, prefix included; a large payload is a buffer of its own, handed to ``writev`` without
-being copied into a joined frame.
+The queue is the shared :class:`~cartridge_runtime._plumbing.FrameOutbox`, set up the engine's
+way: every frame is numbered (one seq assigner per connection) and encoded when it is queued,
+so the queue holds bytes in wire order, an unencodable frame raises to its sender, and frames
+not yet written can be taken back (:meth:`Outbox.mark`, :meth:`Outbox.withdraw`). A small
+frame is one buffer, prefix included; a large payload is a buffer of its own, handed to
+``writev`` without being copied into a joined frame.
 
 Code that queues several frames at once (a call opening, the reader dispatching a block)
 holds the queue with :meth:`Outbox.hold` and writes it synchronously on
-:meth:`Outbox.release` (a non-blocking ``writev``), which saves the writer task's wake-up on
-the hot path of small calls. The writer task runs only when the pipe is full or nobody
-flushed.
+:meth:`Outbox.release` (a non-blocking ``writev``), which saves a wake-up on the hot path of
+small calls. A frame queued outside a hold is written from one loop callback on asyncio, else
+by the writer task, which otherwise runs only when the pipe is full.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import anyio
-
 from .. import protocol as P
-from ..protocol import Frame, MessageId
+from .._plumbing import FrameOutbox
+from ..protocol import Frame
 
 if TYPE_CHECKING:
     from ._placement import ByteSink
     from ._proc import Counters
 
-#: Frames whose payload is under this size are encoded as one buffer, prefix included; larger
-#: ones as separate buffers around the payload, which is never copied (the codec's threshold).
-_SMALL_PAYLOAD = 4096
-
 
 class Outbox:
     """Mixed into :class:`~cartridge_runtime.engine._conn.Connection` (see the module
-    docstring)."""
+    docstring): the connection's face of its :class:`~cartridge_runtime._plumbing.FrameOutbox`.
+    """
 
     # Provided by Connection.
     state: str
     counters: Counters
     limits: P.Limits
-    _stdin: ByteSink | None
 
     def _init_outbox(self) -> None:
-        self._seq = P.SeqAssigner()
-        self._out: list[bytes | memoryview] = []
-        #: How many times the queue was handed to the pipe: a position (batches, index) in
-        #: ``_out`` stays valid only while this number is unchanged (see :meth:`withdraw`).
-        self.batches = 0
-        self._hold = 0
-        self._writing = False
-        self._kicked = False
-        self._wake = anyio.Event()
-        self._drained: anyio.Event | None = None
+        self.outbox = FrameOutbox(None, self._max_frame, counts=self.counters)
+        self._sink: ByteSink | None = None
+        box = self.outbox
+        # The outbox's own methods, bound once: no extra call on the per-frame path.
+        self.hold = box.hold
+        self.release = box.release
+        self.flush = box.flush
+        self.drain = box.drain
+        self.mark = box.mark
+        self.withdraw = box.withdraw
+        self.forget_flow = box.forget_flow
+        self._push = box.push
+        self._push_numbered = box.push_numbered
+
+    def _max_frame(self) -> int:
+        return self.limits.max_frame
+
+    @property
+    def _stdin(self) -> ByteSink | None:
+        """The cartridge's stdin; set once the instance is launched (the outbox writes to it)."""
+        return self._sink
+
+    @_stdin.setter
+    def _stdin(self, sink: ByteSink | None) -> None:
+        self._sink = sink
+        if sink is not None:
+            self.outbox.attach(sink)
+
+    @property
+    def batches(self) -> int:
+        """How many times the queue was handed to the pipe (see :meth:`withdraw`)."""
+        return self.outbox.batches
+
+    @property
+    def _hold(self) -> int:
+        """Holds not released yet; the reader brackets a block's dispatch with ``+= 1`` and
+        ``-= 1``, which hold and release the outbox."""
+        return self.outbox.held
+
+    @_hold.setter
+    def _hold(self, value: int) -> None:
+        box = self.outbox
+        while box.held < value:
+            box.hold()
+        while box.held > value:
+            box.release()
+
+    @property
+    def _out(self) -> bool:
+        """Whether frames are queued that were not handed to the pipe yet."""
+        return self.outbox.pending
 
     def send(self, frame: Frame) -> None:
         """Queue one frame for the writer (numbered and encoded now, in queue order).
@@ -64,117 +100,20 @@ class Outbox:
         if self.state in ("dead", "failed"):
             self.counters.drops += 1
             return
-        seq = self._seq.number(frame)
-        if seq is None:
-            self.counters.stragglers += 1
-            return
-        self.send_numbered(frame, seq)
+        self._push(frame)
 
     def send_numbered(self, numbered: Frame, seq: int | None = None) -> None:
         """Queue a frame numbered ``seq`` (default: its own seq, which the caller set): only
         for a flow the caller opens and ends in one go (a small call's whole request), which
-        the seq assigner never sees; :meth:`send` passes the seq it assigned.
+        the seq assigner never sees.
 
         :raises FrameEncodeError: the frame does not fit the negotiated max_frame.
         """
         if self.state in ("dead", "failed"):
             self.counters.drops += 1
             return
-        payload = numbered.payload
-        out = self._out
-        if payload is None or len(payload) < _SMALL_PAYLOAD:
-            # A small frame is one buffer, prefix included (the codec's fastest path).
-            out.append(P.encode_frame(numbered, self.limits.max_frame, seq))
-        else:
-            # The payload goes to writev as its own buffer: never copied into a joined frame.
-            out.extend(P.encode_frame_parts(numbered, self.limits.max_frame, seq))
-        if not self._hold and not self._kicked:
-            self._kicked = True
-            self._wake.set()
-
-    def hold(self) -> None:
-        """Queue frames without waking the writer until the matching :meth:`release`."""
-        self._hold += 1
-
-    def release(self) -> None:
-        """End a :meth:`hold`; the frames queued meanwhile are written now (:meth:`flush`)."""
-        self._hold -= 1
-        if not self._hold:
-            self.flush()
-
-    def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None:
-        """Drop the numbering of a flow whose frames were withdrawn."""
-        self._seq.forget(rid, xid)
-
-    def mark(self) -> tuple[int, int]:
-        """The position the next queued frame will take (for :meth:`withdraw`)."""
-        return self.batches, len(self._out)
-
-    def withdraw(self, start: tuple[int, int], stop: tuple[int, int]) -> bool:
-        """Take back the frames queued between two :meth:`mark` positions if none of them
-        has been handed to the pipe yet; True when they were withdrawn."""
-        if start[0] != self.batches or stop[0] != self.batches or stop[1] > len(self._out):
-            return False
-        out = self._out
-        for i in range(start[1], stop[1]):
-            out[i] = b""  # blanked, not deleted: positions others hold stay valid
-        return True
-
-    def flush(self) -> None:
-        """Write what is queued now with a non-blocking ``writev`` when the writer is idle;
-        whatever the pipe does not take is left to the writer."""
-        if not self._out:
-            return
-        if self._writing or self._stdin is None or self.state in ("dead", "failed"):
-            self._kick()
-            return
-        batch, self._out = self._out, []
-        self.batches += 1
-        try:
-            rest = self._stdin.write_now(batch)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            # The cartridge stopped reading; the reader sees its end and reports death.
-            rest = []
-        if rest:
-            self._out[:0] = rest
-            self._kick()
-        elif not self._out and self._drained is not None:
-            self._drained.set()
-
-    def _kick(self) -> None:
-        if not self._kicked:
-            self._kicked = True
-            self._wake.set()
-
-    async def drain(self) -> None:
-        """Wait until everything queued so far was handed to the pipe."""
-        if not self._out and not self._writing:
-            return
-        if self._drained is None or self._drained.is_set():
-            self._drained = anyio.Event()
-        self._kick()
-        await self._drained.wait()
+        self._push_numbered(numbered, seq)
 
     async def _writer(self) -> None:
-        assert self._stdin is not None
-        stdin = self._stdin
-        try:
-            while True:
-                while not self._out:
-                    if self._drained is not None:
-                        self._drained.set()
-                    self._wake = anyio.Event()
-                    self._kicked = False
-                    await self._wake.wait()
-                batch, self._out = self._out, []
-                self.batches += 1
-                self._writing = True
-                await stdin.send_all(batch)
-                self._writing = False
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            # The cartridge stopped reading; the reader sees its end and reports death.
-            self._out.clear()
-            self._writing = False
-            self._kicked = True  # nobody will wait for a wake-up any more
-            if self._drained is not None:
-                self._drained.set()
+        """The writer task (sleeps until the outbox needs it)."""
+        await self.outbox.run()
