@@ -180,8 +180,8 @@ async def engine_old(rounds: int) -> int:
             self.counters = Counters()
             self.limits = Limits()
             self.config = EngineConfig()
-            self._stdin = _fdio.FdWriter(w)
             self._init_outbox()
+            self._stdin = _fdio.FdWriter(w)
             self._decoder = FrameDecoder()
             self._stray = None
 

@@ -273,7 +273,12 @@ class FrameOutbox:
         if seq is None:
             self.counts.stragglers += 1
             return
-        self._encode(frame, seq)
+        payload = frame.payload
+        if payload is None or len(payload) < SMALL_PAYLOAD:
+            self._out.append(encode_frame(frame, self._max_frame(), seq))
+        else:
+            # The payload goes to writev as its own buffer: never copied into a joined frame.
+            self._out.extend(encode_frame_parts(frame, self._max_frame(), seq))
         self._count += 1
         if not self._hold and not self._kicked:
             self._schedule()
@@ -298,18 +303,15 @@ class FrameOutbox:
         if self._closed:
             self.counts.drops += 1
             return
-        self._encode(frame, seq)
-        self._count += 1
-        if not self._hold and not self._kicked:
-            self._schedule()
-
-    def _encode(self, frame: Frame, seq: int | None) -> None:
         payload = frame.payload
         if payload is None or len(payload) < SMALL_PAYLOAD:
             self._out.append(encode_frame(frame, self._max_frame(), seq))
         else:
             # The payload goes to writev as its own buffer: never copied into a joined frame.
             self._out.extend(encode_frame_parts(frame, self._max_frame(), seq))
+        self._count += 1
+        if not self._hold and not self._kicked:
+            self._schedule()
 
     def try_send(self, frame: Frame) -> bool:
         """Queue one frame now if :meth:`send` would neither wait nor yield; ``False`` (and

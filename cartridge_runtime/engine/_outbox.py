@@ -82,9 +82,10 @@ class Outbox:
     @_hold.setter
     def _hold(self, value: int) -> None:
         box = self.outbox
-        while box.held < value:
+        held = box.held
+        for _ in range(held, value):
             box.hold()
-        while box.held > value:
+        for _ in range(value, held):
             box.release()
 
     @property
