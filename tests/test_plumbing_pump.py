@@ -516,3 +516,22 @@ def test_soon_caller_is_the_loops_call_soon_on_asyncio_only() -> None:
 
     assert anyio.run(probe, backend="asyncio")
     assert not anyio.run(probe, backend="trio")
+
+
+def test_a_paused_block_is_let_go_so_its_buffer_may_be_refilled() -> None:
+    data, payloads = wire(4, 100)
+    gate = Gate(room=1)
+    got: list[bytes] = []
+
+    def dispatch(frame: Frame) -> None:
+        assert frame.payload is not None
+        got.append(frame.payload)
+        gate.room -= 1
+
+    pump = FramePump(FrameDecoder(), dispatch, room=gate)
+    buffer = bytearray(data)
+    assert not pump.on_block(memoryview(buffer))  # one frame dispatched, then no room
+    buffer[:] = b"\x00" * len(buffer)  # the source reads into its buffer again
+    gate.room = 10
+    assert pump.drain()
+    assert got == payloads

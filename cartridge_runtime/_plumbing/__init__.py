@@ -75,9 +75,18 @@ the ``Outbox`` mixin, ``_init_outbox()``                       ``outbox = FrameO
 ``grow_pipe``
 =============================================================  =================================
 
-Behaviour that changes in the switch: an engine frame queued outside a hold is written from a
-loop callback on asyncio instead of waking the writer task (the cartridge's way, cheaper); the
-engine's connection counts stragglers and drops through the ``counts`` it passes in.
+Meanwhile the older modules are thin faces over this package, with their public methods
+unchanged: ``runtime/_writer.py`` (``FrameWriter`` binds ``push``, ``try_send``, ``send``,
+``flush_now``, ``wait_room`` and ``close`` straight to its outbox's), ``engine/_outbox.py``
+(``Outbox`` likewise, with ``_stdin``, ``_hold`` and ``_out`` as properties over the outbox's
+``attach``, ``hold``/``release`` and ``pending``), ``runtime/_stdin.py`` (``LoopReceiveStream.pump``
+over :meth:`FdReceiveStream.stream_blocks`) and ``_fdio.py`` (re-exports, and ``read_blocks``
+over :func:`read_fd`). A shell switched over as above no longer imports them; once neither
+does, they go.
+
+Behaviour that changed with the switch: an engine frame queued outside a hold is written from
+a loop callback on asyncio instead of waking the writer task (the cartridge's way, cheaper);
+the engine's connection counts stragglers and drops through the ``counts`` it passes in.
 """
 
 from ._backend import Block, Cancellable, SoonCaller, event_factory, read_fd, soon_caller
