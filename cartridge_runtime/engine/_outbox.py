@@ -18,6 +18,9 @@ by the writer task, which otherwise runs only when the pipe is full.
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .. import protocol as P
@@ -27,6 +30,8 @@ from ..protocol import Frame
 if TYPE_CHECKING:
     from ._placement import ByteSink
     from ._proc import Counters
+
+_MAX_FRAME = operator.attrgetter("limits.max_frame")
 
 
 class Outbox:
@@ -40,8 +45,12 @@ class Outbox:
     limits: P.Limits
 
     def _init_outbox(self) -> None:
-        self.outbox = FrameOutbox(None, self._max_frame, counts=self.counters)
+        # The negotiated max_frame, read from C (no Python frame per frame encoded).
+        max_frame: Callable[[], int] = functools.partial(_MAX_FRAME, self)
+        self.outbox = FrameOutbox(None, max_frame, counts=self.counters)
         self._sink: ByteSink | None = None
+        #: Holds taken through ``_hold`` (the reader's, around a block).
+        self._holds = 0
         box = self.outbox
         # The outbox's own methods, bound once: no extra call on the per-frame path.
         self.hold = box.hold
@@ -53,9 +62,6 @@ class Outbox:
         self.forget_flow = box.forget_flow
         self._push = box.push
         self._push_numbered = box.push_numbered
-
-    def _max_frame(self) -> int:
-        return self.limits.max_frame
 
     @property
     def _stdin(self) -> ByteSink | None:
@@ -75,17 +81,17 @@ class Outbox:
 
     @property
     def _hold(self) -> int:
-        """Holds not released yet; the reader brackets a block's dispatch with ``+= 1`` and
-        ``-= 1``, which hold and release the outbox."""
-        return self.outbox.held
+        """The reader's holds: it brackets a block's dispatch with ``+= 1`` and ``-= 1``,
+        which hold and release the outbox."""
+        return self._holds
 
     @_hold.setter
     def _hold(self, value: int) -> None:
+        holds, self._holds = self._holds, value
         box = self.outbox
-        held = box.held
-        for _ in range(held, value):
+        for _ in range(holds, value):
             box.hold()
-        for _ in range(value, held):
+        for _ in range(value, holds):
             box.release()
 
     @property
