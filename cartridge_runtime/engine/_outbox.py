@@ -89,10 +89,12 @@ class Outbox:
     def _hold(self, value: int) -> None:
         holds, self._holds = self._holds, value
         box = self.outbox
-        for _ in range(holds, value):
+        while holds < value:
             box.hold()
-        for _ in range(value, holds):
+            holds += 1
+        while holds > value:
             box.release()
+            holds -= 1
 
     @property
     def _out(self) -> bool:
