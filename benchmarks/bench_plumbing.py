@@ -15,6 +15,10 @@ asyncio, the way the shell does it:
   ``engine._conn.Connection._on_block`` over ``_fdio.read_blocks``. New:
   ``FrameOutbox(encode_at=QUEUE)`` with ``FramePump(hold=outbox)`` over ``FdReader.pump``.
 
+Since the switch-over the "old" modules are thin faces over the shared plumbing, so "old"
+then measures what those faces add; the figures from before it are in the commit that added
+this script and in ``benchmarks/README.md``.
+
 The dispatch of each END queues the next response at once, so a round is one write, one
 reader callback and four dispatches, with no task switch: what is measured is the plumbing.
 
