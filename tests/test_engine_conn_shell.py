@@ -41,7 +41,7 @@ async def test_a_started_connection_is_ready_and_its_core_done() -> None:
         conn = connection(engine, name)
         assert conn.state is ConnState.READY and conn.ready
         assert conn.core.handshake.phase is StartupPhase.DONE
-        assert conn.limits.max_chunk == 4096 and conn.outbox.max_frame == conn.limits.max_frame
+        assert conn.limits.max_chunk == 4096 and conn.max_frame == conn.limits.max_frame
         result = await engine.call(ECHO, [("media:", b"hi")])
         assert result.data == b"hi" and conn.in_flight == 0
         assert await engine.probe(name)

@@ -98,6 +98,6 @@ def test_no_two_modules_import_each_other(package: str) -> None:
 
 def test_the_engine_connection_parts_do_not_import_the_connection() -> None:
     edges = graph("cartridge_runtime.engine")
-    for part in ("_startup", "_health", "_peer", "_outbox", "_stderr", "_response"):
+    for part in ("_startup", "_health", "_peer", "_stderr", "_response"):
         assert "cartridge_runtime.engine._conn" not in edges[f"cartridge_runtime.engine.{part}"]
     assert "cartridge_runtime.engine._engine" not in edges["cartridge_runtime.engine._response"]

@@ -15,9 +15,10 @@ process: see :mod:`._placement`), and four tasks in its own task group:
   peer call this cartridge made) costs one dict lookup, and the few events the core returns
   (frames to send, a new peer call, a probe's reply, start-up progress, a refused frame) are
   acted on here;
-* the **writer** (:mod:`._outbox`, held by composition) waits for queued frames and hands
-  everything queued to one ``writev``; it only runs when the pipe is full or nobody flushed,
-  because code that queues several frames at once writes them itself;
+* the **writer** (the shared :class:`~cartridge_runtime._plumbing.FrameOutbox`, encoding at
+  queue time, held by composition) hands everything queued to one ``writev``; its task only
+  runs when the pipe is full, because code that queues several frames at once writes them
+  itself and a lone frame is written from a loop callback;
 * the **stderr** reader (:mod:`._stderr`) appends to a log file and keeps a bounded tail in
   memory;
 * the **heartbeat** task (:mod:`._health`) probes the cartridge on a timer.
@@ -33,7 +34,9 @@ is death: the instance is reaped (killed if it lingers), and every pending flow 
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +45,7 @@ import anyio
 import anyio.abc
 
 from .. import protocol as P
+from .._plumbing import FrameOutbox
 from ..protocol import (
     ConnState,
     Frame,
@@ -59,12 +63,13 @@ from ._config import EngineConfig
 from ._errors import CallError, CartridgeDied, CartridgeUnhealthy, EngineClosed, SpawnFailed
 from ._health import heartbeat_loop
 from ._health import probe as probe_health
-from ._outbox import Outbox
 from ._placement import Instance, LaunchError, LaunchSpec, Placement
 from ._pools import PoolGate
 from ._proc import Counters, Flow, PeerOrigin, describe_stray_bytes
 from ._startup import StartupFailure, run_startup
 from ._stderr import StderrLog
+
+_MAX_FRAME = operator.attrgetter("max_frame")
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
@@ -126,10 +131,12 @@ class Connection:
         #: A flow of a rid ended: later frames for it are stragglers.
         self.forget: Callable[[MessageId], None] = core.forget
         #: The frame queue and its writer; its hot methods are bound here once.
-        self.outbox = Outbox(counters, config.limits.max_frame)
+        #: The negotiated max_frame (the outbox reads it per frame, from C: no Python frame).
+        self.max_frame = config.limits.max_frame
+        self.outbox = FrameOutbox(None, functools.partial(_MAX_FRAME, self), counts=counters)
         outbox = self.outbox
-        self.send: Callable[[Frame], None] = outbox.send
-        self.send_numbered: Callable[[Frame, int | None], None] = outbox.send_numbered
+        self.send: Callable[[Frame], None] = outbox.push
+        self.send_numbered: Callable[[Frame, int | None], None] = outbox.push_numbered
         self.hold: Callable[[], None] = outbox.hold
         self.release: Callable[[], None] = outbox.release
         self.mark: Callable[[], tuple[int, int]] = outbox.mark
@@ -239,7 +246,7 @@ class Connection:
         self.outbox.forget_flow(rid, xid)
 
     def flush(self) -> None:
-        """Write what is queued now (see :meth:`~._outbox.Outbox.flush`)."""
+        """Write what is queued now (see :meth:`~cartridge_runtime._plumbing.FrameOutbox.flush`)."""
         self.outbox.flush()
 
     async def drain(self) -> None:
@@ -326,7 +333,7 @@ class Connection:
             if event.error is None and event.phase is StartupPhase.IDENTITY:
                 max_frame = self.core.limits.max_frame
                 self._decoder.max_frame = max_frame
-                self.outbox.max_frame = max_frame
+                self.max_frame = max_frame
             for frame in event.frames:
                 self.send(frame)
             try:
@@ -399,7 +406,7 @@ class Connection:
                     self._tg = tg
                     tg.start_soon(self._stderr.run, self.process.stderr)
                     tg.start_soon(self._reader)
-                    tg.start_soon(self.outbox.run_writer)
+                    tg.start_soon(self.outbox.run)
                     outcome = await run_startup(self, self.core.handshake, self.config.step_timeout)
                     if isinstance(outcome, StartupFailure):
                         self._fail_start(outcome.step, outcome.message, outcome.rule)
@@ -413,7 +420,7 @@ class Connection:
                 await self._reap(kill=True)
                 if self.core.state is not ConnState.FAILED:
                     closing = self.core.ended() is ConnState.CLOSING
-                    self.outbox.closed = True
+                    self.outbox.close()
                     if closing and not self._notified:
                         self._fail_all(EngineClosed(f"cartridge {self.name} was shut down"))
                     if self.death is None:
@@ -465,7 +472,7 @@ class Connection:
             full += f"\nstderr:\n{tail}"
         self.startup_error = SpawnFailed(full, step=step, rule=rule, stderr_tail=tail)
         self.core.fail_startup()
-        self.outbox.closed = True
+        self.outbox.close()
         self.started.set()
         self._scope.cancel()
 
@@ -478,7 +485,7 @@ class Connection:
             self._startup_tx.close()
             return
         was_closing = core.ended() is ConnState.CLOSING
-        self.outbox.closed = True
+        self.outbox.close()
         with anyio.CancelScope(shield=True):
             await self._reap(kill=True)
         tail = self._stderr.tail.strip()

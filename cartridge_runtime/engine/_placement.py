@@ -26,11 +26,13 @@ can take longer than starting a local process.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 import anyio.abc
 import attrs
+
+from .._plumbing import ByteSink as PlumbingSink
 
 __all__ = (
     "ByteSink",
@@ -75,25 +77,9 @@ class LaunchSpec:
     env: Mapping[str, str] | None = None
 
 
-class ByteSink(Protocol):
-    """The engine's writing end to an instance (a local pipe, or memory)."""
-
-    @property
-    def closed(self) -> bool: ...
-
-    def write_now(self, parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
-        """Write what fits without waiting; return the rest (``[]``: all written).
-
-        :raises anyio.BrokenResourceError: the instance stopped reading.
-        """
-        ...
-
-    async def send_all(self, parts: Sequence[bytes | memoryview]) -> None:
-        """Write every buffer in order, waiting for room.
-
-        :raises anyio.BrokenResourceError: the instance stopped reading.
-        """
-        ...
+class ByteSink(PlumbingSink, Protocol):
+    """The engine's writing end to an instance (a local pipe, or memory): what the outbox
+    writes to, and the end of input."""
 
     def close(self) -> None:
         """End of input for the instance (it exits when it sees it)."""
