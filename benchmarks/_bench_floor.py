@@ -16,7 +16,7 @@ import sys
 from _bench_common import BLOCK
 from fnv_c.ext._fnv import ffi, lib
 
-from cartridge_runtime._fdio import grow_pipe
+from cartridge_runtime._plumbing import grow_pipe
 
 
 def main() -> int:

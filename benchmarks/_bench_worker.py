@@ -192,7 +192,7 @@ def run_floor(metric: str, args: argparse.Namespace) -> Result:
     figure is what an implementation with no per-frame cost at all would reach."""
     from fnv_c.ext._fnv import ffi, lib
 
-    from cartridge_runtime._fdio import grow_pipe
+    from cartridge_runtime._plumbing import grow_pipe
 
     if metric != "echo":
         raise ValueError(f"the checksum floor measures echo only, not {metric}")

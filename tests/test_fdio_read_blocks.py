@@ -8,7 +8,7 @@ import threading
 import anyio
 import pytest
 
-from cartridge_runtime._fdio import FdReader, make_pipe, read_blocks
+from cartridge_runtime._plumbing import FdReader, make_pipe, read_blocks
 from cartridge_runtime.protocol import FrameDecoder, MessageId, encode_frame, frames
 
 BACKENDS = ["asyncio", "trio"]

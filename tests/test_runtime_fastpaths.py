@@ -10,7 +10,7 @@ import anyio.abc
 import pytest
 from _runtime_cartridge import ECHO, build_runtime
 
-from cartridge_runtime._fdio import FdSendStream
+from cartridge_runtime._plumbing import FdSendStream
 from cartridge_runtime.protocol import (
     DEFAULT_LIMITS,
     Frame,

@@ -1,6 +1,6 @@
 """The cartridge's read side: synchronous dispatch, reading from the loop's reader callback on
-asyncio (``LoopReceiveStream.pump``) or from a task elsewhere, and the pause that keeps the
-writer's queue bounded while the host does not read."""
+asyncio or from a wait-readable loop elsewhere (``FdReceiveStream.stream_blocks``), and the
+pause that keeps the writer's queue bounded while the host does not read."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import anyio.abc
 import pytest
 from _runtime_cartridge import ECHO, build_runtime
 
+from cartridge_runtime._plumbing import FdReceiveStream
 from cartridge_runtime.protocol import (
     DEFAULT_LIMITS,
     Frame,
@@ -23,7 +24,6 @@ from cartridge_runtime.protocol import (
 )
 from cartridge_runtime.runtime._exit import EXIT_OK, EXIT_PROTOCOL
 from cartridge_runtime.runtime._session import Session
-from cartridge_runtime.runtime._stdin import LoopReceiveStream
 from cartridge_runtime.runtime._writer import WRITER_QUEUE, FrameWriter
 
 BACKENDS = ["asyncio", "trio"]
@@ -76,10 +76,10 @@ class _GatedSink(anyio.abc.ByteSendStream):
         pass
 
 
-def _pipe_with(data: bytes) -> LoopReceiveStream:
-    """A LoopReceiveStream on a pipe holding ``data``, its writing end closed (EOF follows)."""
+def _pipe_with(data: bytes) -> FdReceiveStream:
+    """A FdReceiveStream on a pipe holding ``data``, its writing end closed (EOF follows)."""
     r, w = os.pipe()
-    stream = LoopReceiveStream(r)  # enlarges the pipe first
+    stream = FdReceiveStream(r)  # enlarges the pipe first
     view = memoryview(data)
     while view:
         view = view[os.write(w, view) :]
@@ -224,35 +224,47 @@ async def _truncated(data: bytes, rid: MessageId) -> None:
     ]
 
 
-def test_the_pump_runs_only_on_asyncio() -> None:
-    async def main() -> bool:
-        stream = _pipe_with(b"")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stdin_streams_every_block_then_the_end_on_both_backends(backend: str) -> None:
+    async def main() -> list[bytes]:
+        stream = _pipe_with(b"abcdef")
+        seen: list[bytes] = []
+
+        def on_block(data: Any) -> bool:
+            seen.append(bytes(data))
+            return True
+
         try:
-            return await stream.pump(lambda data: True, lambda: 1024, _never)
+            buffer = memoryview(bytearray(1024))
+            with anyio.fail_after(5):
+                await stream.stream_blocks(buffer, lambda: 4, on_block, _never)
         finally:
             stream.restore()
             os.close(stream.fd)
+        return seen
 
-    assert anyio.run(main, backend="trio") is False
-    assert anyio.run(main, backend="asyncio") is True
+    assert anyio.run(main, backend=backend) == [b"abcd", b"ef", b""]
 
 
 async def _never() -> None:
     raise AssertionError("no pause was asked for")
 
 
-def test_an_exception_in_on_block_ends_the_pump() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_exception_in_on_block_ends_the_reading(backend: str) -> None:
     async def main() -> None:
         stream = _pipe_with(b"abc")
 
-        def on_block(data: bytes) -> bool:
+        def on_block(data: Any) -> bool:
             raise ValueError(f"bad block {bytes(data)!r}")
 
         try:
             with pytest.raises(ValueError, match="bad block b'abc'"):
-                await stream.pump(on_block, lambda: 1024, _never)
+                await stream.stream_blocks(
+                    memoryview(bytearray(1024)), lambda: 1024, on_block, _never
+                )
         finally:
             stream.restore()
             os.close(stream.fd)
 
-    anyio.run(main, backend="asyncio")
+    anyio.run(main, backend=backend)

@@ -319,3 +319,50 @@ class FdSendStream(anyio.abc.ByteSendStream):
 
     async def aclose(self) -> None:
         self.restore()
+
+
+async def read_blocks(
+    reader: FdReader,
+    size: int,
+    on_data: Callable[[Block], None],
+    next_size: Callable[[], int] | None = None,
+    buffer: bytearray | None = None,
+) -> None:
+    """Call ``on_data`` with every block read from ``reader``, in order, and finally with
+    ``b""`` at end of file; return after that.
+
+    Each read asks for ``next_size()`` bytes when given, else for ``size``. With ``buffer``,
+    every read lands in that one buffer and ``on_data`` gets a view of it, valid only until it
+    returns; without one, ``on_data`` gets bytes it may keep.
+
+    :raises Exception: whatever ``on_data`` raised (reading stops there).
+    """
+
+    def fixed() -> int:
+        return size
+
+    if buffer is None:
+        view = memoryview(bytearray(size))
+
+        def on_block(data: Block) -> bool:
+            on_data(bytes(data))
+            return True
+    else:
+        view = memoryview(buffer)
+
+        def on_block(data: Block) -> bool:
+            on_data(data)
+            return True
+
+    await read_fd(
+        reader.fd,
+        view,
+        fixed if next_size is None else next_size,
+        on_block,
+        _never,
+        reader.is_closed,
+    )
+
+
+async def _never() -> None:
+    """No pause is ever asked for (``on_block`` always returns ``True``)."""

@@ -9,8 +9,9 @@ cartridge instance, started by its placement (a local subprocess, or a runtime i
 process: see :mod:`._placement`), and four tasks in its own task group:
 
 * the **reader** reads the instance's output in large blocks (for a subprocess on asyncio
-  from a reader callback registered once, see :func:`~cartridge_runtime._fdio.read_blocks`),
-  feeds the sans-IO :class:`FrameDecoder` and hands every frame to the core at once (no
+  from a reader callback registered once, see :func:`~cartridge_runtime._plumbing.read_blocks`),
+  and the shared :class:`~cartridge_runtime._plumbing.FramePump` feeds the sans-IO
+  :class:`FrameDecoder` and hands every frame to the core at once (no
   polling); a frame the core routes to its owner (an engine call, a forwarded peer call, a
   peer call this cartridge made) costs one dict lookup, and the few events the core returns
   (frames to send, a new peer call, a probe's reply, start-up progress, a refused frame) are
@@ -45,7 +46,7 @@ import anyio
 import anyio.abc
 
 from .. import protocol as P
-from .._plumbing import FrameOutbox
+from .._plumbing import FrameOutbox, FramePump
 from ..protocol import (
     ConnState,
     Frame,
@@ -263,59 +264,30 @@ class Connection:
     async def _reader(self) -> None:
         assert self.process is not None
         reason = "closed its stdout"
+        size = self.config.read_size
+        receive = self.core.receive_frame
+        on_event = self._on_event
+
+        def route(frame: Frame) -> None:
+            event = receive(frame)
+            if event is not None:
+                on_event(event)
+
+        # Frames the routing queues (CREDIT, forwarded peer frames, heartbeat replies) are
+        # held while a block is dispatched and leave together in one write after it.
+        pump = FramePump(
+            self._decoder, route, hold=self.outbox, read_size=size, on_error=self._note_stray
+        )
         try:
-            await self.process.read_blocks(
-                self.config.read_size,
-                self._on_block,
-                self._read_size,
-                bytearray(self.config.read_size),
-            )
+            await self.process.read_blocks(size, pump.feed, pump.read_size, bytearray(size))
         except P.ProtocolError as exc:
             self.counters.protocol_errors += 1
             reason = self._stray or f"wrote bytes that are not a valid frame on stdout: {exc}"
         await self._die(reason)
 
-    def _read_size(self) -> int:
-        """The size of the next read: a whole block at a frame boundary, else just the rest
-        of the frame in progress (at most a block). Reads then end on frame boundaries, where
-        the decoder parses the block in place instead of copying it into its buffer."""
-        decoder = self._decoder
-        size = self.config.read_size
-        if decoder.at_frame_boundary:
-            return size
-        try:
-            return min(decoder.bytes_wanted, size)
-        except P.ProtocolError:  # the decoder failed: the next feed raises it
-            return size
-
-    def _on_block(self, data: bytes | memoryview) -> None:
-        """Decode a block of stdout (``b""``: end of file) and route every frame in it.
-
-        A view is of the reader's reusable buffer: the decoder parses it in place and, as
-        every frame is taken below, keeps none of it once this returns.
-
-        :raises ProtocolError: the bytes are not valid frames.
-        """
-        decoder = self._decoder
-        # Frames the routing queues (CREDIT, forwarded peer frames, heartbeat replies)
-        # leave together in one write after the block.
-        outbox = self.outbox
-        outbox.hold()
-        try:
-            if type(data) is memoryview:
-                decoder.feed_borrowed(data)
-            else:
-                decoder.feed(data)
-            receive = self.core.receive_frame
-            while (frame := decoder.next_frame()) is not None:
-                event = receive(frame)
-                if event is not None:
-                    self._on_event(event)
-        except P.ProtocolError:
-            self._stray = describe_stray_bytes(data, decoder.max_frame)
-            raise
-        finally:
-            outbox.release()
+    def _note_stray(self, data: bytes | memoryview, error: P.ProtocolError) -> None:
+        """Keep words for the block the decoder failed on (stray text on stdout, often)."""
+        self._stray = describe_stray_bytes(data, self._decoder.max_frame)
 
     def _on_event(self, event: HostEvent) -> None:
         """Act on what the core asks for (off the hot path)."""

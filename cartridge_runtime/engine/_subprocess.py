@@ -1,8 +1,8 @@
 """The default placement: each instance is a local subprocess speaking over pipes.
 
-The engine makes the pipes itself (:func:`~cartridge_runtime._fdio.make_pipe`, enlarged where
-the OS allows) and reads and writes their raw file descriptors: see :mod:`cartridge_runtime._fdio`
-for why (gathering writes, one reader callback per pipe on asyncio).
+The engine makes the pipes itself (:func:`~cartridge_runtime._plumbing.make_pipe`, enlarged
+where the OS allows) and reads and writes their raw file descriptors: see
+:mod:`cartridge_runtime._plumbing._fd` for why (gathering writes, one reader callback per pipe on asyncio).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from cartridge_runtime._fdio import FdReader, FdWriter, make_pipe, read_blocks
+from cartridge_runtime._plumbing import FdReader, FdWriter, make_pipe, read_blocks
 
 from ._placement import ByteSink, Instance, LaunchError, LaunchSpec, Target
 from ._proc import command_for, describe_returncode

@@ -272,14 +272,12 @@ class CartridgeRuntime:
 
     async def serve_stdio(self) -> int:
         """Serve CBOR mode on the process's stdin/stdout file descriptors."""
-        from cartridge_runtime._fdio import FdSendStream
+        from cartridge_runtime._plumbing import FdReceiveStream, FdSendStream
         from cartridge_runtime.protocol import tune_allocator
-
-        from ._stdin import LoopReceiveStream
 
         tune_allocator()  # keep 256 KiB payload buffers in the heap (see protocol._alloc)
         with stdout_for_frames() as frames_fd:
-            receive = LoopReceiveStream(sys.stdin.fileno())
+            receive = FdReceiveStream(sys.stdin.fileno())
             send = FdSendStream(frames_fd)
             try:
                 return await self.serve(receive, send)

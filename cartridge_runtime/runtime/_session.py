@@ -5,8 +5,9 @@ Theory of operation
 Every protocol decision is made by :class:`~cartridge_runtime.protocol.CartridgeConnection`:
 the handshake, POLICY, relay refusal, REQ admission through the pool table, routing of each
 frame, credit, cancel, and the terminal of each request. The session only moves bytes and
-tasks, in three composed parts: the :class:`~._reader.SessionReader` reads and decodes, the
-:class:`~._handlers.HandlerRunner` runs handlers, and the :class:`~._writer.FrameWriter` sends.
+tasks, in three composed parts: the shared :class:`~cartridge_runtime._plumbing.FramePump`
+reads and decodes, the :class:`~._handlers.HandlerRunner` runs handlers, and the
+:class:`~._writer.FrameWriter` (the shared outbox, set up the cartridge's way) sends.
 
 The reader hands each frame to :meth:`Session._dispatch`, which feeds it to the connection,
 queues the frames the connection decided to send, and acts on the event it returned, without
@@ -16,10 +17,10 @@ frame, from any task, goes through one bounded queue to the writer, which assign
 (dropping stragglers), encodes, and sends whatever is queued as one write.
 
 Dispatch is synchronous: the replies it sends are queued even past the writer's bound, and
-the reader takes no further frame while the queue is over it. So on asyncio, with the stdin
-stream of :mod:`._stdin`, the whole read path runs inside the event loop's reader callback:
-read, decode and dispatch, with no task switch and no coroutine per frame. Elsewhere (trio, or
-any other byte stream) a task runs the same steps.
+the pump takes no further frame while the queue is over it. So on asyncio, with the stdin
+pipe (:class:`~cartridge_runtime._plumbing.FdReceiveStream`), the whole read path runs inside
+the event loop's reader callback: read, decode and dispatch, with no task switch and no
+coroutine per frame. Elsewhere (trio, or any other byte stream) a task runs the same steps.
 
 How the session ends, and with which exit status, is :mod:`._exit`'s table: 0 at EOF (running
 handlers get a short grace, then are cancelled), 1 for a handshake failure or a relay frame, 65
@@ -34,6 +35,7 @@ import sys
 import anyio
 import anyio.abc
 
+from cartridge_runtime._plumbing import FramePump, source_for
 from cartridge_runtime.protocol import (
     BodyEnded,
     Cancelled,
@@ -45,6 +47,7 @@ from cartridge_runtime.protocol import (
     ErrorReport,
     Event,
     Frame,
+    FrameDecoder,
     Handshaken,
     HeartbeatProbe,
     InputFailed,
@@ -62,7 +65,6 @@ from cartridge_runtime.protocol import (
 from ._exit import EXIT_FOR, ExitStatus
 from ._handlers import HandlerRunner
 from ._input import InputStream
-from ._reader import SessionReader
 from ._served import OpFactory, Registrations, ServedCartridge
 from ._wire import Active, Connection
 from ._writer import FrameWriter
@@ -101,7 +103,9 @@ class Session:
         self.send_stream = send
         self.limits: Limits = cartridge.limits
         self.writer = FrameWriter(send, lambda: self.limits.max_frame)
-        self.reader = SessionReader(receive, self.writer, self._dispatch)
+        self.receive_stream = receive
+        #: Reads, decodes and dispatches; pauses while the writer's queue is over its bound.
+        self.pump = FramePump(FrameDecoder(), self._dispatch, room=self.writer.outbox)
         self.overruns = 0
         self.conn: Connection | None = None
         self.runner: HandlerRunner | None = None
@@ -127,7 +131,7 @@ class Session:
         runner = self.runner = HandlerRunner(conn, cartridge, self.writer)
         self._bind(conn, runner)
         try:
-            first = await self.reader.next_frame()
+            first = await self.pump.next_frame(self.receive_stream)
         except ProtocolError as exc:
             _note(f"protocol error: {exc}")
             return ExitStatus.PROTOCOL
@@ -139,7 +143,7 @@ class Session:
             _note(closed.message if closed is not None else "handshake failed")
             return ExitStatus.FAILURE
         self.limits = event.limits
-        self.reader.decoder.max_frame = event.limits.max_frame
+        self.pump.decoder.max_frame = event.limits.max_frame
         try:
             await self.send_stream.send(encode_frame(event.hello))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
@@ -150,7 +154,7 @@ class Session:
             runner.bind(tg)
             tg.start_soon(self.writer.run)
             try:
-                await self.reader.read_loop()
+                await self.pump.run(source_for(self.receive_stream))
             except _Stop as stop:
                 _note(stop.closed.message)
                 status = EXIT_FOR[stop.closed.reason]

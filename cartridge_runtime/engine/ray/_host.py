@@ -21,7 +21,7 @@ import signal
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from cartridge_runtime._fdio import grow_pipe
+from cartridge_runtime._plumbing import grow_pipe
 
 __all__ = ("CartridgeHost",)
 
