@@ -69,8 +69,8 @@ from ._events import (
     TraceEvent,
 )
 from ._inputs import Inputs, InputSender, InputValue, inline_frames, normalize_inputs
+from ._links import CallLink
 from ._pools import Chain
-from ._proc import CallLink
 
 __all__ = ("CallState", "InputValue", "Inputs", "normalize_inputs")
 

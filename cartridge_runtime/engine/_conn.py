@@ -61,12 +61,14 @@ from ..protocol import (
     StartupProgress,
 )
 from ._config import EngineConfig
+from ._counters import Counters
 from ._errors import CallError, CartridgeDied, CartridgeUnhealthy, EngineClosed, SpawnFailed
 from ._health import heartbeat_loop
 from ._health import probe as probe_health
+from ._links import Flow, PeerOrigin
 from ._placement import Instance, LaunchError, LaunchSpec, Placement
 from ._pools import PoolGate
-from ._proc import Counters, Flow, PeerOrigin, describe_stray_bytes
+from ._process import describe_stray_bytes
 from ._startup import StartupFailure, run_startup
 from ._stderr import StderrLog
 

@@ -50,6 +50,7 @@ from ._arg_check import check_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
 from ._config import EngineConfig
 from ._conn import Connection
+from ._counters import Counters
 from ._errors import CallError, EngineClosed, EngineError
 from ._events import Result
 from ._health import set_capacities
@@ -59,7 +60,7 @@ from ._machine_run import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
 from ._peer import PeerLink, run_peer_link
 from ._placement import Placement
-from ._proc import Counters, describe_returncode
+from ._process import describe_returncode
 from ._replicas import CartridgeSlot, Replica
 from ._response import CallContext
 from ._routing import CapRouter

@@ -30,9 +30,10 @@ from ..protocol import (
     ProtocolError,
     frames,
 )
+from ._counters import Counters
 from ._errors import CallError
+from ._links import Flow, PeerOrigin
 from ._pools import Chain, PoolGate
-from ._proc import Counters, Flow, PeerOrigin
 
 __all__ = ("PeerEnd", "PeerLink", "PeerRouter", "run_peer_link")
 

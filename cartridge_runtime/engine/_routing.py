@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..urn import select_handler
+from ._counters import Counters
 from ._errors import NoRoute, SpawnFailed
 from ._peer import PeerEnd
-from ._proc import Counters
 from ._replicas import CartridgeSlot
 from ._starter import ReplicaStarter
 

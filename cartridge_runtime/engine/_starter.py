@@ -24,9 +24,9 @@ import anyio.abc
 from ..protocol import ConnState, Frame
 from ._config import EngineConfig
 from ._conn import Connection
+from ._counters import Counters
 from ._errors import CallError, EngineClosed, SpawnFailed
 from ._placement import LaunchSpec
-from ._proc import Counters
 from ._replicas import CartridgeSlot, Replica
 
 __all__ = ("ReplicaStarter",)

@@ -20,7 +20,7 @@ import attrs
 from cartridge_runtime._plumbing import FdReader, FdWriter, make_pipe, read_blocks
 
 from ._placement import ByteSink, Instance, LaunchError, LaunchSpec, Target
-from ._proc import command_for, describe_returncode
+from ._process import command_for, describe_returncode
 
 __all__ = ("Subprocess",)
 

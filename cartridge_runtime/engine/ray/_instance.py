@@ -25,7 +25,7 @@ import anyio
 import ray
 from ray.exceptions import RayError
 
-from .._proc import describe_returncode
+from .._process import describe_returncode
 
 __all__ = ("RayInstance", "STDIN_WINDOW", "STDOUT_BLOCKS", "ray_reason")
 

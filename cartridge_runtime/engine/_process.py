@@ -1,106 +1,14 @@
-"""Small pieces the connection and the engine share: the spawn command, exit descriptions,
-the protocol counters, the interfaces of the things frames are routed to, and what a call
-needs from its connection."""
+"""A cartridge process in words: the command that starts it, how it ended, and the stray
+bytes it wrote on stdout instead of frames."""
 
 from __future__ import annotations
 
 import os
 import signal
 import struct
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
 
-import anyio
-
-from ..protocol import Frame, Limits, MessageId
-from ._errors import CallError, CartridgeNotFound
-from ._pools import PoolGate
-
-
-class Flow(Protocol):
-    """What owns the frames of one request this engine sent to a cartridge."""
-
-    xid: MessageId | None
-
-    def on_frame(self, frame: Frame) -> None: ...
-
-    def on_death(self, error: CallError) -> None: ...
-
-
-class PeerOrigin(Protocol):
-    """What owns the frames of one peer request a cartridge sent to the engine."""
-
-    def on_requester_frame(self, frame: Frame) -> None: ...
-
-    def on_origin_death(self) -> None: ...
-
-
-class CallLink(Protocol):
-    """What a call needs from the connection it runs on."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def limits(self) -> Limits: ...
-
-    @property
-    def counters(self) -> Counters: ...
-
-    @property
-    def gate(self) -> PoolGate: ...
-
-    @property
-    def metric_totals(self) -> dict[str, float]: ...
-
-    def new_event(self) -> anyio.Event: ...
-
-    def next_xid(self) -> MessageId: ...
-
-    def add_flow(self, rid: MessageId, flow: Flow) -> None: ...
-
-    def forget(self, rid: MessageId) -> None: ...
-
-    def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None: ...
-
-    def send(self, frame: Frame) -> None: ...
-
-    def send_numbered(self, numbered: Frame, seq: int | None) -> None: ...
-
-    def hold(self) -> None: ...
-
-    def release(self) -> None: ...
-
-    def mark(self) -> tuple[int, int]: ...
-
-    def withdraw(self, start: tuple[int, int], stop: tuple[int, int]) -> bool: ...
-
-    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None: ...
-
-    def kill(self, reason: str, *, unhealthy: bool = False) -> None: ...
-
-
-class Counters:
-    """Protocol statistics, shared by all connections of one engine."""
-
-    __slots__ = (
-        "drops",
-        "heartbeat_misses",
-        "late_credits",
-        "no_route",
-        "protocol_errors",
-        "respawns",
-        "stragglers",
-    )
-
-    def __init__(self) -> None:
-        self.drops = 0
-        self.stragglers = 0
-        self.no_route = 0
-        self.protocol_errors = 0
-        self.heartbeat_misses = 0
-        self.respawns = 0
-        self.late_credits = 0
+from ._errors import CartridgeNotFound
 
 
 def describe_returncode(code: int | None) -> str:
