@@ -155,7 +155,12 @@ class FakeRayPlacement:
         actor = FakeActor()
         self.actors.append(actor)
         where = await actor.start.remote(list(spec.target.command), spec.env)
-        return RayInstance(actor, where, kill_actor=lambda a: a.die())
+        return RayInstance(actor, where, kill_actor=lambda a: a.die(), take_ready=_take_ready)
+
+
+def _take_ready(ref: asyncio.Future[bytes]) -> bytes | None:
+    """What ``ray.get(ref, timeout=0)`` does for the fake's references."""
+    return ref.result() if ref.done() else None
 
 
 async def _blocks(total: int, size: int = 256 << 10) -> AsyncIterator[bytes]:
