@@ -138,11 +138,44 @@ async def machine_map(placement: Placement, words: int) -> float:
         await engine.start(name)
         doc = " ".join(f"w{i}" for i in range(words))
         await engine.run_machine(MAP, {"doc": "warm up"}, window=16)
+        pids = _pids(engine, name)
+        cpu = _cpu_seconds(pids)
         start = time.perf_counter()
         result = await engine.run_machine(MAP, {"doc": doc}, window=16)
         seconds = time.perf_counter() - start
+        MAP_CPU.setdefault(type(placement).__name__, []).append(
+            (_cpu_seconds(pids) - cpu) / words * 1000
+        )
         assert len(result["out"].items) == words
     return words / seconds
+
+
+#: CPU milliseconds per map item (driver, actors and cartridges), by placement, per round.
+MAP_CPU: dict[str, list[float]] = {}
+
+
+def _pids(engine: Engine, name: str) -> list[int]:
+    """The driver and, for each replica, its cartridge and (on Ray) its actor."""
+    pids = [os.getpid()]
+    for replica in engine._slots[name].replicas:
+        process = replica.conn.process if replica.conn is not None else None
+        for attr in ("pid", "remote_pid", "actor_pid"):
+            pid = getattr(process, attr, None)
+            if isinstance(pid, int):
+                pids.append(pid)
+    return pids
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds used so far by these processes (all their threads)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 async def spin(placement: Placement, replicas: int, calls: int) -> float:
@@ -219,6 +252,13 @@ async def main(args: argparse.Namespace) -> None:
         print(
             f"{label:50} {la:10.1f} {lb:10.1f} {statistics.median(ratios):10.2f}"
             f"   (ratios {' '.join(f'{r:.2f}' for r in ratios)})"
+        )
+    a, b = MAP_CPU.get("Subprocess", []), MAP_CPU.get("RayPlacement", [])
+    if a and b:
+        print(
+            f"{'map CPU per item (ms; driver, actors, cartridges)':50} "
+            f"{statistics.median(a):10.3f} {statistics.median(b):10.3f} "
+            f"{statistics.median(a) / statistics.median(b):10.2f}"
         )
     if args.spin_calls:
         await _spin_rows(args.spin_calls)
