@@ -4,10 +4,13 @@
 Bytes to the cartridge go as :meth:`CartridgeHost.write` calls, numbered (the actor writes them
 in order) and at most :data:`STDIN_WINDOW` unanswered at once: a write answers once its bytes
 are in the cartridge's pipe, so a full window makes the engine's writer wait, as a full pipe
-does. Bytes from the cartridge come from a streaming generator with at most
-:data:`STDOUT_BLOCKS` blocks the driver has not taken yet: past that the actor stops reading
-the cartridge's stdout. Together with the protocol's credit this bounds memory on both sides
-whatever a call's size.
+does. Each write is one round trip, which costs far more than the frames of a small call, so
+writes are coalesced: the frames of every call queued while a write is unanswered go together
+in the next one (see :class:`_RaySink`). Bytes from the cartridge come from a streaming
+generator with at most :data:`STDOUT_BLOCKS` blocks the driver has not taken yet: past that the
+actor stops reading the cartridge's stdout; each block is whatever the cartridge wrote since
+the last one, the answers of several calls alike. Together with the protocol's credit this
+bounds memory on both sides whatever a call's size.
 
 The actor dying (its process killed, its node lost) ends the stdout stream with a Ray error:
 that is the cartridge's EOF, and :meth:`RayInstance.describe_exit` then says the actor was lost.
