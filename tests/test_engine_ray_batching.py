@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import time
 from typing import Any
 
 import anyio
@@ -172,9 +173,9 @@ class SlowWrites(FakeRayPlacement):
         host = self.actors[-1].host
         write = host.write
 
-        async def slow(seq: int, data: bytes) -> None:
-            await asyncio.sleep(0.05)
-            await write(seq, data)
+        def slow(seq: int, data: bytes) -> None:
+            time.sleep(0.05)  # in the actor's thread, as a busy actor takes its time
+            write(seq, data)
 
         host.write = slow  # type: ignore[method-assign]
         return instance
