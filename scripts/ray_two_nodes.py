@@ -34,6 +34,7 @@ import contextlib
 import ctypes
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -244,7 +245,7 @@ async def walk(nodes: Nodes, clock: Clock) -> str:
         await engine.call(METADATA, [(TEXT, "one line\n")])
         first = _instance(engine, name)
         clock.say(f"call 1 answered by {first.placement_id}")
-        if first._where["node"] == head:
+        if first.node_id == head:
             raise Failed("the first instance went to the head despite the holder")
         ray.kill(holder)
         count = nodes.kill("second")
@@ -263,10 +264,10 @@ async def walk(nodes: Nodes, clock: Clock) -> str:
         second = _instance(engine, name)
         (status,) = engine.status()
         clock.say(f"engine: {status.starts} starts, replica {status.replicas[0].state}")
-    if second is first or second._where["node"] != head:
+    if second is first or second.node_id != head:
         raise Failed(f"the replica did not move to the head (it is {second.placement_id})")
     return (
-        f"OK: the replica moved from node {first._where['node'][:8]} to the head "
+        f"OK: the replica moved from node {first.node_id[:8]} to the head "
         f"{head[:8]}, answering {took:.1f} s after the node was lost"
     )
 
@@ -323,6 +324,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED: no ray command at {args.ray} (pip install 'cartridge-runtime[ray]')")
         return 2
     _reap_orphans()
+    # A token of its own for this cluster (nodes and driver), whatever ~/.ray/auth_token
+    # holds: Ray turns token auth on once that file exists, and other clusters on this host
+    # may write it.
+    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     clock = Clock(args.timeout)
     temp = Path(tempfile.mkdtemp(prefix="ray2n-", dir="/tmp"))  # short: Ray's socket paths
     ports = free_ports(10)

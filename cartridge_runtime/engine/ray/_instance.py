@@ -207,6 +207,11 @@ class RayInstance:
         return pid if isinstance(pid, int) else None
 
     @property
+    def node_id(self) -> str:
+        """The id of the Ray node the actor and the cartridge run on (hex)."""
+        return str(self._where.get("node", ""))
+
+    @property
     def actor_pid(self) -> int | None:
         """The process id of the actor that owns the cartridge, on the same node."""
         pid = self._where.get("actor_pid")
