@@ -96,3 +96,14 @@ def test_a_program_that_does_not_exist_is_an_os_error() -> None:
 def test_a_host_not_started_says_so() -> None:
     with pytest.raises(RuntimeError, match="not started"):
         CartridgeHost().wait()
+
+
+def test_a_host_outside_ray_does_not_start_ray(pool: ThreadPoolExecutor) -> None:
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("Ray is already initialised in this process")
+    host = CartridgeHost()
+    # In a thread, as in the fake backend: a local Ray started there would die with it.
+    where = pool.submit(host.start, ["true"], None).result(30)
+    assert where["node"] == "" and not ray.is_initialized()
+    assert host.wait() == 0

@@ -149,10 +149,10 @@ def _blocks(fd: int, size: int) -> Iterator[bytes]:
 
 
 def _node_id() -> str:
-    """The Ray node this actor runs on (``""`` outside Ray)."""
-    try:
-        import ray
+    """The Ray node this actor runs on (``""`` outside Ray: a plain object in a test, where
+    asking Ray would start a local instance)."""
+    import ray
 
-        return str(ray.get_runtime_context().get_node_id())
-    except Exception:  # not in a Ray worker: a plain object in a test
+    if not ray.is_initialized():
         return ""
+    return str(ray.get_runtime_context().get_node_id())
