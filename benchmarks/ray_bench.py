@@ -13,15 +13,20 @@ Ray >= 0.5x local; 2 Ray replicas >= 1.6x one for the CPU-bound cap; the map >= 
 Usage::
 
     .venv/bin/python benchmarks/ray_bench.py [--echo-mib 64] [--big-mib 1024] [--calls 300]
+        [--words 400] [--rounds 5] [--spin-calls 40]
+
+Each row runs local then Ray in every round (``--rounds``), and reports the medians of each
+and of the per-round ratios, so that a change in the host's load hits both sides alike.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -133,11 +138,44 @@ async def machine_map(placement: Placement, words: int) -> float:
         await engine.start(name)
         doc = " ".join(f"w{i}" for i in range(words))
         await engine.run_machine(MAP, {"doc": "warm up"}, window=16)
+        pids = _pids(engine, name)
+        cpu = _cpu_seconds(pids)
         start = time.perf_counter()
         result = await engine.run_machine(MAP, {"doc": doc}, window=16)
         seconds = time.perf_counter() - start
+        MAP_CPU.setdefault(type(placement).__name__, []).append(
+            (_cpu_seconds(pids) - cpu) / words * 1000
+        )
         assert len(result["out"].items) == words
     return words / seconds
+
+
+#: CPU milliseconds per map item (driver, actors and cartridges), by placement, per round.
+MAP_CPU: dict[str, list[float]] = {}
+
+
+def _pids(engine: Engine, name: str) -> list[int]:
+    """The driver and, for each replica, its cartridge and (on Ray) its actor."""
+    pids = [os.getpid()]
+    for replica in engine._slots[name].replicas:
+        process = replica.conn.process if replica.conn is not None else None
+        for attr in ("pid", "remote_pid", "actor_pid"):
+            pid = getattr(process, attr, None)
+            if isinstance(pid, int):
+                pids.append(pid)
+    return pids
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds used so far by these processes (all their threads)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 async def spin(placement: Placement, replicas: int, calls: int) -> float:
@@ -162,6 +200,10 @@ async def spin(placement: Placement, replicas: int, calls: int) -> float:
         return calls / (time.perf_counter() - start)
 
 
+async def _mib_per_s(run: Awaitable[dict[str, float]]) -> float:
+    return (await run)["MiB/s"]
+
+
 async def _spin_rows(calls: int) -> None:
     one = await spin(RayPlacement(num_cpus=1), 1, calls)
     two = await spin(RayPlacement(num_cpus=1), 2, calls)
@@ -184,20 +226,40 @@ async def main(args: argparse.Namespace) -> None:
     print(f"cluster: {ray.cluster_resources()}")
     local: Placement = Subprocess()
     remote: Placement = RayPlacement(num_cpus=0.5)
-    rows: list[tuple[str, float, float]] = []
-    for label, inflight in (("small calls, 1 in flight (calls/s)", 1), ("16 in flight", 16)):
-        a = await small_calls(local, args.calls, inflight)
-        b = await small_calls(remote, args.calls, inflight)
-        rows.append((label, a, b))
-    a = (await echo(local, args.echo_mib))["MiB/s"]
-    b = (await echo(remote, args.echo_mib))["MiB/s"]
-    rows.append((f"{args.echo_mib} MiB echo (MiB/s)", a, b))
-    a = await machine_map(local, args.words)
-    b = await machine_map(remote, args.words)
-    rows.append((f"map over 2 replicas, {args.words} items (items/s)", a, b))
+    rows: dict[str, tuple[list[float], list[float]]] = {}
+
+    async def row(label: str, measure: Callable[[Placement], Awaitable[float]]) -> None:
+        a, b = rows.setdefault(label, ([], []))
+        a.append(await measure(local))
+        b.append(await measure(remote))
+
+    for _ in range(args.rounds):  # interleaved: local and Ray side by side in every round
+        for label, inflight in (("small calls, 1 in flight (calls/s)", 1), ("16 in flight", 16)):
+            await row(label, lambda p, n=inflight: small_calls(p, args.calls, n))
+        await row(
+            f"{args.echo_mib} MiB echo (MiB/s)",
+            lambda p: _mib_per_s(echo(p, args.echo_mib)),
+        )
+        await row(
+            f"map over 2 replicas, {args.words} items (items/s)",
+            lambda p: machine_map(p, args.words),
+        )
+    print(f"medians of {args.rounds} interleaved rounds")
     print(f"{'':50} {'local':>10} {'ray':>10} {'ray/local':>10}")
-    for label, a, b in rows:
-        print(f"{label:50} {a:10.1f} {b:10.1f} {b / a:10.2f}")
+    for label, (a, b) in rows.items():
+        ratios = [y / x for x, y in zip(a, b, strict=True)]
+        la, lb = statistics.median(a), statistics.median(b)
+        print(
+            f"{label:50} {la:10.1f} {lb:10.1f} {statistics.median(ratios):10.2f}"
+            f"   (ratios {' '.join(f'{r:.2f}' for r in ratios)})"
+        )
+    a, b = MAP_CPU.get("Subprocess", []), MAP_CPU.get("RayPlacement", [])
+    if a and b:
+        print(
+            f"{'map CPU per item (ms; driver, actors, cartridges)':50} "
+            f"{statistics.median(a):10.3f} {statistics.median(b):10.3f} "
+            f"{statistics.median(a) / statistics.median(b):10.2f}"
+        )
     if args.spin_calls:
         await _spin_rows(args.spin_calls)
     if args.big_mib:
@@ -216,4 +278,5 @@ if __name__ == "__main__":
     parser.add_argument("--big-mib", type=int, default=1024)
     parser.add_argument("--words", type=int, default=400)
     parser.add_argument("--spin-calls", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (medians)")
     sys.exit(anyio.run(main, parser.parse_args()))

@@ -307,3 +307,26 @@ def test_on_trio_a_ray_placement_is_refused_with_a_typed_error() -> None:
             assert "runs on trio" in info.value.message
 
     anyio.run(main, backend="trio")
+
+
+@pytest.mark.asyncio
+async def test_small_calls_in_flight_to_one_actor_share_round_trips() -> None:
+    calls = 32
+    async with Engine() as engine:
+        name = engine.add_cartridge(RAW, env=raw_env("echo"), placement=placement())
+        await engine.call("cap:echo", [(BYTES, b"warm")])
+        process = instance(engine, name)
+        writes, blocks = process.stdin.writes, process.blocks
+        answers: dict[int, bytes] = {}
+
+        async def call(i: int) -> None:
+            answers[i] = (await engine.call("cap:echo", [(BYTES, b"%d" % i)])).data
+
+        async with anyio.create_task_group() as tg:
+            for i in range(calls):
+                tg.start_soon(call, i)
+        writes = process.stdin.writes - writes
+        blocks = process.blocks - blocks
+    assert answers == {i: b"%d" % i for i in range(calls)}
+    # Each write and each block is one actor round trip: without coalescing, one per call.
+    assert writes <= calls // 4 and blocks <= calls // 2, (writes, blocks)

@@ -3,16 +3,18 @@
 would, behind the driver side (:class:`RayInstance`) the engine really uses. Fast: no Ray
 processes; needs the ``ray`` package only for its exception types.
 
-The fake keeps Ray's shapes: ``actor.method.remote(...)`` returns an awaitable reference with
-``future()``, a streaming call an async iterator of references with at most ``backpressure``
-blocks unread, and a killed actor fails every pending and later call with ``ActorDiedError``.
+The fake keeps Ray's shapes: every call runs in a thread of the actor's pool, as in a threaded
+actor; ``actor.method.remote(...)`` returns an awaitable reference with ``future()``, a
+streaming call an async iterator of references with at most ``backpressure`` blocks unread,
+and a killed actor fails every pending and later call with ``ActorDiedError``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import pickle
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Final
 
 import anyio
@@ -30,7 +32,7 @@ from cartridge_runtime.engine import (
     Subprocess,
     Target,
 )
-from cartridge_runtime.engine.ray._host import CartridgeHost
+from cartridge_runtime.engine.ray._host import THREADS, CartridgeHost
 
 ray = pytest.importorskip("ray")
 
@@ -55,6 +57,7 @@ class FakeActor:
 
     def __init__(self) -> None:
         self.host = CartridgeHost()
+        self.pool = concurrent.futures.ThreadPoolExecutor(THREADS)
         self.dead = False
         self.tasks: set[asyncio.Future[Any]] = set()
         self.most_unread = 0
@@ -95,9 +98,8 @@ class FakeRef:
         if self._actor.dead:
             raise ActorDiedError()
         try:
-            result = fn(*args)
-            if asyncio.iscoroutine(result):
-                result = await result
+            # A threaded actor: each call runs in a thread of the actor's pool.
+            result = await asyncio.get_running_loop().run_in_executor(self._actor.pool, fn, *args)
         except asyncio.CancelledError:
             raise ActorDiedError() from None
         return wire(result)
@@ -112,15 +114,18 @@ class FakeRef:
 class FakeStream:
     """A streaming generator call: at most ``backpressure`` blocks produced and unread."""
 
-    def __init__(self, actor: FakeActor, gen: AsyncIterator[bytes], backpressure: int) -> None:
+    def __init__(self, actor: FakeActor, gen: Iterator[bytes], backpressure: int) -> None:
         self._actor = actor
         self._queue: asyncio.Queue[Any] = asyncio.Queue(backpressure)
         self._task = asyncio.ensure_future(self._pump(gen))
         actor.tasks.add(self._task)
 
-    async def _pump(self, gen: AsyncIterator[bytes]) -> None:
+    async def _pump(self, gen: Iterator[bytes]) -> None:
         try:
-            async for block in gen:
+            loop = asyncio.get_running_loop()
+            while (
+                block := await loop.run_in_executor(self._actor.pool, next, gen, None)
+            ) is not None:
                 await self._queue.put(wire(block))
                 self._actor.most_unread = max(self._actor.most_unread, self._queue.qsize())
             await self._queue.put(StopAsyncIteration())
@@ -155,7 +160,12 @@ class FakeRayPlacement:
         actor = FakeActor()
         self.actors.append(actor)
         where = await actor.start.remote(list(spec.target.command), spec.env)
-        return RayInstance(actor, where, kill_actor=lambda a: a.die())
+        return RayInstance(actor, where, kill_actor=lambda a: a.die(), take_ready=_take_ready)
+
+
+def _take_ready(ref: asyncio.Future[bytes]) -> bytes | None:
+    """What ``ray.get(ref, timeout=0)`` does for the fake's references."""
+    return ref.result() if ref.done() else None
 
 
 async def _blocks(total: int, size: int = 256 << 10) -> AsyncIterator[bytes]:

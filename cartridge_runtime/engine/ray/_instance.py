@@ -4,10 +4,13 @@
 Bytes to the cartridge go as :meth:`CartridgeHost.write` calls, numbered (the actor writes them
 in order) and at most :data:`STDIN_WINDOW` unanswered at once: a write answers once its bytes
 are in the cartridge's pipe, so a full window makes the engine's writer wait, as a full pipe
-does. Bytes from the cartridge come from a streaming generator with at most
-:data:`STDOUT_BLOCKS` blocks the driver has not taken yet: past that the actor stops reading
-the cartridge's stdout. Together with the protocol's credit this bounds memory on both sides
-whatever a call's size.
+does. Each write is one round trip, which costs far more than the frames of a small call, so
+writes are coalesced: the frames of every call queued while a write is unanswered go together
+in the next one (see :class:`_RaySink`). Bytes from the cartridge come from a streaming
+generator with at most :data:`STDOUT_BLOCKS` blocks the driver has not taken yet: past that the
+actor stops reading the cartridge's stdout; each block is whatever the cartridge wrote since
+the last one, the answers of several calls alike. Together with the protocol's credit this
+bounds memory on both sides whatever a call's size.
 
 The actor dying (its process killed, its node lost) ends the stdout stream with a Ray error:
 that is the cartridge's EOF, and :meth:`RayInstance.describe_exit` then says the actor was lost.
@@ -19,18 +22,21 @@ import asyncio
 import contextlib
 import math
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import ray
-from ray.exceptions import RayError
+from ray.exceptions import GetTimeoutError, RayError
 
 from .._process import describe_returncode
 
-__all__ = ("RayInstance", "STDIN_WINDOW", "STDOUT_BLOCKS", "ray_reason")
+__all__ = ("BATCH_BYTES", "RayInstance", "STDIN_WINDOW", "STDOUT_BLOCKS", "ray_reason")
 
 #: Writes to the actor that may be unanswered at once (each is one batch of frames).
 STDIN_WINDOW = 8
+#: Bytes held for the next write while others are unanswered; a write carries about this much
+#: at most, unless one buffer handed over is larger.
+BATCH_BYTES = 1 << 20
 #: Seconds a killed instance's actor may take to report the cartridge's end before the actor
 #: itself is killed (a hung actor, or a lost node Ray has not declared dead yet).
 KILL_WAIT = 5.0
@@ -48,15 +54,28 @@ def ray_reason(exc: BaseException) -> str:
 
 
 class _RaySink:
-    """The engine's writing end: numbered writes to the actor in a bounded window."""
+    """The engine's writing end: numbered writes to the actor, coalesced, in a bounded window.
+
+    Bytes handed over while a write is unanswered are held, not sent at once: they go as one
+    write when an answer comes back (or once they reach :data:`BATCH_BYTES`), so the frames of
+    many calls in flight to one actor share a round trip instead of paying one each. A write
+    with nothing unanswered goes at once, so a lone call waits for nothing. At most
+    :data:`STDIN_WINDOW` writes are unanswered and :data:`BATCH_BYTES` held; past that,
+    :meth:`write_now` hands the bytes back and :meth:`send_all` waits, as a full pipe does.
+    Held bytes always have an unanswered write behind them, whose answer sends them.
+    """
 
     def __init__(self, actor: Any) -> None:
         self._actor = actor
         self._seq = 0
         self._in_flight = 0
+        self._held: list[bytes | memoryview] = []
+        self._held_size = 0
         self._room: anyio.Event | None = None
         self._broken: str | None = None
         self.closed = False
+        #: Writes sent to the actor (each one round trip), for tests and benchmarks.
+        self.writes = 0
 
     def _check(self) -> None:
         if self.closed:
@@ -64,13 +83,33 @@ class _RaySink:
         if self._broken is not None:
             raise anyio.BrokenResourceError(self._broken)
 
-    def _submit(self, parts: Sequence[bytes | memoryview]) -> None:
-        data = b"".join(parts)
-        if not data:
+    def _full(self) -> bool:
+        return self._in_flight >= STDIN_WINDOW and self._held_size >= BATCH_BYTES
+
+    def _take(self, parts: Sequence[bytes | memoryview]) -> None:
+        """Hold ``parts`` (the caller lets go of them), then send what is due."""
+        for part in parts:
+            self._held_size += len(part)
+        self._held.extend(parts)
+        self._pump()
+
+    def _pump(self) -> None:
+        """Send the held bytes as one write when nothing is unanswered, or when they reached
+        :data:`BATCH_BYTES` and the window has room."""
+        if not self._held_size or self._broken is not None:
             return
+        if self._in_flight and (self._held_size < BATCH_BYTES or self._in_flight >= STDIN_WINDOW):
+            return
+        self._submit()
+
+    def _submit(self) -> None:
+        """Send the held bytes as one write (a lone ``bytes`` buffer as it is)."""
+        held, self._held, self._held_size = self._held, [], 0
+        data = held[0] if len(held) == 1 and isinstance(held[0], bytes) else b"".join(held)
         ref = self._actor.write.remote(self._seq, data)
         self._seq += 1
         self._in_flight += 1
+        self.writes += 1
         future = asyncio.wrap_future(ref.future())
         future.add_done_callback(self._answered)
 
@@ -84,30 +123,37 @@ class _RaySink:
             self._broken = (
                 self._broken or f"the cartridge's actor stopped taking input: {ray_reason(exc)}"
             )
+        if self._broken is not None:
+            self._held, self._held_size = [], 0  # the actor takes no more input
+        else:
+            self._pump()
         if self._room is not None:
             self._room.set()
             self._room = None
 
     def write_now(self, parts: list[bytes | memoryview]) -> list[bytes | memoryview]:
         self._check()
-        if self._in_flight >= STDIN_WINDOW:
+        if self._full():
             return parts
-        self._submit(parts)
+        self._take(parts)
         return []
 
     async def send_all(self, parts: Sequence[bytes | memoryview]) -> None:
         self._check()
-        while self._in_flight >= STDIN_WINDOW:
+        while self._full():
             if self._room is None:
                 self._room = anyio.Event()
             await self._room.wait()
             self._check()
-        self._submit(parts)
+        self._take(parts)
 
     def close(self) -> None:
+        """End the cartridge's input once the held bytes are sent."""
         if not self.closed:
             self.closed = True
             with contextlib.suppress(RayError):
+                if self._held_size and self._broken is None:
+                    self._submit()
                 self._actor.close_stdin.remote(self._seq)
             self._seq += 1
 
@@ -119,6 +165,8 @@ class RayInstance:
         the cartridge).
     :param where: what its ``start()`` answered.
     :param kill_actor: ends the actor (``ray.kill``; a test's fake backend passes its own).
+    :param take_ready: a block's bytes if they are already here, else ``None`` (``ray.get``
+        without waiting; a fake backend passes its own).
     """
 
     def __init__(
@@ -127,15 +175,19 @@ class RayInstance:
         where: dict[str, Any],
         *,
         kill_actor: Callable[[Any], None] | None = None,
+        take_ready: Callable[[Any], bytes | None] | None = None,
     ) -> None:
         self._actor = actor
         self._kill_actor = kill_actor or _ray_kill
+        self._take_ready = take_ready or _take_ready
         self._where = where
         self._stdin = _RaySink(actor)
         self._returncode: int | None = None
         self._lost: str | None = None
         self._ended = False
         self._killed = False
+        #: Blocks of the cartridge's stdout taken from the actor (each one generator item).
+        self.blocks = 0
         actor_id = actor._actor_id.hex()[:12]
         node = str(where.get("node", ""))[:8]
         self._id = f"ray actor {actor_id} on node {node} (pid {where.get('pid')})"
@@ -153,6 +205,11 @@ class RayInstance:
         """The cartridge's process id on its node."""
         pid = self._where.get("pid")
         return pid if isinstance(pid, int) else None
+
+    @property
+    def node_id(self) -> str:
+        """The id of the Ray node the actor and the cartridge run on (hex)."""
+        return str(self._where.get("node", ""))
 
     @property
     def actor_pid(self) -> int | None:
@@ -195,12 +252,15 @@ class RayInstance:
         while True:
             try:
                 ref = await stream.__anext__()
-                data = await ref
+                data = self._take_ready(ref)
+                if data is None:
+                    data = await ref
             except StopAsyncIteration:
                 break
             except RayError as exc:
                 self._lose(exc)
                 break
+            self.blocks += 1
             on_data(data)
         on_data(b"")
 
@@ -240,6 +300,17 @@ class RayInstance:
         self._stdin.closed = True
         # The process ended: free the actor (and the resources it holds on its node).
         self._kill_actor(self._actor)
+
+
+def _take_ready(ref: Any) -> bytes | None:
+    """A block's bytes if they are already in this process (a small block comes inline with
+    the stream's report, a large one once fetched), else ``None``: taking them without an
+    ``await`` saves a hop through Ray's thread per block."""
+    try:
+        data = ray.get(ref, timeout=0)
+    except GetTimeoutError:
+        return None
+    return cast(bytes, data)
 
 
 def _ray_kill(actor: Any) -> None:

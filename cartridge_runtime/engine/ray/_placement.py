@@ -121,6 +121,7 @@ class RayPlacement:
         import ray
         from ray.exceptions import RayError
 
+        from ._host import THREADS
         from ._instance import RayInstance, ray_reason
 
         await self._connect()
@@ -131,6 +132,7 @@ class RayPlacement:
                 num_gpus=self.num_gpus,
                 resources=dict(self.resources),
                 max_restarts=0,
+                max_concurrency=THREADS,
             )
             .remote()
         )
