@@ -328,5 +328,7 @@ async def test_small_calls_in_flight_to_one_actor_share_round_trips() -> None:
         writes = process.stdin.writes - writes
         blocks = process.blocks - blocks
     assert answers == {i: b"%d" % i for i in range(calls)}
-    # Each write and each block is one actor round trip: without coalescing, one per call.
-    assert writes <= calls // 4 and blocks <= calls // 2, (writes, blocks)
+    # Each write is one actor round trip: without coalescing, one per call. (How many
+    # output blocks the answers come back in depends on the cartridge's pace against the
+    # actor's reads, so it is counted here but not bounded.)
+    assert writes <= calls // 4, (writes, blocks)
