@@ -8,6 +8,7 @@ import attrs
 
 from ..protocol import DEFAULT_LIMITS, Limits, NetworkPolicy
 from ._placement import Placement
+from ._tap import FrameTap
 
 
 @attrs.frozen(kw_only=True)
@@ -43,6 +44,9 @@ class EngineConfig:
     :ivar read_size: bytes asked for per read of a cartridge's stdout.
     :ivar placement: where cartridges added without a ``placement=`` run (``None``: each in a
         local subprocess, :class:`~cartridge_runtime.engine.Subprocess`).
+    :ivar frame_tap: told of every frame each connection sends and receives
+        (:class:`~cartridge_runtime.engine.FrameTap`, for test tools and debugging); ``None``:
+        no tap, and no cost per frame.
     """
 
     step_timeout: float = 10.0
@@ -60,3 +64,4 @@ class EngineConfig:
     log_dir: Path | None = None
     read_size: int = 1 << 20  # several 256 KiB CHUNK frames per read: fewer calls and copies
     placement: Placement | None = None
+    frame_tap: FrameTap | None = attrs.field(default=None, eq=False)

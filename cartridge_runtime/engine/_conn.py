@@ -71,6 +71,7 @@ from ._pools import PoolGate
 from ._process import describe_stray_bytes
 from ._startup import StartupFailure, run_startup
 from ._stderr import StderrLog
+from ._tap import FrameTap
 
 _MAX_FRAME = operator.attrgetter("max_frame")
 
@@ -144,6 +145,11 @@ class Connection:
         self.release: Callable[[], None] = outbox.release
         self.mark: Callable[[], tuple[int, int]] = outbox.mark
         self.withdraw: Callable[[tuple[int, int], tuple[int, int]], bool] = outbox.withdraw
+        #: The frame tap (``config.frame_tap``); without one the bound methods above stay
+        #: the plain outbox ones and the reader routes without a check per frame.
+        self._tap = config.frame_tap
+        if self._tap is not None:
+            self._tap_sends(self._tap)
 
         self.process: Instance | None = None
         self.manifest: Manifest | None = None
@@ -177,6 +183,24 @@ class Connection:
         #: The running backend's event class, made directly (``anyio.Event()`` looks the
         #: backend up on every call).
         self.new_event: Callable[[], anyio.Event] = type(anyio.Event())
+
+    def _tap_sends(self, tap: FrameTap) -> None:
+        """Bind :attr:`send` and :attr:`send_numbered` to versions that tell ``tap`` first."""
+        name = self.name
+        on_sent = tap.on_sent
+        push = self.outbox.push
+        push_numbered = self.outbox.push_numbered
+
+        def send(frame: Frame) -> None:
+            on_sent(name, frame)
+            push(frame)
+
+        def send_numbered(frame: Frame, seq: int | None) -> None:
+            on_sent(name, frame)
+            push_numbered(frame, seq)
+
+        self.send = send
+        self.send_numbered = send_numbered
 
     # -- public helpers --------------------------------------------------------------------
 
@@ -252,6 +276,12 @@ class Connection:
         """Write what is queued now (see :meth:`~cartridge_runtime._plumbing.FrameOutbox.flush`)."""
         self.outbox.flush()
 
+    def send_raw(self, data: bytes) -> None:
+        """Queue ``data`` as it is, in order with the frames around it: bytes that need not
+        be a frame at all, for tests of how a cartridge meets bad input. Dropped once the
+        connection's output closed."""
+        self.outbox.push_raw(data)
+
     async def drain(self) -> None:
         """Wait until everything queued so far was handed to the pipe."""
         await self.outbox.drain()
@@ -274,6 +304,14 @@ class Connection:
             event = receive(frame)
             if event is not None:
                 on_event(event)
+
+        tap = self._tap
+        if tap is not None:
+            name, on_received, plain = self.name, tap.on_received, route
+
+            def route(frame: Frame) -> None:
+                on_received(name, frame)
+                plain(frame)
 
         # Frames the routing queues (CREDIT, forwarded peer frames, heartbeat replies) are
         # held while a block is dispatched and leave together in one write after it.
