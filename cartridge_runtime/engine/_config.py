@@ -22,7 +22,8 @@ class EngineConfig:
     :ivar heartbeat_misses_to_kill: consecutive probes without a reply after which the
         cartridge is killed (its pending calls fail with :class:`CartridgeUnhealthy`; the next
         call starts it again), e.g. when an async handler never yields; ``None``: never.
-    :ivar policy: the network policy sent to every cartridge after its identity check.
+    :ivar policy: the network policy sent to every cartridge after its identity check
+        (``None``: no POLICY frame, for test hosts that check a cartridge's default).
     :ivar limits: the limits offered in HELLO (each cartridge negotiates the minimum).
     :ivar shutdown_grace: seconds a cartridge gets to exit after its stdin closes, before a kill.
     :ivar cancel_grace: seconds a cancelled call waits for the cartridge's terminal frame
@@ -53,7 +54,9 @@ class EngineConfig:
     heartbeat_interval: float | None = 30.0
     heartbeat_timeout: float = 10.0
     heartbeat_misses_to_kill: int | None = 3
-    policy: NetworkPolicy = attrs.field(default=NetworkPolicy.OFFLINE, converter=NetworkPolicy)
+    policy: NetworkPolicy | None = attrs.field(
+        default=NetworkPolicy.OFFLINE, converter=attrs.converters.optional(NetworkPolicy)
+    )
     limits: Limits = DEFAULT_LIMITS
     shutdown_grace: float = 2.0
     cancel_grace: float = 1.0

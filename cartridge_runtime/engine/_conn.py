@@ -379,10 +379,13 @@ class Connection:
         with anyio.move_on_after(0.2 if ended else 0.05):
             await self._stderr.done.wait()
 
-    async def ask(self, meta: Mapping[str, Any] | None, within: float) -> Frame | None:
-        """Send a HEARTBEAT (``meta``: desired capacities) and wait up to ``within`` seconds
-        for its reply (a HEARTBEAT, or an ERR refusing the capacities); ``None``: none came."""
-        hid, frame = self.core.probe(meta)
+    async def ask(
+        self, meta: Mapping[str, Any] | None, within: float, hid: MessageId | None = None
+    ) -> Frame | None:
+        """Send a HEARTBEAT (``meta``: desired capacities; ``hid``: its id, default a new
+        one) and wait up to ``within`` seconds for its reply (a HEARTBEAT, or an ERR refusing
+        the capacities); ``None``: none came."""
+        hid, frame = self.core.probe(meta, hid)
         waiting = _Reply(self.new_event())
         self._replies[hid] = waiting
         try:
@@ -421,7 +424,7 @@ class Connection:
                     tg.start_soon(self.outbox.run)
                     outcome = await run_startup(self, self.core.handshake, self.config.step_timeout)
                     if isinstance(outcome, StartupFailure):
-                        self._fail_start(outcome.step, outcome.message, outcome.rule)
+                        self._fail_start(outcome.step, outcome.message, outcome.rule, outcome.cause)
                         return
                     self._ready(outcome)
                     interval = self.config.heartbeat_interval
@@ -477,12 +480,15 @@ class Connection:
             await self._stderr.done.wait()
         await proc.aclose()
 
-    def _fail_start(self, step: str, message: str, rule: str | None = None) -> None:
+    def _fail_start(
+        self, step: str, message: str, rule: str | None = None, cause: Exception | None = None
+    ) -> None:
         tail = self._stderr.tail.strip()
         full = f"cartridge {self.name}: {message}"
         if tail:
             full += f"\nstderr:\n{tail}"
         self.startup_error = SpawnFailed(full, step=step, rule=rule, stderr_tail=tail)
+        self.startup_error.__cause__ = cause  # the typed protocol error, when there is one
         self.core.fail_startup()
         self.outbox.close()
         self.started.set()
