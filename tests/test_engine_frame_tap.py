@@ -9,7 +9,7 @@ import cbor2
 import pytest
 from _runtime_cartridge import ECHO, build_runtime
 
-from cartridge_runtime.engine import Engine, EngineConfig, FrameTap, InProcess
+from cartridge_runtime.engine import CallError, Engine, EngineConfig, FrameTap, InProcess
 from cartridge_runtime.engine._conn import Connection
 from cartridge_runtime.protocol import Frame, FrameType, MessageId, encode_frame, frames
 
@@ -136,3 +136,47 @@ async def test_raw_bytes_after_the_connection_closed_are_dropped_and_counted() -
         drops = conn.counters.drops
         conn.send_raw(b"late")
         assert conn.counters.drops == drops + 1
+
+
+@pytest.mark.asyncio
+async def test_no_policy_sends_no_policy_frame() -> None:
+    tap = Recorder()
+    async with Engine(heartbeat_interval=None, policy=None, frame_tap=tap) as engine:
+        name = engine.add_cartridge("rt", placement=InProcess(build_runtime()))
+        await engine.start(name)
+        # The runtime holds a cartridge to the start-up's order: no REQ before POLICY.
+        with pytest.raises(CallError) as info:
+            await engine.call(ECHO, [("media:", b"x")])
+        assert info.value.code == "PROTOCOL_VIOLATION" and "POLICY" in info.value.message
+    assert not any(f.frame_type is FrameType.POLICY for _, f in tap.sent)
+    assert EngineConfig(policy="full").policy == "full"
+
+
+@pytest.mark.asyncio
+async def test_in_process_without_the_setup_check_serves_an_undeclared_handler() -> None:
+    from cartridge_runtime.engine import SpawnFailed
+    from cartridge_runtime.runtime import Request
+
+    undeclared = "cap:in=media:;op=not-declared;out=media:"
+
+    def runtime() -> object:
+        rt = build_runtime()
+
+        @rt.op(undeclared)
+        async def handler(req: Request) -> None:
+            await req.take_input().collect_all_bytes()
+
+        return rt
+
+    async with Engine(heartbeat_interval=None) as engine:
+        engine.add_cartridge("checked", placement=InProcess(runtime()))  # type: ignore[arg-type]
+        with pytest.raises(SpawnFailed) as info:
+            await engine.start("checked")
+        assert info.value.step == "spawn" and "does not declare" in info.value.message
+    async with Engine(heartbeat_interval=None) as engine:
+        name = engine.add_cartridge(
+            "as-is",
+            placement=InProcess(runtime(), check=False),  # type: ignore[arg-type]
+        )
+        await engine.start(name)
+        assert (await engine.call(ECHO, [("media:", b"ok")])).data == b"ok"
