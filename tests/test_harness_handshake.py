@@ -1,5 +1,6 @@
-"""The harness's host handshake is the shared sans-IO HostHandshake: a cartridge whose HELLO or
-identity echo is wrong fails ``async with CartridgeHarness(...)`` with the typed error."""
+"""The harness's start-up is the engine's (the shared sans-IO HostHandshake, the manifest
+check): a cartridge whose HELLO or identity echo is wrong fails ``async with
+CartridgeHarness(...)`` with the typed error, one whose manifest is refused with SpawnFailed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import anyio
 import anyio.abc
 import pytest
 
+from cartridge_runtime.engine import SpawnFailed
+from cartridge_runtime.manifest import CapDef, Manifest
 from cartridge_runtime.protocol import (
     FrameDecoder,
     HandshakeError,
@@ -20,12 +23,23 @@ from cartridge_runtime.protocol import (
 )
 from cartridge_runtime.testing import CartridgeHarness
 
+#: A manifest the engine's start-up accepts (the harness checks it as the engine does).
+MANIFEST = Manifest.build(
+    name="fake",
+    version="0.0.0",
+    description="a hand-written HELLO",
+    caps=[CapDef.simple("cap:in=media:;op=echo;out=media:", "Echo", aliases="echo")],
+).to_json_bytes()
+
 
 class FakeRuntime:
     """Answers the host's HELLO with a HELLO of ``version``; echoes the nonce ``echo``ed."""
 
-    def __init__(self, *, version: int = 6, wrong_echo: bool = False) -> None:
+    def __init__(
+        self, *, version: int = 6, wrong_echo: bool = False, manifest: bytes = MANIFEST
+    ) -> None:
         self.version = version
+        self.manifest = manifest
         self.wrong_echo = wrong_echo
 
     async def serve(
@@ -33,7 +47,7 @@ class FakeRuntime:
     ) -> int:
         decoder = FrameDecoder()
         meta: dict[str, Any] = dict(Limits().to_meta())
-        meta.update(version=self.version, manifest=b"{}", pools=b"{}")
+        meta.update(version=self.version, manifest=self.manifest, pools=b"{}")
         hello = frames.hello(Limits())
         hello = hello.replace(meta=meta)
         sent_hello = False
@@ -78,3 +92,11 @@ async def test_a_right_echo_passes() -> None:
     async with CartridgeHarness(FakeRuntime(), policy=None) as h:
         assert h.hello is not None and h.hello.pools == {}
     assert issubclass(IdentityCheckError, HandshakeError)
+
+
+@pytest.mark.asyncio
+async def test_a_manifest_the_engine_refuses_fails_the_harness() -> None:
+    with anyio.fail_after(20), pytest.raises(SpawnFailed) as info:
+        async with CartridgeHarness(FakeRuntime(manifest=b"{}")):
+            pass
+    assert "manifest is invalid" in info.value.message

@@ -318,6 +318,18 @@ class FrameOutbox:
         if not self._hold and not self._kicked:
             self._schedule()
 
+    def push_raw(self, data: bytes) -> None:
+        """Queue ``data`` as it is, neither numbered nor checked against max_frame (raw
+        bytes for bad-input tests); dropped and counted once closed."""
+        if self._closed:
+            self.counts.drops += 1
+            return
+        if data:
+            self._out.append(bytes(data))
+            self._count += 1
+            if not self._hold and not self._kicked:
+                self._schedule()
+
     def try_send(self, frame: Frame) -> bool:
         """Queue one frame now if :meth:`send` would neither wait nor yield; ``False`` (and
         nothing queued) otherwise, when the caller must ``await send(frame)``."""

@@ -68,6 +68,7 @@ from ._placement import ByteSink, Instance, LaunchError, LaunchSpec, Placement, 
 from ._replicas import ReplicaStatus
 from ._response import CallContext, Response
 from ._subprocess import Subprocess
+from ._tap import FrameTap
 
 __all__ = (
     "Engine",
@@ -108,6 +109,7 @@ __all__ = (
     "EngineClosed",
     # placements
     "Placement",
+    "FrameTap",
     "Subprocess",
     "InProcess",
     "Instance",

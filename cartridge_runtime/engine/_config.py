@@ -8,6 +8,7 @@ import attrs
 
 from ..protocol import DEFAULT_LIMITS, Limits, NetworkPolicy
 from ._placement import Placement
+from ._tap import FrameTap
 
 
 @attrs.frozen(kw_only=True)
@@ -21,7 +22,8 @@ class EngineConfig:
     :ivar heartbeat_misses_to_kill: consecutive probes without a reply after which the
         cartridge is killed (its pending calls fail with :class:`CartridgeUnhealthy`; the next
         call starts it again), e.g. when an async handler never yields; ``None``: never.
-    :ivar policy: the network policy sent to every cartridge after its identity check.
+    :ivar policy: the network policy sent to every cartridge after its identity check
+        (``None``: no POLICY frame, for test hosts that check a cartridge's default).
     :ivar limits: the limits offered in HELLO (each cartridge negotiates the minimum).
     :ivar shutdown_grace: seconds a cartridge gets to exit after its stdin closes, before a kill.
     :ivar cancel_grace: seconds a cancelled call waits for the cartridge's terminal frame
@@ -43,13 +45,18 @@ class EngineConfig:
     :ivar read_size: bytes asked for per read of a cartridge's stdout.
     :ivar placement: where cartridges added without a ``placement=`` run (``None``: each in a
         local subprocess, :class:`~cartridge_runtime.engine.Subprocess`).
+    :ivar frame_tap: told of every frame each connection sends and receives
+        (:class:`~cartridge_runtime.engine.FrameTap`, for test tools and debugging); ``None``:
+        no tap, and no cost per frame.
     """
 
     step_timeout: float = 10.0
     heartbeat_interval: float | None = 30.0
     heartbeat_timeout: float = 10.0
     heartbeat_misses_to_kill: int | None = 3
-    policy: NetworkPolicy = attrs.field(default=NetworkPolicy.OFFLINE, converter=NetworkPolicy)
+    policy: NetworkPolicy | None = attrs.field(
+        default=NetworkPolicy.OFFLINE, converter=attrs.converters.optional(NetworkPolicy)
+    )
     limits: Limits = DEFAULT_LIMITS
     shutdown_grace: float = 2.0
     cancel_grace: float = 1.0
@@ -60,3 +67,4 @@ class EngineConfig:
     log_dir: Path | None = None
     read_size: int = 1 << 20  # several 256 KiB CHUNK frames per read: fewer calls and copies
     placement: Placement | None = None
+    frame_tap: FrameTap | None = attrs.field(default=None, eq=False)

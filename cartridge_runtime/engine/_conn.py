@@ -71,6 +71,7 @@ from ._pools import PoolGate
 from ._process import describe_stray_bytes
 from ._startup import StartupFailure, run_startup
 from ._stderr import StderrLog
+from ._tap import FrameTap
 
 _MAX_FRAME = operator.attrgetter("max_frame")
 
@@ -144,6 +145,11 @@ class Connection:
         self.release: Callable[[], None] = outbox.release
         self.mark: Callable[[], tuple[int, int]] = outbox.mark
         self.withdraw: Callable[[tuple[int, int], tuple[int, int]], bool] = outbox.withdraw
+        #: The frame tap (``config.frame_tap``); without one the bound methods above stay
+        #: the plain outbox ones and the reader routes without a check per frame.
+        self._tap = config.frame_tap
+        if self._tap is not None:
+            self._tap_sends(self._tap)
 
         self.process: Instance | None = None
         self.manifest: Manifest | None = None
@@ -177,6 +183,24 @@ class Connection:
         #: The running backend's event class, made directly (``anyio.Event()`` looks the
         #: backend up on every call).
         self.new_event: Callable[[], anyio.Event] = type(anyio.Event())
+
+    def _tap_sends(self, tap: FrameTap) -> None:
+        """Bind :attr:`send` and :attr:`send_numbered` to versions that tell ``tap`` first."""
+        name = self.name
+        on_sent = tap.on_sent
+        push = self.outbox.push
+        push_numbered = self.outbox.push_numbered
+
+        def send(frame: Frame) -> None:
+            on_sent(name, frame)
+            push(frame)
+
+        def send_numbered(frame: Frame, seq: int | None) -> None:
+            on_sent(name, frame)
+            push_numbered(frame, seq)
+
+        self.send = send
+        self.send_numbered = send_numbered
 
     # -- public helpers --------------------------------------------------------------------
 
@@ -252,6 +276,12 @@ class Connection:
         """Write what is queued now (see :meth:`~cartridge_runtime._plumbing.FrameOutbox.flush`)."""
         self.outbox.flush()
 
+    def send_raw(self, data: bytes) -> None:
+        """Queue ``data`` as it is, in order with the frames around it: bytes that need not
+        be a frame at all, for tests of how a cartridge meets bad input. Dropped once the
+        connection's output closed."""
+        self.outbox.push_raw(data)
+
     async def drain(self) -> None:
         """Wait until everything queued so far was handed to the pipe."""
         await self.outbox.drain()
@@ -274,6 +304,14 @@ class Connection:
             event = receive(frame)
             if event is not None:
                 on_event(event)
+
+        tap = self._tap
+        if tap is not None:
+            name, on_received, plain = self.name, tap.on_received, route
+
+            def route(frame: Frame) -> None:
+                on_received(name, frame)
+                plain(frame)
 
         # Frames the routing queues (CREDIT, forwarded peer frames, heartbeat replies) are
         # held while a block is dispatched and leave together in one write after it.
@@ -341,10 +379,13 @@ class Connection:
         with anyio.move_on_after(0.2 if ended else 0.05):
             await self._stderr.done.wait()
 
-    async def ask(self, meta: Mapping[str, Any] | None, within: float) -> Frame | None:
-        """Send a HEARTBEAT (``meta``: desired capacities) and wait up to ``within`` seconds
-        for its reply (a HEARTBEAT, or an ERR refusing the capacities); ``None``: none came."""
-        hid, frame = self.core.probe(meta)
+    async def ask(
+        self, meta: Mapping[str, Any] | None, within: float, hid: MessageId | None = None
+    ) -> Frame | None:
+        """Send a HEARTBEAT (``meta``: desired capacities; ``hid``: its id, default a new
+        one) and wait up to ``within`` seconds for its reply (a HEARTBEAT, or an ERR refusing
+        the capacities); ``None``: none came."""
+        hid, frame = self.core.probe(meta, hid)
         waiting = _Reply(self.new_event())
         self._replies[hid] = waiting
         try:
@@ -383,7 +424,7 @@ class Connection:
                     tg.start_soon(self.outbox.run)
                     outcome = await run_startup(self, self.core.handshake, self.config.step_timeout)
                     if isinstance(outcome, StartupFailure):
-                        self._fail_start(outcome.step, outcome.message, outcome.rule)
+                        self._fail_start(outcome.step, outcome.message, outcome.rule, outcome.cause)
                         return
                     self._ready(outcome)
                     interval = self.config.heartbeat_interval
@@ -439,12 +480,15 @@ class Connection:
             await self._stderr.done.wait()
         await proc.aclose()
 
-    def _fail_start(self, step: str, message: str, rule: str | None = None) -> None:
+    def _fail_start(
+        self, step: str, message: str, rule: str | None = None, cause: Exception | None = None
+    ) -> None:
         tail = self._stderr.tail.strip()
         full = f"cartridge {self.name}: {message}"
         if tail:
             full += f"\nstderr:\n{tail}"
         self.startup_error = SpawnFailed(full, step=step, rule=rule, stderr_tail=tail)
+        self.startup_error.__cause__ = cause  # the typed protocol error, when there is one
         self.core.fail_startup()
         self.outbox.close()
         self.started.set()

@@ -54,6 +54,8 @@ class StartupFailure:
     step: str
     message: str
     rule: str | None = None
+    #: The protocol error behind the failure (a wrong HELLO, a wrong identity echo...).
+    cause: ProtocolError | None = None
 
 
 async def run_startup(
@@ -112,7 +114,7 @@ async def _steps(
         )
     except ProtocolError as exc:
         await link.settle_stderr()
-        return StartupFailure(step, f"start-up step {step!r} failed: {exc}")
+        return StartupFailure(step, f"start-up step {step!r} failed: {exc}", cause=exc)
     return manifest
 
 

@@ -408,9 +408,12 @@ class HostConnection(Generic[F, O]):
 
     # -- health ----------------------------------------------------------------------------
 
-    def probe(self, meta: Mapping[str, Any] | None = None) -> tuple[MessageId, Frame]:
-        """Open a probe: its id and the HEARTBEAT to send (``meta``: desired capacities)."""
-        hid = MessageId.new()
+    def probe(
+        self, meta: Mapping[str, Any] | None = None, hid: MessageId | None = None
+    ) -> tuple[MessageId, Frame]:
+        """Open a probe: its id and the HEARTBEAT to send (``meta``: desired capacities;
+        ``hid``: the id to use, default a new one)."""
+        hid = MessageId.new() if hid is None else hid
         self._probes.add(hid)
         return hid, build.heartbeat(hid, meta=meta)
 

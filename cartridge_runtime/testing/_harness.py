@@ -1,12 +1,16 @@
 """An in-process host for testing a :class:`CartridgeRuntime` (or a single :class:`Op`).
 
-:class:`CartridgeHarness` runs ``runtime.serve()`` over anyio memory streams and plays the host:
-the real HELLO exchange, the identity check, POLICY (the engine's own sans-IO
-:class:`~cartridge_runtime.protocol.HostHandshake`), then requests with credit-paced arguments.
-Past the handshake it is a raw host on purpose: every frame received is kept (``received``).
-Every response is checked by a :class:`BodyReceiver` (so a malformed response fails the test)
-and gathered into a :class:`CallResult`. Raw frames and raw bytes can be sent for bad-input
-tests; peer calls the cartridge makes are answered by the ``peers`` callbacks.
+:class:`CartridgeHarness` runs the runtime through the engine's own connection to a cartridge
+in this process (:class:`~cartridge_runtime.engine.InProcess`, memory streams): the engine's
+start-up (HELLO, identity check, manifest check, POLICY), its reader, writer and routing by
+request id, its answers to the cartridge's heartbeats and its health probes. On top the
+harness keeps what a test needs to see and steer: it chooses each request's id and routing
+id, sends its arguments credit-paced, and sees every frame received through the connection's
+frame tap (``received``, ``heartbeats``, ``unrouted``; each with the cartridge's seq). Every
+response is checked by a :class:`BodyReceiver` (so a malformed response fails the test) and
+gathered into a :class:`CallResult`. Frames the test sends (``send_frame``) and raw bytes
+(``send_raw``) go out as they are, in order with everything else, for bad-input tests; peer
+calls the cartridge makes reach the ``peers`` callbacks through the connection's routing.
 
 ::
 
@@ -49,41 +53,28 @@ Peers
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
-import attrs
-import cbor2
 
-from cartridge_runtime._redact import describe, describe_meta
+from cartridge_runtime.engine import EngineConfig, InProcess, LaunchSpec
+from cartridge_runtime.engine._conn import Connection
+from cartridge_runtime.engine._counters import Counters
 from cartridge_runtime.protocol import (
-    AttributionClass,
-    BodyEnded,
-    BodyReceiver,
     CartridgeHello,
-    ErrorCode,
     ErrorReport,
     Frame,
-    FrameDecoder,
     FrameType,
     HandshakeError,
-    HostHandshake,
     Limits,
-    LogReceived,
     MessageId,
-    ProgressReceived,
-    StartupPhase,
-    StreamClosed,
-    StreamData,
-    StreamItem,
-    StreamOpened,
-    accept_cartridge_hello,
     encode_frame,
     frames,
 )
-from cartridge_runtime.urn import select_handler
 
 from ._harness_call import (
     CallResult,
@@ -92,8 +83,8 @@ from ._harness_call import (
     InputSpec,
     Item,
     StreamResult,
-    split_item,
 )
+from ._harness_peer import PeerCall, PeerHandler, PeerReply, answer_peer, pick_peer
 
 __all__ = (
     "CartridgeHarness",
@@ -111,28 +102,10 @@ __all__ = (
     "run_op",
 )
 
-
-@attrs.frozen(kw_only=True)
-class PeerReply:
-    """What a fake peer (``peers={cap: handler}``) answers when plain bytes are not enough.
-
-    :param data: the main output as one scalar stream (bytes, or text as UTF-8).
-    :param items: the main output as a sequence stream instead (each element a value, an
-        :class:`Item` or a ``(value, meta)`` pair).
-    :param outputs: further outputs by media URN (STREAM_START key 21): bytes or text for a
-        scalar stream, a list for a sequence.
-    :param media_urn: the main stream's media URN.
-    """
-
-    data: bytes | str = attrs.field(default=b"", repr=describe)
-    items: Sequence[Any] | None = attrs.field(default=None, repr=describe)
-    outputs: Mapping[str, Any] = attrs.field(factory=dict, repr=describe_meta)
-    media_urn: str = "media:"
-
-
-#: A fake peer: ``async fn(cap, inputs) -> bytes | PeerReply``; raising a typed error
-#: (``OpError``, ``CallError``) answers ERR with its code, class and ``arg_urn``.
-PeerHandler = Callable[[str, list[tuple[str, bytes]]], Awaitable["bytes | PeerReply"]]
+#: Seconds each start-up step may take (as the harness always allowed).
+_STEP_TIMEOUT = 10.0
+#: Names of the harness's connections (for the frame tap and messages).
+_names = itertools.count(1)
 
 
 class _ByteRecv(anyio.abc.ByteReceiveStream):
@@ -166,9 +139,10 @@ def memory_byte_pipe(
 
 
 class CartridgeHarness:
-    """Drive a runtime in-process (see the module docstring).
+    """Drive a runtime in-process through the engine's connection (see the module docstring).
 
-    :param handshake: do HELLO, identity and POLICY on entry (``False`` to test them by hand).
+    :param handshake: wait for the start-up (HELLO, identity, manifest, POLICY) on entry
+        (``False``: enter at once; ``await handshake()`` waits for it).
     :param policy: the POLICY word sent after the identity check (``None``: send none).
     :param peers: ``{cap_urn: async fn(cap, inputs) -> bytes}`` answering the cartridge's peer calls.
     """
@@ -191,199 +165,156 @@ class CartridgeHarness:
         self.received: list[Frame] = []
         self.exit_status: int | None = None
         self.hello: CartridgeHello | None = None
-        self._handshake = HostHandshake(self.host_limits, policy)
-        self._handshake_error: HandshakeError | None = None
-        self._identity_event = anyio.Event()
         self.heartbeats: list[Frame] = []
         self.unrouted: list[Frame] = []
         self._calls: dict[MessageId, HarnessCall] = {}
-        self._peer_reqs: dict[MessageId, tuple[BodyReceiver, list[tuple[str, bytearray]], str]] = {}
+        self._peer_calls: set[MessageId] = set()
+        self._probes: set[MessageId] = set()
+        self._routing = False
         self._frame_event = anyio.Event()
-        self._exited = anyio.Event()
-        self._hello_event = anyio.Event()
+        self._conn: Connection | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def __aenter__(self) -> CartridgeHarness:
-        self._to_c, c_in = memory_byte_pipe()
-        c_out, self._from_c = memory_byte_pipe()
+        # Served as it is, like ``runtime.serve()`` itself would: a test may register
+        # handlers the manifest does not declare.
+        placement = InProcess(self.runtime, check=False)
+        name = f"harness-{next(_names)}"
+        config = EngineConfig(
+            step_timeout=_STEP_TIMEOUT,
+            heartbeat_interval=None,
+            policy=self.policy,
+            limits=self.host_limits,
+            frame_tap=self,
+        )
+        self._conn = Connection(
+            placement=placement,
+            spec=LaunchSpec(name=name, replica=0, target=placement.resolve(name)),
+            config=config,
+            counters=Counters(),
+            log_path=Path(f"{name}.stderr.log"),  # an in-process instance has no stderr
+            on_peer_request=self._on_peer_request,
+            on_dead=lambda _conn: None,
+        )
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._tg.start_soon(self._serve, c_in, c_out)
-        self._tg.start_soon(self._read)
+        self._tg.start_soon(self._conn.run)
         if self.do_handshake:
             try:
                 await self.handshake()
             except BaseException:
-                # A failed handshake leaves nothing running behind the caller's back.
+                # A failed start-up leaves nothing running behind the caller's back.
                 self._tg.cancel_scope.cancel()
                 await self._tg.__aexit__(None, None, None)
                 raise
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        await self.close_input()
+        conn, tg = self._live()
         with anyio.move_on_after(10):
-            await self._exited.wait()
-        self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(None, None, None)
+            await conn.close(10)
+        self._note_exit()
+        tg.cancel_scope.cancel()
+        await tg.__aexit__(None, None, None)
 
-    async def _serve(
-        self, c_in: anyio.abc.ByteReceiveStream, c_out: anyio.abc.ByteSendStream
-    ) -> None:
-        try:
-            self.exit_status = await self.runtime.serve(c_in, c_out)
-        finally:
-            await c_out.aclose()
-            self._exited.set()
+    def _live(self) -> tuple[Connection, anyio.abc.TaskGroup]:
+        if self._conn is None or self._tg is None:
+            raise RuntimeError("the harness is not running: use `async with CartridgeHarness(...)`")
+        return self._conn, self._tg
+
+    def _note_exit(self) -> None:
+        conn = self._conn
+        if conn is not None and conn.dead.is_set():
+            self.exit_status = conn.returncode
 
     async def wait_exit(self, timeout: float = 10) -> int | None:
         """The runtime's exit status once ``serve()`` returned."""
+        conn, _ = self._live()
         with anyio.fail_after(timeout):
-            await self._exited.wait()
+            await conn.dead.wait()
+        self._note_exit()
         return self.exit_status
 
     async def close_input(self) -> None:
-        """EOF on the cartridge's input."""
+        """EOF on the cartridge's input (after what was queued before)."""
+        conn, _ = self._live()
+        conn.core.begin_close()  # its end is then a shutdown, not a death
         with contextlib.suppress(Exception):
-            await self._to_c.aclose()
+            await conn.drain()
+        if conn.process is not None:
+            conn.process.stdin.close()
 
     async def send_raw(self, data: bytes) -> None:
-        await self._to_c.send(data)
+        """Queue ``data`` to the cartridge as it is (need not be a frame)."""
+        conn, _ = self._live()
+        conn.send_raw(data)
+        await anyio.lowlevel.checkpoint()
 
     async def send_frame(self, frame: Frame) -> None:
+        """Queue ``frame`` as it is: its own seq, checksum and routing id. The reply to a
+        HEARTBEAT sent this way is the connection's probe reply, so it is not answered back."""
+        if frame.frame_type is FrameType.HEARTBEAT:
+            conn, _ = self._live()
+            conn.core.probe(frame.meta, frame.id)  # the frame it returns is this one's twin
+            self._probes.add(frame.id)
         await self.send_raw(encode_frame(frame))
 
-    async def _send_quiet(self, frame: Frame) -> None:
-        """Send a frame the harness makes on its own (credit); nothing to do once input closed."""
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            await self.send_frame(frame)
+    def _send_now(self, frame: Frame) -> None:
+        """Queue a frame the harness makes (credit, arguments, peer answers) as it is."""
+        if self._conn is not None:
+            self._conn.send_raw(encode_frame(frame))
 
     async def handshake(self) -> None:
-        """HELLO exchange, identity check, POLICY.
+        """Wait for the engine's start-up: HELLO exchange, identity check, manifest, POLICY.
 
         :raises HandshakeError: the cartridge's HELLO or identity echo is wrong.
-        :raises TimeoutError: a step got no answer within 10 s.
+        :raises SpawnFailed: another start-up step failed (no answer within 10 s, a manifest
+            the engine refuses, an early exit).
         """
-        hs = self._handshake
-        for f in hs.start():
-            await self.send_frame(f)
-        with anyio.fail_after(10):
-            await self._hello_event.wait()
-        self._raise_handshake_error()
-        with anyio.fail_after(10):
-            await self._identity_event.wait()
-        self._raise_handshake_error()
-        for f in hs.accept_manifest():
-            await self.send_frame(f)
-        hs.delivered()
+        conn, _ = self._live()
+        await conn.started.wait()
+        error = conn.startup_error
+        if error is not None:
+            cause = error.__cause__
+            if isinstance(cause, HandshakeError):
+                raise cause
+            raise error
+        self.hello = conn.core.handshake.hello
+        self.limits = conn.limits
+        self._routing = True
 
-    def _raise_handshake_error(self) -> None:
-        if self._handshake_error is not None:
-            raise self._handshake_error
+    # -- the frame tap ---------------------------------------------------------------------
 
-    async def _handshake_frame(self, f: Frame) -> bool:
-        """Feed a start-up frame to the handshake; False when it is not one."""
-        hs = self._handshake
-        if not hs.reading or (hs.phase is StartupPhase.IDENTITY and f.id != hs.identity.rid):
-            return False
-        try:
-            out = hs.receive(f)
-        except HandshakeError as exc:
-            self._handshake_error = exc
-            self._hello_event.set()
-            self._identity_event.set()
-            return True
-        if hs.hello is not None and self.hello is None:
-            self.hello = hs.hello
-            self.limits = hs.limits
-            self._hello_event.set()
-        for frame in out:
-            await self._send_quiet(frame)
-        if hs.phase is StartupPhase.MANIFEST:
-            self._identity_event.set()
-        return True
+    def on_received(self, connection: str, frame: Frame) -> None:
+        """Every frame from the cartridge, before the connection routes it."""
+        self.received.append(frame)
+        ft = frame.frame_type
+        if ft is FrameType.HEARTBEAT and frame.id not in self._probes:
+            self.heartbeats.append(frame)
+        elif (
+            self._routing
+            and ft is not FrameType.REQ
+            and ft is not FrameType.HEARTBEAT
+            and frame.id not in self._calls
+            and frame.id not in self._peer_calls
+            and frame.id not in self._probes
+        ):
+            self.unrouted.append(frame)
+        self._frame_event.set()
+        self._frame_event = anyio.Event()
 
-    # -- reading ---------------------------------------------------------------------------
-
-    async def _read(self) -> None:
-        decoder = FrameDecoder()
-        while True:
-            try:
-                data = await self._from_c.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                return
-            decoder.feed(data)
-            for f in decoder.frames():
-                self.received.append(f)
-                await self._route(f)
-            self._frame_event.set()
-            self._frame_event = anyio.Event()
-
-    async def _route(self, f: Frame) -> None:
-        ft = f.frame_type
-        if await self._handshake_frame(f):
-            return
-        if ft is FrameType.HELLO and self.hello is None:
-            # No handshake of ours (``handshake=False``): still learn what the cartridge said.
-            self.hello = accept_cartridge_hello(f, self.host_limits)
-            self.limits = self.hello.limits
-            self._hello_event.set()
-            return
-        if ft is FrameType.HEARTBEAT:
-            self.heartbeats.append(f)
-            return
-        call = self._calls.get(f.id)
-        if ft is FrameType.CREDIT:
-            if call is not None:
-                call.grant(f.stream_id, f.credit or 0)
-            return
-        if call is None:
-            if ft is FrameType.REQ or (f.id in self._peer_reqs and ft.is_flow):
-                await self._peer_frame(f)
-            else:
-                self.unrouted.append(f)
-            return
-        call.partial.frames.append(f)
-        res = call.partial
-        events = call.receiver.receive(f)
-        for ev in events:
-            if isinstance(ev, StreamOpened):
-                s = StreamResult(
-                    ev.stream_id, ev.media_urn, ev.output, ev.is_sequence, ev.unbounded, ev.meta
-                )
-                call.by_id[ev.stream_id] = s
-                res.streams.append(s)
-            elif isinstance(ev, StreamData):
-                call.by_id[ev.stream_id].values.append(ev.value)
-                call.receiver.consumed(ev.stream_id)
-            elif isinstance(ev, StreamItem):
-                call.by_id[ev.stream_id].values.append(ev.value)
-                call.by_id[ev.stream_id].items.append(Item(ev.value, ev.meta))
-                call.receiver.consumed(ev.stream_id)
-            elif isinstance(ev, StreamClosed):
-                s = call.by_id[ev.stream_id]
-                s.closed, s.chunk_count = True, ev.chunk_count
-            elif isinstance(ev, LogReceived):
-                res.logs.append(ev)
-            elif isinstance(ev, ProgressReceived):
-                res.progress.append((None if ev.indeterminate else ev.progress, ev.message))
-            elif isinstance(ev, BodyEnded):
-                res.end = ev.meta
-            elif isinstance(ev, ErrorReport):
-                res.error = ev
-        call.receiver.flush_credit()
-        for c in call.receiver.data_to_send():
-            await self._send_quiet(c)
-        if f.frame_type.is_terminal:
-            call.done.set()
-            call.credit_event.set()
+    def on_sent(self, connection: str, frame: Frame) -> None:
+        """Frames the connection itself sends (start-up, probes, answers to heartbeats)."""
 
     # -- requests --------------------------------------------------------------------------
 
     def _open(self, rid: MessageId, xid: MessageId | None) -> HarnessCall:
-        call = HarnessCall(rid, xid, self.limits, self.send_frame)
+        conn, _ = self._live()
+        call = HarnessCall(rid, xid, self.limits, self._send_now)
         self._calls[rid] = call
+        conn.add_flow(rid, call)
         return call
 
     async def start_call(
@@ -437,12 +368,18 @@ class CartridgeHarness:
     async def heartbeat(
         self, meta: dict[str, Any] | None = None, hid: MessageId | None = None
     ) -> Frame:
-        """Send a HEARTBEAT and return the reply (a HEARTBEAT, or ERR for an unknown pool)."""
+        """Probe the cartridge with a HEARTBEAT (the engine's probe) and return the reply (a
+        HEARTBEAT, or ERR for an unknown pool).
+
+        :raises TimeoutError: no reply within 10 s.
+        """
+        conn, _ = self._live()
         hid = hid or MessageId.new()
-        await self.send_frame(frames.heartbeat(hid, meta=meta))
-        return await self.wait_for(
-            lambda f: f.id == hid and f.frame_type in (FrameType.HEARTBEAT, FrameType.ERR)
-        )
+        self._probes.add(hid)
+        reply = await conn.ask(meta, 10, hid)
+        if reply is None:
+            raise TimeoutError(f"no reply to HEARTBEAT {hid} within 10 s")
+        return reply
 
     async def wait_for(self, predicate: Callable[[Frame], bool], timeout: float = 10) -> Frame:
         """The first received frame (past or future) matching ``predicate``."""
@@ -455,108 +392,24 @@ class CartridgeHarness:
 
     # -- peer calls from the cartridge ------------------------------------------------------
 
-    async def _peer_frame(self, f: Frame) -> None:
-        if f.frame_type is FrameType.REQ:
-            rec = BodyReceiver(f.id, initial_credit=self.limits.initial_credit, expect_req=True)
-            rec.receive(f)
-            self._peer_reqs[f.id] = (rec, [], f.cap or "")
-            return
-        rec, streams, cap = self._peer_reqs[f.id]
-        ids: dict[str, int] = getattr(rec, "_harness_ids", {})
-        rec._harness_ids = ids  # type: ignore[attr-defined]
-        for ev in rec.receive(f):
-            if isinstance(ev, StreamOpened):
-                ids[ev.stream_id] = len(streams)
-                streams.append((ev.media_urn, bytearray()))
-            elif isinstance(ev, (StreamData, StreamItem)):
-                v = ev.value
-                streams[ids[ev.stream_id]][1].extend(v if isinstance(v, bytes) else cbor2.dumps(v))
-                rec.consumed(ev.stream_id)
-            elif isinstance(ev, BodyEnded):
-                self._tg.start_soon(
-                    self._answer_peer, f.id, cap, [(u, bytes(b)) for u, b in streams]
-                )
-        rec.flush_credit()
-        for c in rec.data_to_send():
-            await self._send_quiet(c)
+    def _on_peer_request(self, conn: Connection, req: Frame) -> None:
+        """The connection's routing found a new REQ from the cartridge: gather it."""
+        self._peer_calls.add(req.id)
+        peer = PeerCall(req, conn.limits, self._send_now, self._peer_ended)
+        conn.add_origin(req.id, peer)
+        # A REQ may carry no stream and its END may still come: nothing else to do yet.
 
-    def _peer_handler(self, cap: str) -> PeerHandler | None:
-        """The ``peers`` callback for ``cap``: its exact text first, else the registered cap
-        the runtime's own dispatch rule would pick (:func:`select_handler`)."""
-        handler = self.peers.get(cap)
-        if handler is not None:
-            return handler
-        keys = list(self.peers)
-        index = select_handler(keys, cap)
-        return self.peers[keys[index]] if index is not None else None
+    def _peer_ended(self, rid: MessageId, cap: str, inputs: list[tuple[str, bytes]]) -> None:
+        _, tg = self._live()
+        tg.start_soon(self._answer_peer, rid, cap, inputs)
 
     async def _answer_peer(self, rid: MessageId, cap: str, inputs: list[tuple[str, bytes]]) -> None:
-        # A closed cartridge input means there is nobody left to answer.
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            await self._answer_peer_inner(rid, cap, inputs)
-
-    async def _answer_peer_inner(
-        self, rid: MessageId, cap: str, inputs: list[tuple[str, bytes]]
-    ) -> None:
-        handler = self._peer_handler(cap)
-        if handler is None:
-            await self.send_frame(
-                frames.err(
-                    rid,
-                    ErrorCode.NO_HANDLER,
-                    f"no cartridge handles cap: {cap}",
-                    AttributionClass.ENVIRONMENT,
-                )
-            )
-            return
-        try:
-            reply = await handler(cap, inputs)
-        except Exception as exc:
-            # A typed error (OpError, CallError, anything with a ``code``) keeps its code,
-            # class and arg_urn; any other exception is PEER_FAILED/internal, naming its type.
-            code = getattr(exc, "code", None)
-            if isinstance(code, str) and code:
-                message = str(getattr(exc, "message", "") or exc)
-                cls = str(getattr(exc, "attribution_class", None) or AttributionClass.INTERNAL)
-                arg_urn = getattr(exc, "arg_urn", None)
-            else:
-                code, cls, arg_urn = "PEER_FAILED", AttributionClass.INTERNAL, None
-                message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            await self.send_frame(frames.err(rid, code, message, cls, arg_urn=arg_urn))
-            return
-        if not isinstance(reply, PeerReply):
-            reply = PeerReply(data=reply)
-        streams: list[tuple[str | None, str, Any]] = [
-            (None, reply.media_urn, reply.items if reply.items is not None else reply.data)
-        ]
-        streams += [(urn, urn, value) for urn, value in reply.outputs.items()]
-        for index, (output, media_urn, value) in enumerate(streams):
-            await self._send_peer_stream(rid, f"peer-resp-{index}", output, media_urn, value)
-        await self.send_frame(frames.end(rid))
-
-    async def _send_peer_stream(
-        self, rid: MessageId, sid: str, output: str | None, media_urn: str, value: Any
-    ) -> None:
-        """One response stream: a list is a sequence (items may be :class:`Item` with meta),
-        bytes or text a scalar stream cut at the chunk size."""
-        is_sequence = isinstance(value, list | tuple)
-        await self.send_frame(
-            frames.stream_start(rid, sid, media_urn, is_sequence=is_sequence, output=output)
-        )
-        n = 0
-        if is_sequence:
-            for item in value:
-                item_value, meta = split_item(item)
-                await self.send_frame(frames.chunk(rid, sid, n, cbor2.dumps(item_value), meta=meta))
-                n += 1
-        else:
-            data = value.encode("utf-8") if isinstance(value, str) else bytes(value)
-            step = self.limits.effective_chunk
-            for pos in range(0, len(data), step):
-                piece = cbor2.dumps(data[pos : pos + step])
-                await self.send_frame(frames.chunk(rid, sid, n, piece))
-                n += 1
-        await self.send_frame(frames.stream_end(rid, sid, n))
+        conn, _ = self._live()
+        handler = pick_peer(self.peers, cap)
+        out = await answer_peer(handler, rid, cap, inputs, self.limits.effective_chunk)
+        conn.forget(rid)
+        for frame in out:
+            self._send_now(frame)
 
 
 async def run_op(

@@ -7,16 +7,18 @@ Kept apart from :mod:`._harness` (the host loop) so each stays about one concern
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import attrs
 import cbor2
 
 from cartridge_runtime._item import Item as Item  # re-exported for the harness
 from cartridge_runtime._redact import describe, describe_items, describe_meta, describe_values
 from cartridge_runtime.protocol import (
+    BodyEnded,
     BodyReceiver,
     ErrorReport,
     Frame,
@@ -25,6 +27,11 @@ from cartridge_runtime.protocol import (
     LogReceived,
     MessageId,
     OutgoingStream,
+    ProgressReceived,
+    StreamClosed,
+    StreamData,
+    StreamItem,
+    StreamOpened,
     frames,
 )
 
@@ -191,7 +198,11 @@ class HarnessCall:
     """A request the harness sent and is still gathering (from :meth:`CartridgeHarness.start_call`).
 
     ``await call.result()`` waits for its END or ERR; ``await call.cancel(...)`` sends CANCEL.
-    ``call.partial`` is the :class:`CallResult` gathered so far.
+    ``call.partial`` is the :class:`CallResult` gathered so far. To the engine's connection it
+    is the flow of its request id: the connection routes every response frame and CREDIT here
+    (:meth:`on_frame`).
+
+    :param send: queues one frame to the cartridge as it is (its own seq).
     """
 
     def __init__(
@@ -199,7 +210,7 @@ class HarnessCall:
         rid: MessageId,
         xid: MessageId | None,
         limits: Limits,
-        send: Callable[[Frame], Awaitable[None]],
+        send: Callable[[Frame], None],
     ) -> None:
         self.rid = rid
         self.xid = xid
@@ -213,6 +224,7 @@ class HarnessCall:
         self.by_id: dict[str, StreamResult] = {}
         self._limits = limits
         self._send = send
+        self._ended = False  # the cartridge ended: no credit will come
 
     def __repr__(self) -> str:
         return f"HarnessCall(rid={self.rid!r}, finished={self.finished})"
@@ -240,7 +252,7 @@ class HarnessCall:
     ) -> None:
         """Send CANCEL for this request (reason meta only when one is given). The ERR that
         answers it ends the call as usual; read it with :meth:`result`."""
-        await self._send(
+        self._send(
             frames.cancel(
                 self.rid,
                 force_kill=force_kill,
@@ -250,6 +262,56 @@ class HarnessCall:
                 xid=self.xid,
             )
         )
+
+    # -- the flow of the request (frames the connection routes here) ----------------------
+
+    def on_frame(self, f: Frame) -> None:
+        """One frame for this request: CREDIT for an argument, or a response frame checked by
+        the :class:`BodyReceiver` and gathered into :attr:`partial`."""
+        if f.frame_type is FrameType.CREDIT:
+            self.grant(f.stream_id, f.credit or 0)
+            return
+        res = self.partial
+        res.frames.append(f)
+        receiver = self.receiver
+        by_id = self.by_id
+        for ev in receiver.receive(f):
+            if isinstance(ev, StreamOpened):
+                s = StreamResult(
+                    ev.stream_id, ev.media_urn, ev.output, ev.is_sequence, ev.unbounded, ev.meta
+                )
+                by_id[ev.stream_id] = s
+                res.streams.append(s)
+            elif isinstance(ev, StreamData):
+                by_id[ev.stream_id].values.append(ev.value)
+                receiver.consumed(ev.stream_id)
+            elif isinstance(ev, StreamItem):
+                by_id[ev.stream_id].values.append(ev.value)
+                by_id[ev.stream_id].items.append(Item(ev.value, ev.meta))
+                receiver.consumed(ev.stream_id)
+            elif isinstance(ev, StreamClosed):
+                s = by_id[ev.stream_id]
+                s.closed, s.chunk_count = True, ev.chunk_count
+            elif isinstance(ev, LogReceived):
+                res.logs.append(ev)
+            elif isinstance(ev, ProgressReceived):
+                res.progress.append((None if ev.indeterminate else ev.progress, ev.message))
+            elif isinstance(ev, BodyEnded):
+                res.end = ev.meta
+            elif isinstance(ev, ErrorReport):
+                res.error = ev
+        receiver.flush_credit()
+        for c in receiver.data_to_send():
+            self._send(c)
+        if f.frame_type.is_terminal:
+            self.done.set()
+            self.credit_event.set()
+
+    def on_death(self, error: Exception) -> None:
+        """The cartridge ended with the call pending: it stays unfinished, as on a wire that
+        went quiet (``result()`` times out); arguments stop waiting for credit."""
+        self._ended = True
+        self.credit_event.set()
 
     def grant(self, stream_id: str | None, n: int) -> None:
         """CREDIT for one of the argument streams (no stream id: the first)."""
@@ -334,8 +396,9 @@ class HarnessCall:
         for f in out:
             if f.frame_type is FrameType.CHUNK:
                 while not og.take_credit():
-                    if self.finished:
+                    if self.finished or self._ended:
                         return False
                     await self.credit_event.wait()
-            await self._send(f)
+            self._send(f)
+            await anyio.lowlevel.checkpoint()  # let the writer and the reader run
         return True
