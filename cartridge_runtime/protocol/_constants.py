@@ -159,6 +159,7 @@ class ErrorCode(enum.StrEnum):
     INVALID_CARTRIDGE = "INVALID_CARTRIDGE"  #: handlers and manifest that do not fit
     USAGE = "USAGE"  #: a CLI-mode command line that does not match the cap (CLI-*)
     INPUT_READ_FAILED = "INPUT_READ_FAILED"  #: CLI mode could not read standard input
+    PEER_FAILED = "PEER_FAILED"  #: a test harness's peer callback raised an untyped error
 
 
 class NetworkPolicy(enum.StrEnum):

@@ -148,7 +148,7 @@ async def answer_peer(
             cls = str(getattr(exc, "attribution_class", None) or AttributionClass.INTERNAL)
             arg_urn = getattr(exc, "arg_urn", None)
         else:
-            code, cls, arg_urn = "PEER_FAILED", AttributionClass.INTERNAL, None
+            code, cls, arg_urn = ErrorCode.PEER_FAILED, AttributionClass.INTERNAL, None
             message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return [frames.err(rid, code, message, cls, arg_urn=arg_urn)]
     if not isinstance(reply, PeerReply):
