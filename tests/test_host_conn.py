@@ -359,10 +359,36 @@ def test_a_probe_reply_is_matched_and_read() -> None:
     assert report.pools == {"all": {}} and report.stats == {"rss": 7} and report.refused is None
     assert conn.healthy and conn.last_heartbeat == 12.5 and conn.remote_stats == {"rss": 7}
     conn.probe_ended(hid)
-    # Once given up, a late reply is answered like the cartridge's own probe.
-    assert isinstance(conn.receive_frame(reply), SendFrames)
+    # A reply that comes after the probe ended is late: counted, never answered (answering
+    # it would start a HEARTBEAT ping-pong with a cartridge that answers every HEARTBEAT).
+    routed = counters.no_route
+    assert conn.receive_frame(reply) is None
+    assert conn.receive_frame(frames.heartbeat(hid)) is None  # bare, but the id was a probe
+    assert counters.no_route == routed + 2
     bad = conn.read_reply(frames.heartbeat(hid, meta={"pools": b"not json"}))
     assert bad.pools is None and counters.protocol_errors == 1
+
+
+def test_a_reply_shaped_heartbeat_of_an_unknown_id_is_not_answered() -> None:
+    conn, counters = started()
+    hid = MessageId.new()
+    reply = frames.heartbeat(hid, meta={"pools": b"{}", "drops_total": 0})
+    assert conn.receive_frame(reply) is None and counters.no_route == 1
+    # A probe of the cartridge's own (no reply statistics) is still answered.
+    other = MessageId.new()
+    assert conn.receive_frame(frames.heartbeat(other)) == SendFrames((frames.heartbeat(other),))
+
+
+def test_only_the_newest_ended_probes_are_remembered() -> None:
+    conn, _ = started()
+    first, _probe = conn.probe()
+    conn.probe_ended(first)
+    for _ in range(300):
+        hid, _probe = conn.probe()
+        conn.probe_ended(hid)
+    # The oldest ended probe was forgotten: its bare HEARTBEAT counts as the cartridge's.
+    assert conn.receive_frame(frames.heartbeat(first)) == SendFrames((frames.heartbeat(first),))
+    assert conn.receive_frame(frames.heartbeat(hid)) is None
 
 
 def test_a_refused_capacity_is_an_error_report() -> None:

@@ -191,6 +191,17 @@ class HealthReport:
     refused: ErrorReport | None = None
 
 
+#: Ended probes remembered, to know a late reply when it comes.
+_ENDED_PROBES_KEPT = 256
+
+
+def _is_reply(frame: Frame) -> bool:
+    """Whether a HEARTBEAT is a cartridge's reply (it carries the statistics of FLW-13), not a
+    probe to answer."""
+    meta = frame.meta
+    return isinstance(meta, dict) and "pools" in meta
+
+
 class HostConnection(Generic[F, O]):
     """The host's protocol state for one cartridge connection (see the module docstring).
 
@@ -225,6 +236,9 @@ class HostConnection(Generic[F, O]):
         #: Routing by request id runs once the identity echo is confirmed.
         self._routing = False
         self._probes: set[MessageId] = set()
+        #: Probes that ended (answered or given up), newest last: a reply that comes after is
+        #: late, never a probe of the cartridge's to answer (HST-13).
+        self._ended_probes: OrderedDict[MessageId, None] = OrderedDict()
         self.healthy = True
         #: Periodic probes missed in a row.
         self.misses = 0
@@ -344,6 +358,11 @@ class HostConnection(Generic[F, O]):
         if ft is FrameType.HEARTBEAT:
             if frame.id in self._probes:
                 return ProbeAnswered(frame.id, frame)
+            if frame.id in self._ended_probes or _is_reply(frame):
+                # A late reply to a probe of ours: answering it would start a ping-pong
+                # that never ends, as the cartridge answers every HEARTBEAT (HST-13).
+                self.counters.no_route += 1
+                return None
             return SendFrames((build.heartbeat(frame.id),))
         if ft is FrameType.REQ:
             if frame.id in self.origins:
@@ -418,8 +437,13 @@ class HostConnection(Generic[F, O]):
         return hid, build.heartbeat(hid, meta=meta)
 
     def probe_ended(self, hid: MessageId) -> None:
-        """Stop waiting for probe ``hid``'s reply (answered, or given up)."""
+        """Stop waiting for probe ``hid``'s reply (answered, or given up); a reply that
+        still comes is late, and is not answered."""
         self._probes.discard(hid)
+        ended = self._ended_probes
+        ended[hid] = None
+        if len(ended) > _ENDED_PROBES_KEPT:
+            ended.popitem(last=False)
 
     def probe_missed(self, *, periodic: bool) -> bool:
         """A probe got no reply in time: the cartridge is unhealthy. True when the periodic
