@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from cartridge_runtime.engine import CallError, CartridgeDied, CartridgeUnhealthy, Engine
+from cartridge_runtime.protocol import Frame, FrameType
 
 HANG = 'cap:in="media:enc=utf-8";out="media:enc=utf-8";hang'
 ECHO = 'cap:in="media:enc=utf-8";out="media:enc=utf-8";echo'
@@ -97,3 +98,66 @@ async def test_with_the_kill_switched_off_an_unhealthy_cartridge_is_only_marked(
                 (status,) = e.status()
                 assert status.state == "running" and not status.healthy and status.starts == 1
                 tg.cancel_scope.cancel()
+
+
+NAP = 'cap:in="media:enc=utf-8";out="media:enc=utf-8";nap'
+
+NAPPING = textwrap.dedent(
+    f"""
+    import time
+    from cartridge_runtime.manifest import CapDef, Manifest
+    from cartridge_runtime.runtime import CartridgeRuntime
+
+    runtime = CartridgeRuntime(Manifest.build(
+        name="napping", version="1.0.0", description="t",
+        caps=[CapDef.simple({NAP!r}, "Nap", aliases="nap")],
+    ))
+
+    @runtime.op({NAP!r})
+    async def nap(req):
+        time.sleep(1.0)  # holds the event loop: a probe sent meanwhile is answered late
+        await req.output().emit_cbor("rested")
+
+    if __name__ == "__main__":
+        runtime.run()
+    """
+)
+
+
+class _HeartbeatCounter:
+    """A frame tap counting the HEARTBEAT frames each way."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.received = 0
+
+    def on_received(self, connection: str, frame: Frame) -> None:
+        self.received += frame.frame_type is FrameType.HEARTBEAT
+
+    def on_sent(self, connection: str, frame: Frame) -> None:
+        self.sent += frame.frame_type is FrameType.HEARTBEAT
+
+
+@pytest.mark.asyncio
+async def test_a_reply_after_its_probe_was_given_up_is_not_answered(tmp_path: Path) -> None:
+    """HST-13: answering the late reply as if it were the cartridge's own probe started a
+    HEARTBEAT exchange that never ended (the cartridge answers every HEARTBEAT)."""
+    path = tmp_path / "napping.py"
+    path.write_text(NAPPING)
+    tap = _HeartbeatCounter()
+    async with Engine(heartbeat_interval=None, heartbeat_timeout=0.2, frame_tap=tap) as e:
+        name = e.add_cartridge(path)
+        await e.start(name)
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+
+                async def napping_call() -> None:
+                    result = await e.call_bytes(NAP, [("media:enc=utf-8", "x")])
+                    assert result.data  # the nap's answer came through
+
+                tg.start_soon(napping_call)
+                await anyio.sleep(0.3)  # the cartridge is asleep in its handler now
+                assert not await e.probe(name)  # given up after 0.2 s
+            await anyio.sleep(0.5)  # the late reply has come; nothing answers it
+        assert (tap.sent, tap.received) == (1, 1)
+        assert e.stats().heartbeat_misses == 1
