@@ -457,6 +457,55 @@ def test_cancel_of_a_running_request_cancels_its_peer_calls_with_the_reason() ->
     assert isinstance(unknown, Notice) and conn.outbox == []
 
 
+def test_a_finished_request_cancels_and_forgets_its_open_peer_calls() -> None:
+    conn = _conn()
+    request = _admit(conn)
+    done = conn.open_peer_call(request, _Sink())
+    conn.receive(frames.end(done.rid))  # this call's response ended: nothing to cancel
+    sink = _Sink()
+    open_call = conn.open_peer_call(request, sink)
+    conn.receive(frames.stream_start(open_call.rid, "r", "media:"))
+    conn.outbox.clear()
+    assert conn.terminal(request, None) is not None
+    conn.outbox.clear()
+    conn.finish(request)
+    [peer_cancel] = conn.outbox
+    assert peer_cancel.frame_type is FrameType.CANCEL and peer_cancel.id == open_call.rid
+    assert conn.peer_calls == {} and request.peer_ids == []
+    # The peer's late frames are stragglers: ignored as for any unknown id, the sink hears none.
+    conn.outbox.clear()
+    before = len(sink.delivered)
+    assert conn.receive(frames.chunk(open_call.rid, "r", 0, cbor2.dumps(b"x"))) is None
+    assert conn.receive(frames.credit(open_call.rid, 1, "request")) is None
+    assert conn.receive(frames.end(open_call.rid)) is None
+    assert len(sink.delivered) == before and conn.outbox == []
+    assert conn.peer_cancel_frame(request, open_call.rid) is None
+
+
+def test_a_cancelled_requests_peer_calls_get_one_cancel_and_are_forgotten() -> None:
+    conn = _conn()
+    request = _admit(conn)
+    route = conn.open_peer_call(request, _Sink())
+    conn.receive(frames.cancel(request.rid, code="ABORTED", attribution_class="user", message="x"))
+    [peer_cancel] = conn.outbox
+    assert peer_cancel.id == route.rid and (peer_cancel.meta or {})["code"] == "ABORTED"
+    conn.outbox.clear()
+    conn.finish(request)
+    assert conn.outbox == [] and route.rid not in conn.peer_calls
+
+
+def test_an_abandoned_requests_peer_calls_are_cancelled_with_its_reason() -> None:
+    conn = _conn()
+    request = _admit(conn)
+    route = conn.open_peer_call(request, _Sink())
+    conn.receive(frames.err(request.rid, "UPSTREAM", "gone", "environment"))
+    conn.outbox.clear()
+    conn.finish(request)
+    [peer_cancel] = conn.outbox
+    assert peer_cancel.id == route.rid and (peer_cancel.meta or {})["code"] == "UPSTREAM"
+    assert conn.peer_calls == {}
+
+
 def test_force_kill_sends_the_cancels_err_then_closes() -> None:
     conn = _conn()
     request = _admit(conn)

@@ -527,9 +527,13 @@ class CartridgeConnection(Generic[H]):
 
     def finish(self, request: ServedRequest[H]) -> tuple[ServedRequest[H], ...]:
         """A running request's handler is done: free its pool slot; returns the queued
-        requests that the freed slot admits."""
+        requests that the freed slot admits. Each peer call it left open gets a CANCEL in the
+        outbox (unless the parent's CANCEL sent one) and is forgotten: its response may never
+        come, and late frames for it are ignored as for any unknown id."""
         if self.requests.get(request.rid) is request:
             del self.requests[request.rid]
+        if request.peer_ids:
+            self._end_peer_calls(request)
         if request.phase is RequestPhase.RUNNING:
             request.phase = RequestPhase.DONE
             with contextlib.suppress(ValueError, RuntimeError):  # a table changed under us
@@ -572,11 +576,24 @@ class CartridgeConnection(Generic[H]):
         parent.peer_ids.append(route.rid)
         return route
 
+    def _end_peer_calls(self, parent: ServedRequest[H]) -> None:
+        peer_calls = self.peer_calls
+        for rid in parent.peer_ids:
+            route = peer_calls.pop(rid, None)
+            if route is not None and not route.cancel_sent:
+                self.outbox.append(self._peer_cancel(parent, rid))
+        parent.peer_ids.clear()
+
     def peer_cancel_frame(self, parent: ServedRequest[H], rid: MessageId) -> Frame | None:
         """The CANCEL for peer call ``rid`` of ``parent`` (with the parent's cancel reason, if
         any), or ``None`` when the call is over."""
-        if rid not in self.peer_calls:
+        route = self.peer_calls.get(rid)
+        if route is None:
             return None
+        route.cancel_sent = True
+        return self._peer_cancel(parent, rid)
+
+    def _peer_cancel(self, parent: ServedRequest[H], rid: MessageId) -> Frame:
         reason = parent.cancel
         if reason is None:
             return frames.cancel(rid)

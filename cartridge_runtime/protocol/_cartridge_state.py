@@ -178,12 +178,14 @@ class ServedRequest(Generic[H]):
 class PeerRoute:
     """The connection's record of one outgoing peer call."""
 
-    __slots__ = ("outputs", "parent", "receiver", "rid", "sink")
+    __slots__ = ("cancel_sent", "outputs", "parent", "receiver", "rid", "sink")
 
     def __init__(self, rid: MessageId, parent: MessageId, sink: PeerSink, credit: int) -> None:
         self.rid = rid
         self.parent = parent
         self.sink = sink
+        #: Whether a CANCEL for the call was made (the parent's end sends none again).
+        self.cancel_sent = False
         self.receiver = BodyReceiver(rid, initial_credit=credit, expect_req=False)
         #: Argument streams of the call, by stream id (CREDIT targets).
         self.outputs: dict[str, CreditSink] = {}

@@ -286,7 +286,12 @@ class HandlerRunner:
             a.scope = None
             self.active.pop(a.rid, None)
             a.detach()
-            admitted = self.conn.finish(request)
+            conn = self.conn
+            admitted = conn.finish(request)
+            if conn.outbox:  # the CANCELs of peer calls the request left open
+                for f in conn.outbox:
+                    self.writer.push(f)
+                conn.outbox.clear()
             if admitted:
                 self.start_dequeued(admitted)
             self._idle.set()
