@@ -214,3 +214,35 @@ async def test_cancel_propagates_to_peer_calls() -> None:
         never.set()
     assert r.error.code == "CANCELLED"
     assert peer_cancel.meta == {"code": "CANCELLED", "attribution_class": "user", "message": "stop"}
+
+
+@pytest.mark.asyncio
+async def test_a_peer_call_left_open_is_cancelled_when_its_request_ends() -> None:
+    """The handler returns without reading a peer response that never comes: after the
+    request's END the call gets a CANCEL, and the peer's late answer is ignored."""
+    late = anyio.Event()
+
+    async def slow_peer(cap: str, inputs: list[tuple[str, bytes]]) -> bytes:
+        await late.wait()
+        return b"late"
+
+    rt = build_runtime()
+
+    @rt.op("cap:in=media:;op=peer-leave;out=media:")
+    async def peer_leave(req: Request) -> None:
+        await req.take_input().collect_all_bytes()
+        await req.peer().call_with_bytes(ECHO, [("media:", b"x")])
+        await req.output().write(b"done")
+
+    async with CartridgeHarness(rt, peers={ECHO: slow_peer}) as h:
+        r = await h.call("cap:in=media:;op=peer-leave;out=media:", [("media:", b"")])
+        peer_req = await h.wait_for(lambda f: f.frame_type is FrameType.REQ)
+        peer_cancel = await h.wait_for(
+            lambda f: f.frame_type is FrameType.CANCEL and f.id == peer_req.id
+        )
+        late.set()  # the peer answers after all: a straggler for the cartridge
+        again = await h.call("cap:in=media:;op=peer-leave;out=media:", [("media:", b"")])
+        late_frames = [f for f in h.received if f.id == peer_req.id]
+    assert r.ok and r.main_bytes == b"done" and again.ok
+    assert peer_cancel.meta in (None, {})
+    assert [f.frame_type for f in late_frames].count(FrameType.CANCEL) == 1
