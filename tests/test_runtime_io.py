@@ -15,10 +15,11 @@ from cartridge_runtime.runtime import (
     InputDecodeError,
     InputPackage,
     InputStream,
+    InputStreamError,
     MissingInput,
     Request,
 )
-from cartridge_runtime.runtime._input import package_from_bytes
+from cartridge_runtime.runtime._input import PackageFeed, StreamFeed, package_from_bytes
 from cartridge_runtime.testing import CartridgeHarness
 
 HERE = Path(__file__).resolve().parent
@@ -41,9 +42,10 @@ async def test_input_package_lookups() -> None:
 @pytest.mark.asyncio
 async def test_input_stream_read_and_collectors() -> None:
     s = InputStream("s", "media:")
+    feed = StreamFeed(s)
     for piece in (b"abc", b"defg", "hi"):
-        s._push_data(piece)
-    s._push_end()
+        feed.push_data(piece)
+    feed.push_end()
     assert await s.read(2) == b"ab"
     assert await s.read(5) == b"c"
     assert await s.read(-1) == b"defghi"
@@ -54,9 +56,10 @@ async def test_input_stream_read_and_collectors() -> None:
     with pytest.raises(InputDecodeError):
         await u.collect_value()
     seq = InputStream("q", "media:list", is_sequence=True)
-    seq._push_item({"k": 1}, {"m": 1}, 1)
-    seq._push_item(2, None, 1)
-    seq._push_end()
+    seq_feed = StreamFeed(seq)
+    seq_feed.push_item({"k": 1}, {"m": 1}, 1)
+    seq_feed.push_item(2, None, 1)
+    seq_feed.push_end()
     assert await seq.collect_value() == [{"k": 1}, 2]
     pkg = InputPackage([s, seq], complete=True)
     assert [x.stream_id async for x in pkg] == ["s", "q"]
@@ -184,3 +187,34 @@ async def test_sync_handler_keepalive_progress(monkeypatch: pytest.MonkeyPatch) 
         release.append(True)
         r = await h.result(call)
     assert r.ok and (0.3, "working") in r.progress
+
+
+@pytest.mark.asyncio
+async def test_a_package_feed_adds_ends_and_fails_what_the_handler_reads() -> None:
+    blocked: list[str] = []
+
+    async def before_block() -> None:
+        blocked.append("package")
+
+    feed = PackageFeed(before_block=before_block)
+    package = feed.package
+    first = InputStream("a", "media:")
+    feed.add(first)
+    StreamFeed(first).push_data(b"x")
+    StreamFeed(first).push_end()
+    second = InputStream("b", "media:")
+    feed.add(second)
+    feed.end()
+    assert [s.stream_id async for s in package] == ["a", "b"] and blocked == []
+    assert await first.collect_bytes() == b"x"
+    feed.fail(RuntimeError("gone"))
+    with pytest.raises(InputStreamError, match="gone"):
+        await second.collect_bytes()
+    assert await first.read() == b""  # a stream read to its end stays ended
+
+    waiting = PackageFeed(before_block=before_block)
+    waiting.detach()
+    waiting.fail(RuntimeError("broken"))
+    with pytest.raises(InputStreamError, match="broken"):
+        await waiting.package.streams()
+    assert blocked == []

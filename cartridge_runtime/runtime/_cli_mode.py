@@ -57,7 +57,7 @@ from ._cli_args import (
     program_help,
 )
 from ._errors import CartridgeError
-from ._input import InputPackage, InputStream
+from ._input import InputPackage, InputStream, StreamFeed
 from ._output import OutputSpec
 
 __all__ = ("run_cli", "EXIT_CLI_OK", "EXIT_CLI_FAILED", "EXIT_CLI_USAGE", "EXIT_CLI_INTERRUPTED")
@@ -191,31 +191,33 @@ async def _invoke_cli(
     """Run the handler with streamed inputs (stdin is read in a worker thread, a few blocks
     ahead of the handler), then stop any reader the handler left unread."""
     streams: list[InputStream] = []
-    feeders: list[tuple[InputStream, StdinReader, anyio.Semaphore]] = []
+    feeders: list[tuple[StreamFeed, StdinReader, anyio.Semaphore]] = []
     for index, cli_input in enumerate(inputs):
         stream_id = f"arg-{index}"
         if cli_input.reader is not None:
             slots = anyio.Semaphore(STDIN_READ_AHEAD)
             stream = InputStream(stream_id, cli_input.media_urn, consumed=_releaser(slots))
-            feeders.append((stream, cli_input.reader, slots))
+            feeders.append((StreamFeed(stream), cli_input.reader, slots))
         elif cli_input.items is not None:
             stream = InputStream(stream_id, cli_input.media_urn, is_sequence=True)
+            feed = StreamFeed(stream)
             for item in cli_input.items:
-                stream._push_item(item, None, 0)
-            stream._push_end()
+                feed.push_item(item, None, 0)
+            feed.push_end()
         else:
             stream = InputStream(stream_id, cli_input.media_urn)
+            feed = StreamFeed(stream)
             if cli_input.data:
-                stream._push_data(cli_input.data)
-            stream._push_end()
+                feed.push_data(cli_input.data)
+            feed.push_end()
         streams.append(stream)
     from ._local import invoke_package
 
     package = InputPackage(streams, complete=True)
     failure: Exception | None = None
     async with anyio.create_task_group() as tg:
-        for stream, reader, slots in feeders:
-            tg.start_soon(_feed, stream, reader, slots)
+        for stdin_feed, reader, slots in feeders:
+            tg.start_soon(_feed, stdin_feed, reader, slots)
         try:
             # A closed stdout (``| head``) passes through as BrokenPipeError, not a handler error.
             await invoke_package(runtime, cap_urn, package, sink, reraise=(BrokenPipeError,))
@@ -237,7 +239,7 @@ def _releaser(slots: anyio.Semaphore) -> Any:
     return consumed
 
 
-async def _feed(stream: InputStream, reader: StdinReader, slots: anyio.Semaphore) -> None:
+async def _feed(stream: StreamFeed, reader: StdinReader, slots: anyio.Semaphore) -> None:
     """Push stdin into ``stream`` block by block, at most ``STDIN_READ_AHEAD`` unread."""
     blocks = reader.blocks()
     try:
@@ -246,9 +248,9 @@ async def _feed(stream: InputStream, reader: StdinReader, slots: anyio.Semaphore
             block = await anyio.to_thread.run_sync(next, blocks, None, abandon_on_cancel=True)
             if block is None:
                 break
-            stream._push_data(block)
+            stream.push_data(block)
     except OSError as exc:
-        stream._push_error(
+        stream.push_error(
             CartridgeError(
                 f"reading standard input failed: {exc}",
                 code=ErrorCode.INPUT_READ_FAILED,
@@ -256,7 +258,7 @@ async def _feed(stream: InputStream, reader: StdinReader, slots: anyio.Semaphore
             )
         )
         return
-    stream._push_end()
+    stream.push_end()
 
 
 # -- rendering --------------------------------------------------------------------------------

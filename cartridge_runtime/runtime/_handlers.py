@@ -44,7 +44,7 @@ from cartridge_runtime.protocol import (
 
 from ._errors import CartridgeError, handler_error_message
 from ._network import NetworkAccess
-from ._output import OutputSpec
+from ._output import OutputSpec, finish_output
 from ._peer import PeerInvoker
 from ._request import Request
 from ._served import OpFactory, ServedCartridge
@@ -143,13 +143,13 @@ class HandlerRunner:
     def abort(self, a: Active, message: str) -> None:
         """The request was cancelled or given up: its input ends as abandoned, its credit
         waits end, its handler is cancelled; a request that left the queue is forgotten."""
-        a.package._fail(StreamAbandonedError(f"input abandoned: {message}"))
+        a.feed.fail(StreamAbandonedError(f"input abandoned: {message}"))
         self._stop(a)
 
     def fail_input(self, a: Active, error: ProtocolError) -> None:
         """The requester broke a rule: the handler's input fails with ``error`` and the
         handler is cancelled (the connection answered a queued request already)."""
-        a.package._fail(error)
+        a.feed.fail(error)
         self._stop(a)
 
     def _stop(self, a: Active) -> None:
@@ -265,7 +265,7 @@ class HandlerRunner:
                     )
                     if request.input_error is None:
                         for out in outputs:
-                            await out._finish_output()
+                            await finish_output(out)
                 except CartridgeError as exc:
                     failure = ErrorReport(
                         code=str(exc.code),

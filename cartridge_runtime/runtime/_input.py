@@ -128,19 +128,6 @@ class InputStream:
             f"is_sequence={self.is_sequence}, unbounded={self.is_unbounded})"
         )
 
-    # -- feeding (runtime side) ------------------------------------------------------------
-
-    def _push_data(self, value: Any, wire: tuple[bytes, int] | None = None) -> None:
-        """Queue one decoded value; ``wire`` is the verified (payload, checksum) of the CHUNK
-        that carried it when the value is that CHUNK's whole byte string."""
-        self._box.put((_DATA, value, wire, 1))
-
-    def _push_item(self, value: Any, meta: Any, credit: int) -> None:
-        self._box.put((_ITEM, value, meta, credit))
-
-    def _push_end(self) -> None:
-        self._box.put((_END, None, None, 0))
-
     def _push_error(self, exc: BaseException) -> None:
         self._box.put((_ERR, exc, None, 0))
 
@@ -333,12 +320,6 @@ class InputPackage:
         self._definition: Any = None
         self._args: dict[str, ArgStreams] | None = None  # built on the first lookup by name
 
-    def _bind(self, cap_urn: str, definition: Any) -> None:
-        """Name the cap definition that argument names resolve through (the runtime's)."""
-        self._cap_urn = cap_urn
-        self._definition = definition
-        self._args = None
-
     def __repr__(self) -> str:
         return f"InputPackage(streams={[s.media_urn for s in self._streams]!r}, complete={self._ended})"
 
@@ -348,14 +329,6 @@ class InputPackage:
         if self._event is not None:
             self._event.set()
             self._event = None
-
-    def _add(self, stream: InputStream) -> None:
-        self._streams.append(stream)
-        self._wake()
-
-    def _end(self) -> None:
-        self._ended = True
-        self._wake()
 
     def _fail(self, exc: BaseException) -> None:
         if self._error is None:
@@ -532,13 +505,106 @@ class _PackageIterator:
         self._package = None
 
 
+# -- the feeding side ------------------------------------------------------------------------------
+
+
+class StreamFeed:
+    """The feeding side of one :class:`InputStream`: what the session, the CLI or a test pushes
+    into it. None of these calls blocks; the handler pulls what they queue.
+
+    :ivar stream: the stream fed, as the handler reads it.
+    """
+
+    __slots__ = ("_box", "stream")
+
+    def __init__(self, stream: InputStream) -> None:
+        self.stream = stream
+        self._box = stream._box
+
+    def __repr__(self) -> str:
+        return f"StreamFeed({self.stream!r})"
+
+    def push_data(self, value: Any, wire: tuple[bytes, int] | None = None) -> None:
+        """Queue one decoded value; ``wire`` is the verified (payload, checksum) of the CHUNK
+        that carried it when the value is that CHUNK's whole byte string."""
+        self._box.put((_DATA, value, wire, 1))
+
+    def push_item(self, value: Any, meta: Any, credit: int) -> None:
+        """Queue one sequence item; ``credit`` is what taking it returns to the sender."""
+        self._box.put((_ITEM, value, meta, credit))
+
+    def push_end(self) -> None:
+        """The stream ended: reads return what is queued, then the end."""
+        self._box.put((_END, None, None, 0))
+
+    def push_error(self, exc: BaseException) -> None:
+        """The stream broke with ``exc``: reads raise it (as :class:`InputStreamError`) once
+        they reach it, and every later read does too."""
+        self._box.put((_ERR, exc, None, 0))
+
+    def detach(self) -> None:
+        """Drop the stream's credit hooks: the request is over, and they point back at it."""
+        stream = self.stream
+        stream._consumed = stream._before_block = _noop
+
+
+class PackageFeed:
+    """The feeding side of one :class:`InputPackage`: streams arrive, the body ends or fails.
+
+    :ivar package: the package fed, as the handler reads it.
+    """
+
+    __slots__ = ("package",)
+
+    def __init__(
+        self,
+        package: InputPackage | None = None,
+        *,
+        before_block: Callable[[], Awaitable[None]] = _noop,
+    ) -> None:
+        self.package = package if package is not None else InputPackage()
+        self.package._before_block = before_block
+
+    def __repr__(self) -> str:
+        return f"PackageFeed({self.package!r})"
+
+    def add(self, stream: InputStream) -> None:
+        """A stream arrived (its STREAM_START): iterators of the package see it next."""
+        package = self.package
+        package._streams.append(stream)
+        package._wake()
+
+    def end(self) -> None:
+        """The body is complete: no further stream arrives."""
+        package = self.package
+        package._ended = True
+        package._wake()
+
+    def fail(self, exc: BaseException) -> None:
+        """The input broke with ``exc``: every stream not read to its end raises it, and so
+        does waiting for a further stream."""
+        self.package._fail(exc)
+
+    def detach(self) -> None:
+        """Drop the package's ``before_block`` hook (it points back at the request)."""
+        self.package._before_block = _noop
+
+
+def bind_definition(package: InputPackage, cap_urn: str, definition: Any) -> None:
+    """Name the cap definition that ``package``'s lookups by argument name resolve through."""
+    package._cap_urn = cap_urn
+    package._definition = definition
+    package._args = None
+
+
 def package_from_bytes(inputs: list[tuple[str, bytes]]) -> InputPackage:
     """A complete package of one-chunk scalar streams (CLI mode, tests)."""
     streams = []
     for i, (urn, data) in enumerate(inputs):
         s = InputStream(f"arg-{i}", urn)
+        feed = StreamFeed(s)
         if data:
-            s._push_data(bytes(data))
-        s._push_end()
+            feed.push_data(bytes(data))
+        feed.push_end()
         streams.append(s)
     return InputPackage(streams, complete=True)

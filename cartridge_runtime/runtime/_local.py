@@ -18,7 +18,7 @@ from cartridge_runtime.protocol import AttributionClass, ErrorCode
 from ._errors import CartridgeError, handler_error_message
 from ._input import InputPackage, package_from_bytes
 from ._network import NetworkAccess
-from ._output import OutputStream
+from ._output import OutputStream, finish_output
 from ._request import Request
 from ._specs import output_specs
 from ._sync import run_perform
@@ -144,5 +144,5 @@ async def invoke_package(
         except Exception as exc:
             raise CartridgeError(handler_error_message(exc)) from exc
         for out in outputs:
-            await out._finish_output()
+            await finish_output(out)
     await _call(sink, "finish", *reporter.final)

@@ -253,10 +253,12 @@ class OutputStream:
         """Set the progress and message the final END carries."""
         self._reporter.finish(float(progress), message)
 
-    async def _finish_output(self) -> None:
-        """End this output after a successful ``perform`` (REQ-25)."""
-        if self.closed or self.spec.void:
-            return
-        if not self.started and not self.spec.required:
-            return
-        await self.close()
+
+async def finish_output(output: OutputStream) -> None:
+    """End ``output`` after a successful ``perform`` (REQ-25): the runtime's step, not the
+    handler's, so not a method of the handler-facing stream."""
+    if output.closed or output.spec.void:
+        return
+    if not output.started and not output.spec.required:
+        return
+    await output.close()

@@ -15,7 +15,7 @@ from cartridge_runtime.protocol import (
 from cartridge_runtime.urn import media_matches_for_stream
 
 from ._errors import InputConsumedError, UnknownOutput
-from ._input import InputPackage
+from ._input import InputPackage, bind_definition
 from ._network import NetworkAccess
 from ._output import OutputStream, Reporter
 
@@ -42,7 +42,7 @@ class Request:
         definition: Any = None,
     ) -> None:
         self.cap_urn = cap_urn
-        input_package._bind(cap_urn, definition)
+        bind_definition(input_package, cap_urn, definition)
         self._input: InputPackage | None = input_package
         self._outputs = list(outputs)
         self._reporter = reporter

@@ -64,7 +64,7 @@ from cartridge_runtime.protocol import (
 
 from ._exit import EXIT_FOR, ExitStatus
 from ._handlers import HandlerRunner
-from ._input import InputStream
+from ._input import InputStream, StreamFeed
 from ._served import OpFactory, Registrations, ServedCartridge
 from ._wire import Active, Connection
 from ._writer import FrameWriter
@@ -244,18 +244,18 @@ class Session:
                     ):
                         # The value is this CHUNK's whole byte string (checksum verified):
                         # keep the wire form so an echoing handler can send it on unchanged.
-                        s._push_data(value, (payload, crc))
+                        s.push_data(value, (payload, crc))
                     else:
-                        s._push_data(value)
+                        s.push_data(value)
                 else:  # a closed live feed: drop the data but keep the sender's window open
                     a.receiver.consumed(ev.stream_id)
                     self._flush_credit(a)
             elif isinstance(ev, StreamItem):
                 s = a.inputs.get(ev.stream_id)
                 if s is not None:
-                    s._push_item(ev.value, ev.meta, 1 if ev is events[0] else 0)
+                    s.push_item(ev.value, ev.meta, 1 if ev is events[0] else 0)
             elif isinstance(ev, StreamOpened):
-                s = InputStream(
+                stream = InputStream(
                     ev.stream_id,
                     ev.media_urn,
                     is_sequence=ev.is_sequence,
@@ -265,14 +265,14 @@ class Session:
                     before_block=a.before_block,
                     wire_slot=a.wire_slot,
                 )
-                a.inputs[ev.stream_id] = s
-                a.package._add(s)
+                a.inputs[ev.stream_id] = StreamFeed(stream)
+                a.feed.add(stream)
             elif isinstance(ev, StreamClosed):
                 s = a.inputs.get(ev.stream_id)
                 if s is not None:
-                    s._push_end()
+                    s.push_end()
             elif isinstance(ev, BodyEnded):
-                a.package._end()
+                a.feed.end()
             elif isinstance(ev, ErrorReport):  # the requester failed (the connection gave it up)
                 runner = self.runner
                 assert runner is not None
@@ -325,14 +325,15 @@ class Session:
         if a is None:
             return
         live = [
-            s for sid, s in a.inputs.items() if s.is_unbounded and event.stream_id in (None, sid)
+            sid
+            for sid, feed in a.inputs.items()
+            if feed.stream.is_unbounded and event.stream_id in (None, sid)
         ]
         if not live:
             _note(f"CLOSE_STREAM for request {event.rid}, which has no live-feed input; ignored")
             return
-        for s in live:
-            s._push_end()
-            a.inputs.pop(s.stream_id, None)
+        for sid in live:
+            a.inputs.pop(sid).push_end()
 
     def _on_notice(self, event: ConnEvent) -> None:
         assert isinstance(event, Notice)

@@ -33,7 +33,7 @@ from cartridge_runtime.protocol import (
 from cartridge_runtime.protocol._codec import bytes_head
 
 from ._errors import RequestCancelled
-from ._input import InputPackage, InputStream, _noop
+from ._input import InputPackage, PackageFeed, StreamFeed
 from ._output import OutputSpec, OutputStream
 from ._peer import PeerCall, ResponseSink
 from ._served import OpFactory
@@ -162,9 +162,11 @@ class Active:
         self.writer = writer
         self.limits = limits
         self.receiver = request.receiver
-        self.package = InputPackage()
-        self.package._before_block = self._flush_all
-        self.inputs: dict[str, InputStream] = {}
+        #: The feeding side of the request's input (the handler reads :attr:`package`).
+        self.feed = PackageFeed(before_block=self._flush_all)
+        self.package: InputPackage = self.feed.package
+        #: The feeding sides of the input streams open for data, by stream id.
+        self.inputs: dict[str, StreamFeed] = {}
         #: Every output backend of the request, its peer calls' arguments too (woken on cancel).
         self.outputs: list[WireOutput] = []
         self.scope: anyio.CancelScope | None = None
@@ -185,12 +187,12 @@ class Active:
         objects a request, and collections that cost ~5% of a small request's time). Cut here,
         reference counting frees them as soon as the handler lets go.
         """
-        for stream in self.inputs.values():
-            stream._consumed = stream._before_block = _noop
+        for feed in self.inputs.values():
+            feed.detach()
         self.inputs.clear()
         self.outputs.clear()
         self.request.outputs.clear()
-        self.package._before_block = _noop
+        self.feed.detach()
 
     # -- credit hooks of the input streams --------------------------------------------------
 
