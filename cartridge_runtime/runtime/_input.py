@@ -1,7 +1,8 @@
 """The request's input as the handler sees it: an :class:`InputPackage` of :class:`InputStream`.
 
-Theory of operation: the session (or the local invoker) *pushes* decoded events into small
-mailboxes without ever blocking (credit bounds how much can pile up); the handler *pulls*. Each
+Theory of operation: the session (or the CLI, or a test) *pushes* decoded events into small
+mailboxes without ever blocking (credit bounds how much can pile up), through the feeding sides
+:class:`StreamFeed` and :class:`PackageFeed`; the handler *pulls*. Each
 time the handler takes a data event, the owner's ``consumed`` hook returns credit (batched by
 :class:`~cartridge_runtime.protocol.BodyReceiver`), and before the handler blocks on an empty
 mailbox the ``before_block`` hook flushes pending credit, so a sender is never starved.
