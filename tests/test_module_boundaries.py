@@ -67,14 +67,7 @@ def _subpackages() -> list[str]:
     return sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
 
 
-def _param(name: str) -> object:
-    if name == "engine":
-        # engine/_response.py takes a call's state through ``state._take``.
-        return pytest.param(name, marks=pytest.mark.xfail(reason="not yet narrowed"))
-    return name
-
-
-@pytest.mark.parametrize("subpackage", [_param(n) for n in _subpackages()])
+@pytest.mark.parametrize("subpackage", _subpackages())
 def test_no_module_calls_another_modules_private_methods(subpackage: str) -> None:
     sources = _package_sources()
     prefix = f"cartridge_runtime/{subpackage}/"

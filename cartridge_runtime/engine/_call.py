@@ -420,7 +420,9 @@ class CallState:
 
     # -- caller side -----------------------------------------------------------------------
 
-    def _take(self) -> CallEvent:
+    def take_queued(self) -> CallEvent:
+        """The next queued event, without a coroutine (only while :attr:`events` is not
+        empty); its credit is granted back as :meth:`next_event` would."""
         ev, credit_stream = self.events.popleft()
         if credit_stream is not None and not self.done:
             receiver = self.receiver
@@ -458,7 +460,7 @@ class CallState:
                     await waiter.wait()
                 if scope.cancelled_caught and not self.done:
                     self.expire()
-        return self._take()
+        return self.take_queued()
 
     def expire(self) -> None:
         """The caller's timeout ran out: cancel the call on the wire and fail it now."""

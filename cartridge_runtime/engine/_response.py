@@ -79,7 +79,7 @@ class Response:
     async def __anext__(self) -> CallEvent:
         state = self._state
         if state.events and state.deadline is None:
-            return state._take()  # already queued: no second coroutine
+            return state.take_queued()  # already queued: no second coroutine
         ev = await state.next_event()
         if ev is None:
             raise StopAsyncIteration
@@ -108,7 +108,7 @@ class Response:
         while True:
             # Take what is already queued without a coroutine per event.
             ev: CallEvent | None = (
-                state._take() if fast and state.events else await state.next_event()
+                state.take_queued() if fast and state.events else await state.next_event()
             )
             if ev is None:
                 break
