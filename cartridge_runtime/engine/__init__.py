@@ -20,6 +20,7 @@ from __future__ import annotations
 from ._arg_check import ArgumentError
 from ._call import Inputs, InputValue
 from ._config import EngineConfig
+from ._direct import DirectConnection, direct_connection
 from ._engine import CartridgeStatus, Engine, EngineStats
 from ._errors import (
     CallError,
@@ -48,6 +49,7 @@ from ._events import (
 )
 from ._inprocess import InProcess
 from ._inputs import CborValue, ItemStream, ValueStream
+from ._links import Flow, PeerOrigin
 from ._machine_api import MachineRun
 from ._machine_events import (
     ItemFinished,
@@ -117,6 +119,11 @@ __all__ = (
     "LaunchSpec",
     "LaunchError",
     "Target",
+    # one connection driven by a test tool
+    "DirectConnection",
+    "direct_connection",
+    "Flow",
+    "PeerOrigin",
     # streamed inputs
     "CborValue",
     "ValueStream",

@@ -52,18 +52,14 @@ Peers
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
 
-from cartridge_runtime.engine import EngineConfig, InProcess, LaunchSpec
-from cartridge_runtime.engine._conn import Connection
-from cartridge_runtime.engine._counters import Counters
+from cartridge_runtime.engine import DirectConnection, EngineConfig, InProcess, direct_connection
 from cartridge_runtime.protocol import (
     CartridgeHello,
     ErrorReport,
@@ -167,12 +163,13 @@ class CartridgeHarness:
         self.hello: CartridgeHello | None = None
         self.heartbeats: list[Frame] = []
         self.unrouted: list[Frame] = []
-        self._calls: dict[MessageId, HarnessCall] = {}
+        #: Every request id the harness opened (its flow is released once the call ends).
+        self._opened: set[MessageId] = set()
         self._peer_calls: set[MessageId] = set()
         self._probes: set[MessageId] = set()
         self._routing = False
         self._frame_event = anyio.Event()
-        self._conn: Connection | None = None
+        self._conn: DirectConnection | None = None
         self._tg: anyio.abc.TaskGroup | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -180,8 +177,6 @@ class CartridgeHarness:
     async def __aenter__(self) -> CartridgeHarness:
         # Served as it is, like ``runtime.serve()`` itself would: a test may register
         # handlers the manifest does not declare.
-        placement = InProcess(self.runtime, check=False)
-        name = f"harness-{next(_names)}"
         config = EngineConfig(
             step_timeout=_STEP_TIMEOUT,
             heartbeat_interval=None,
@@ -189,14 +184,11 @@ class CartridgeHarness:
             limits=self.host_limits,
             frame_tap=self,
         )
-        self._conn = Connection(
-            placement=placement,
-            spec=LaunchSpec(name=name, replica=0, target=placement.resolve(name)),
+        self._conn = direct_connection(
+            InProcess(self.runtime, check=False),
+            name=f"harness-{next(_names)}",
             config=config,
-            counters=Counters(),
-            log_path=Path(f"{name}.stderr.log"),  # an in-process instance has no stderr
             on_peer_request=self._on_peer_request,
-            on_dead=lambda _conn: None,
         )
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
@@ -219,7 +211,14 @@ class CartridgeHarness:
         tg.cancel_scope.cancel()
         await tg.__aexit__(None, None, None)
 
-    def _live(self) -> tuple[Connection, anyio.abc.TaskGroup]:
+    @property
+    def connection(self) -> DirectConnection:
+        """The engine's connection the harness drives (its ``counters`` and ``in_flight``
+        show what the routing did with late frames and which calls are still routed)."""
+        conn, _ = self._live()
+        return conn
+
+    def _live(self) -> tuple[DirectConnection, anyio.abc.TaskGroup]:
         if self._conn is None or self._tg is None:
             raise RuntimeError("the harness is not running: use `async with CartridgeHarness(...)`")
         return self._conn, self._tg
@@ -240,11 +239,7 @@ class CartridgeHarness:
     async def close_input(self) -> None:
         """EOF on the cartridge's input (after what was queued before)."""
         conn, _ = self._live()
-        conn.core.begin_close()  # its end is then a shutdown, not a death
-        with contextlib.suppress(Exception):
-            await conn.drain()
-        if conn.process is not None:
-            conn.process.stdin.close()
+        await conn.close_input()  # its end is then a shutdown, not a death
 
     async def send_raw(self, data: bytes) -> None:
         """Queue ``data`` to the cartridge as it is (need not be a frame)."""
@@ -257,7 +252,7 @@ class CartridgeHarness:
         HEARTBEAT sent this way is the connection's probe reply, so it is not answered back."""
         if frame.frame_type is FrameType.HEARTBEAT:
             conn, _ = self._live()
-            conn.core.probe(frame.meta, frame.id)  # the frame it returns is this one's twin
+            conn.expect_reply(frame.id, frame.meta)
             self._probes.add(frame.id)
         await self.send_raw(encode_frame(frame))
 
@@ -281,7 +276,7 @@ class CartridgeHarness:
             if isinstance(cause, HandshakeError):
                 raise cause
             raise error
-        self.hello = conn.core.handshake.hello
+        self.hello = conn.hello
         self.limits = conn.limits
         self._routing = True
 
@@ -297,7 +292,7 @@ class CartridgeHarness:
             self._routing
             and ft is not FrameType.REQ
             and ft is not FrameType.HEARTBEAT
-            and frame.id not in self._calls
+            and frame.id not in self._opened
             and frame.id not in self._peer_calls
             and frame.id not in self._probes
         ):
@@ -312,8 +307,8 @@ class CartridgeHarness:
 
     def _open(self, rid: MessageId, xid: MessageId | None) -> HarnessCall:
         conn, _ = self._live()
-        call = HarnessCall(rid, xid, self.limits, self._send_now)
-        self._calls[rid] = call
+        call = HarnessCall(rid, xid, self.limits, self._send_now, conn.forget)
+        self._opened.add(rid)
         conn.add_flow(rid, call)
         return call
 
@@ -333,10 +328,14 @@ class CartridgeHarness:
         """
         rid = rid or MessageId.new()
         call = self._open(rid, xid)
-        await self.send_frame(frames.req(rid, cap, xid=xid))
-        await call.send_inputs(inputs)
-        if end and not call.finished:
-            await self.send_frame(frames.end(rid, xid=xid, response=False))
+        try:
+            await self.send_frame(frames.req(rid, cap, xid=xid))
+            await call.send_inputs(inputs)
+            if end and not call.finished:
+                await self.send_frame(frames.end(rid, xid=xid, response=False))
+        except BaseException:
+            call.abandon()  # nobody holds the call: what comes for it is late
+            raise
         return call
 
     async def result(self, call: HarnessCall, timeout: float = 30) -> CallResult:
@@ -392,8 +391,9 @@ class CartridgeHarness:
 
     # -- peer calls from the cartridge ------------------------------------------------------
 
-    def _on_peer_request(self, conn: Connection, req: Frame) -> None:
+    def _on_peer_request(self, req: Frame) -> None:
         """The connection's routing found a new REQ from the cartridge: gather it."""
+        conn, _ = self._live()
         self._peer_calls.add(req.id)
         peer = PeerCall(req, conn.limits, self._send_now, self._peer_ended)
         conn.add_origin(req.id, peer)

@@ -203,6 +203,8 @@ class HarnessCall:
     (:meth:`on_frame`).
 
     :param send: queues one frame to the cartridge as it is (its own seq).
+    :param release: called with the request id once the call ended (END/ERR) or was
+        abandoned: the connection stops routing to it, and counts what comes later as late.
     """
 
     def __init__(
@@ -211,6 +213,7 @@ class HarnessCall:
         xid: MessageId | None,
         limits: Limits,
         send: Callable[[Frame], None],
+        release: Callable[[MessageId], None],
     ) -> None:
         self.rid = rid
         self.xid = xid
@@ -224,6 +227,7 @@ class HarnessCall:
         self.by_id: dict[str, StreamResult] = {}
         self._limits = limits
         self._send = send
+        self._release: Callable[[MessageId], None] | None = release
         self._ended = False  # the cartridge ended: no credit will come
 
     def __repr__(self) -> str:
@@ -304,8 +308,16 @@ class HarnessCall:
         for c in receiver.data_to_send():
             self._send(c)
         if f.frame_type.is_terminal:
+            self.abandon()
             self.done.set()
             self.credit_event.set()
+
+    def abandon(self) -> None:
+        """Release the request's flow (once): frames that come for it later are late, counted
+        by the connection and never gathered here."""
+        release, self._release = self._release, None
+        if release is not None:
+            release(self.rid)
 
     def on_death(self, error: Exception) -> None:
         """The cartridge ended with the call pending: it stays unfinished, as on a wire that
