@@ -203,6 +203,6 @@ async def test_calls_in_flight_to_one_fake_actor_share_round_trips() -> None:
     assert answers == {i: b"%d" % i for i in range(calls)}
     # The first call's write goes alone, the 31 others share the next one. Without
     # coalescing: one write per call up to the window of 8, then the rest in one.
-    assert writes <= 3, writes
-    # The answers come back several per block too (the actor reads what the pipe holds).
-    assert blocks <= calls // 2, blocks
+    assert writes <= 3, (writes, blocks)
+    # How many blocks the answers come back in follows the cartridge's pace against the
+    # actor's reads (the host's load), so it is not bounded here.
