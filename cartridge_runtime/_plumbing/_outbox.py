@@ -278,15 +278,7 @@ class FrameOutbox:
         if seq is None:
             self.counts.stragglers += 1
             return
-        payload = frame.payload
-        if payload is None or len(payload) < SMALL_PAYLOAD:
-            self._out.append(encode_frame(frame, self._max_frame(), seq))
-        else:
-            # The payload goes to writev as its own buffer: never copied into a joined frame.
-            self._out.extend(encode_frame_parts(frame, self._max_frame(), seq))
-        self._count += 1
-        if not self._hold and not self._kicked:
-            self._schedule()
+        self._queue_encoded(frame, seq)
 
     def _push_frame(self, frame: Frame) -> None:
         """:meth:`push` when encoding at flush time."""
@@ -308,11 +300,15 @@ class FrameOutbox:
         if self._closed:
             self.counts.drops += 1
             return
+        self._queue_encoded(frame, seq)
+
+    def _queue_encoded(self, frame: Frame, seq: int | None) -> None:
+        """Encode ``frame`` with ``seq`` onto the queue: a small frame as one buffer, prefix
+        included; a large payload as a buffer of its own (never copied into a joined frame)."""
         payload = frame.payload
         if payload is None or len(payload) < SMALL_PAYLOAD:
             self._out.append(encode_frame(frame, self._max_frame(), seq))
         else:
-            # The payload goes to writev as its own buffer: never copied into a joined frame.
             self._out.extend(encode_frame_parts(frame, self._max_frame(), seq))
         self._count += 1
         if not self._hold and not self._kicked:
