@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cartridge_runtime.engine import ArgumentError, CallError, Engine, Item
-from cartridge_runtime.engine._arg_check import check_call_inputs
+from cartridge_runtime.engine._arguments import check_call_inputs
 from cartridge_runtime.manifest import ArgDef, CapDef
 
 TEXT = "media:enc=utf-8"

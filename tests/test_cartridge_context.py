@@ -150,7 +150,7 @@ def test_a_failing_start_up_hook_stops_serving_with_status_1() -> None:
 def test_hooks_run_around_a_cli_mode_call() -> None:
     events: list[str] = []
     runtime = _runtime(events, [])
-    from cartridge_runtime.runtime._local import invoke_local
+    from cartridge_runtime.runtime._cli._local import invoke_local
 
     class Sink:
         def __init__(self) -> None:

@@ -25,7 +25,7 @@ from cartridge_runtime.protocol import (
     encode_frame,
     frames,
 )
-from cartridge_runtime.runtime._cli_mode import run_cli
+from cartridge_runtime.runtime._cli._mode import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "cartridges" / "interop.py"
@@ -346,7 +346,7 @@ def _cap_with(*args: Any) -> Any:
 
 
 def _plan(cap: Any, *tokens: str, stdin: bytes = b"") -> list[list[Any]]:
-    from cartridge_runtime.runtime._cli_args import StdinReader, plan_invocations
+    from cartridge_runtime.runtime._cli._args import StdinReader, plan_invocations
 
     return plan_invocations(cap, list(tokens), StdinReader(io.BytesIO(stdin)))
 

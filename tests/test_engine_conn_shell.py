@@ -12,8 +12,8 @@ import pytest
 from _runtime_cartridge import ECHO, build_runtime
 
 from cartridge_runtime.engine import Engine, InProcess, SpawnFailed
-from cartridge_runtime.engine._conn import Connection
-from cartridge_runtime.engine._startup import StartupFailure, run_startup
+from cartridge_runtime.engine._connection._shell import Connection
+from cartridge_runtime.engine._connection._startup import StartupFailure, run_startup
 from cartridge_runtime.protocol import (
     ZERO_ID,
     ConnState,

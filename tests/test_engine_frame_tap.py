@@ -10,7 +10,7 @@ import pytest
 from _runtime_cartridge import ECHO, build_runtime
 
 from cartridge_runtime.engine import CallError, Engine, EngineConfig, FrameTap, InProcess
-from cartridge_runtime.engine._conn import Connection
+from cartridge_runtime.engine._connection._shell import Connection
 from cartridge_runtime.protocol import Frame, FrameType, MessageId, encode_frame, frames
 
 

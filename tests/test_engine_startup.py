@@ -256,7 +256,7 @@ def test_trio_startup_failure_and_echo() -> None:
 
 
 def test_sys_executable_used_for_scripts(tmp_path: Path) -> None:
-    from cartridge_runtime.engine._process import command_for
+    from cartridge_runtime.engine._placements._command import command_for
 
     script = tmp_path / "x.py"
     script.write_text("")

@@ -98,6 +98,15 @@ def test_no_two_modules_import_each_other(package: str) -> None:
 
 def test_the_engine_connection_parts_do_not_import_the_connection() -> None:
     edges = graph("cartridge_runtime.engine")
-    for part in ("_startup", "_health", "_peer", "_stderr", "_response"):
-        assert "cartridge_runtime.engine._conn" not in edges[f"cartridge_runtime.engine.{part}"]
+    for part in (
+        "_connection._startup",
+        "_connection._health",
+        "_peer",
+        "_connection._stderr",
+        "_response",
+    ):
+        assert (
+            "cartridge_runtime.engine._connection._shell"
+            not in edges[f"cartridge_runtime.engine.{part}"]
+        )
     assert "cartridge_runtime.engine._engine" not in edges["cartridge_runtime.engine._response"]

@@ -128,3 +128,62 @@ def test_a_branch_error_is_made_from_a_report() -> None:
     for cls in (PeerCallError, OpError, ProtocolError, EngineError, CallError):
         error = cls.from_report(report)
         assert type(error) is cls and error.report == report
+
+
+def test_the_tree_has_one_public_home() -> None:
+    from cartridge_runtime import errors
+
+    assert errors.CartridgeRuntimeError is CartridgeRuntimeError
+    assert errors.ProtocolError is ProtocolError
+    assert errors.EngineError is EngineError
+    assert errors.CartridgeError is CartridgeError
+    for name in errors.__all__:
+        assert issubclass(getattr(errors, name), CartridgeRuntimeError)
+
+
+def test_refused_text_launch_and_telemetry_errors_join_the_tree() -> None:
+    from cartridge_runtime.engine import LaunchError
+    from cartridge_runtime.errors import DefinitionError
+    from cartridge_runtime.machine import MachineError, MachineSourceError
+    from cartridge_runtime.manifest import ManifestError
+    from cartridge_runtime.protocol import TelemetryError
+    from cartridge_runtime.urn import UrnError
+
+    for refused in (UrnError, ManifestError, MachineError, MachineSourceError, TelemetryError):
+        assert issubclass(refused, DefinitionError)
+        assert issubclass(refused, ValueError)  # still caught where a ValueError was
+    assert issubclass(LaunchError, EngineError)
+    launch = LaunchError("no such program")
+    assert (launch.code, launch.attribution_class, str(launch)) == (
+        "SPAWN_FAILED",
+        "environment",
+        "no such program",
+    )
+    refused = UrnError("bad urn")
+    assert (refused.report.code, refused.report.attribution_class) == ("INVALID_INPUT", "input")
+    assert pickle.loads(pickle.dumps(launch)).message == "no such program"
+
+
+def test_every_public_exception_is_in_the_tree() -> None:
+    import importlib
+
+    packages = [
+        "cartridge_runtime.protocol",
+        "cartridge_runtime.urn",
+        "cartridge_runtime.manifest",
+        "cartridge_runtime.machine",
+        "cartridge_runtime.runtime",
+        "cartridge_runtime.engine",
+    ]
+    outside = []
+    for name in packages:
+        module = importlib.import_module(name)
+        for public in module.__all__:
+            value = getattr(module, public)
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseException)
+                and not issubclass(value, CartridgeRuntimeError)
+            ):
+                outside.append(f"{name}.{public}")
+    assert outside == []

@@ -35,9 +35,8 @@ from cartridge_runtime.engine import (
     OutputItem,
     OutputStarted,
 )
-from cartridge_runtime.engine._machine_api import run_to_end
-from cartridge_runtime.machine import Machine, parse_machine
-from cartridge_runtime.machine._plan import FeedKind, plan_machine, runs
+from cartridge_runtime.engine._machines._api import run_to_end
+from cartridge_runtime.machine import FeedKind, Machine, parse_machine, plan_machine, step_runs
 
 H = {
     "split": wordkit.SPLIT,
@@ -101,9 +100,13 @@ def test_the_skip_rule_needs_every_node_and_never_a_constant() -> None:
     route = next(s for s in plan.roots[0].steps if s.step.label == "route")
     upper = next(s for s in plan.roots[0].steps if s.step.label == "upper")
     w, k = m.node("w").name, m.node("k").name
-    assert runs(route, {w: True})
-    assert not runs(route, {w: False})
-    assert runs(upper, {k: True}) and not runs(upper, {k: False}) and not runs(upper, {})
+    assert step_runs(route, {w: True})
+    assert not step_runs(route, {w: False})
+    assert (
+        step_runs(upper, {k: True})
+        and not step_runs(upper, {k: False})
+        and not step_runs(upper, {})
+    )
 
 
 # -- the executor over a fake engine -------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cartridge_runtime import runtime
 from cartridge_runtime.protocol import CloseReason
-from cartridge_runtime.runtime._exit import EXIT_FOR, ExitStatus
+from cartridge_runtime.runtime._frames._exit import EXIT_FOR, ExitStatus
 
 
 def test_every_way_a_connection_ends_has_an_exit_status() -> None:

@@ -171,7 +171,8 @@ async def test_a_finished_request_is_freed_without_the_cycle_collector(
     import gc
     import weakref
 
-    from cartridge_runtime.runtime import _input, _wire
+    from cartridge_runtime.runtime import _input
+    from cartridge_runtime.runtime._frames import _wire
 
     made: list[weakref.ref[object]] = []
     for cls in (_wire.Active, _wire.WireOutput, _input.InputStream, _input.InputPackage):

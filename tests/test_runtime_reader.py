@@ -22,9 +22,9 @@ from cartridge_runtime.protocol import (
     encode_frame,
     frames,
 )
-from cartridge_runtime.runtime._exit import EXIT_OK, EXIT_PROTOCOL
-from cartridge_runtime.runtime._session import Session
-from cartridge_runtime.runtime._writer import WRITER_QUEUE, FrameWriter
+from cartridge_runtime.runtime._frames._exit import EXIT_OK, EXIT_PROTOCOL
+from cartridge_runtime.runtime._frames._session import Session
+from cartridge_runtime.runtime._frames._writer import WRITER_QUEUE, FrameWriter
 
 BACKENDS = ["asyncio", "trio"]
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from cartridge_runtime.runtime._handlers import _FutureWake
+from cartridge_runtime.runtime._frames._handlers import _FutureWake
 
 
 @pytest.mark.asyncio

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from cartridge_runtime.protocol import FrameDecoder, MessageId, frames
-from cartridge_runtime.runtime._writer import FrameWriter
+from cartridge_runtime.runtime._frames._writer import FrameWriter
 
 
 class _Stream(anyio.abc.ByteSendStream):
@@ -131,7 +131,7 @@ async def _flush_left_to_task(stream: _Stream) -> None:
 
 
 def test_try_send_queues_only_what_send_would_queue_without_waiting_or_yielding() -> None:
-    from cartridge_runtime.runtime._writer import WRITER_QUEUE, YIELD_BYTES
+    from cartridge_runtime.runtime._frames._writer import WRITER_QUEUE, YIELD_BYTES
 
     writer = FrameWriter(_Stream(nonblocking=False), lambda: 1 << 30)
     rid = MessageId.new()

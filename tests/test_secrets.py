@@ -159,7 +159,7 @@ def test_trio_backend_same_objects() -> None:
 
 
 def test_cli_mode_values_hide_values() -> None:
-    from cartridge_runtime.runtime._cli_args import CliInput, ParsedTokens
+    from cartridge_runtime.runtime._cli._args import CliInput, ParsedTokens
 
     objs = [
         CliInput(media_urn="media:", arg_name="a", data=SECRET_B),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cartridge_runtime.engine import Engine, SpawnFailed
-from cartridge_runtime.engine._process import describe_stray_bytes
+from cartridge_runtime.engine._placements._command import describe_stray_bytes
 from cartridge_runtime.protocol import DEFAULT_MAX_FRAME, MessageId, encode_frame, frames
 
 CAP = 'cap:in="media:enc=utf-8";out="media:enc=utf-8";chatty'

@@ -53,10 +53,10 @@ def test_the_testing_package_imports_no_private_module_of_another_package() -> N
 @pytest.mark.parametrize(
     "source",
     [
-        "from cartridge_runtime.engine._conn import Connection",
+        "from cartridge_runtime.engine._connection._shell import Connection",
         "from ..engine._counters import Counters",
         "from ..engine import _conn",
-        "import cartridge_runtime.engine._conn",
+        "import cartridge_runtime.engine._connection._shell",
         "from cartridge_runtime.protocol import _host_conn",
         "def f():\n    from ..runtime._session import Session\n",
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..engine._links import Flow\n",

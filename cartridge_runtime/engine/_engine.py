@@ -46,27 +46,27 @@ from ..protocol import (
     frames,
     tune_allocator,
 )
-from ._arg_check import check_call_inputs
+from ._arguments import check_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
 from ._config import EngineConfig
-from ._conn import Connection
-from ._counters import Counters
+from ._connection._counters import Counters
+from ._connection._health import set_capacities
+from ._connection._shell import Connection
 from ._errors import CallError, EngineClosed, EngineError
 from ._events import Result
-from ._health import set_capacities
-from ._machine_api import MachineRun, open_run, run_to_end
-from ._machine_events import MachineResult
-from ._machine_run import DEFAULT_WINDOW
+from ._machines._api import MachineRun, open_run, run_to_end
+from ._machines._events import MachineResult
+from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
 from ._peer import PeerLink, run_peer_link
-from ._placement import Placement
-from ._process import describe_returncode
+from ._placements._command import describe_returncode
+from ._placements._seam import Placement
+from ._placements._subprocess import Subprocess
+from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot, Replica
 from ._response import CallContext
 from ._routing import CapRouter
-from ._starter import ReplicaStarter
 from ._status import CartridgeStatus, EngineStats, cartridge_status
-from ._subprocess import Subprocess
 
 if TYPE_CHECKING:
     from ..machine import Machine, MachineSource
@@ -276,7 +276,7 @@ class Engine:
         :raises SpawnFailed: a cartridge failed to start.
         :raises EngineError: the file cannot be read.
         """
-        from ._machine_text import read_machine
+        from ._machines._text import read_machine
 
         return await read_machine(self, list(self._slots), text_or_path, source)
 
@@ -528,7 +528,7 @@ class Engine:
 def _default_placement(target: object) -> Placement:
     """A runtime object runs in process; anything else as a subprocess."""
     if callable(getattr(target, "serve", None)):
-        from ._inprocess import InProcess
+        from ._placements._inprocess import InProcess
 
         return InProcess(target)  # type: ignore[arg-type]
     return Subprocess()

@@ -20,9 +20,9 @@ import anyio
 import attrs
 
 from ..protocol import ConnState
-from ._conn import Connection
+from ._connection._shell import Connection
 from ._errors import SpawnFailed
-from ._placement import Placement, Target
+from ._placements._seam import Placement, Target
 
 __all__ = ("CartridgeSlot", "Replica", "ReplicaStatus", "replica_state")
 

@@ -14,6 +14,7 @@ relative to the cap when ``cap_urn`` is set, else to the manifest root).
 
 from __future__ import annotations
 
+from ..errors import DefinitionError
 from ..protocol._constants import ErrorCode
 
 __all__ = (
@@ -27,7 +28,7 @@ __all__ = (
 )
 
 
-class ManifestError(ValueError):
+class ManifestError(DefinitionError):
     """Root of every manifest error.
 
     :ivar cap_urn: the cap concerned, or ``None`` for manifest-level problems.
