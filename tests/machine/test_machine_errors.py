@@ -53,11 +53,14 @@ def test_refusal(kind: str, text: str, line: int | None, column: int | None,
 
 
 def test_every_error_kind_is_reached() -> None:
-    reached = {row[0] for row in TABLE} | {
-        "AliasNotACapError",  # test_an_alias_that_is_not_a_cap
-        "InvalidMediaUrnError",  # test_the_builder_refuses_a_media_urn_that_does_not_parse
-        "ConstantFailsValidationError",  # tests/machine/test_machine_media.py, with media definitions
-    }
+    reached = (
+        {row[0] for row in TABLE}
+        | {
+            "AliasNotACapError",  # test_an_alias_that_is_not_a_cap
+            "InvalidMediaUrnError",  # test_the_builder_refuses_a_media_urn_that_does_not_parse
+            "ConstantFailsValidationError",  # tests/machine/test_machine_media.py, with media definitions
+        }
+    )
     # The families and the root are not failures of their own.
     abstract = {"MachineError", "MachineSyntaxError", "MachineAbstractionError"}
     assert set(_errors.__all__) - abstract == reached

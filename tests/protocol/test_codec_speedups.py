@@ -200,7 +200,11 @@ def test_an_oversize_frame_is_still_refused_by_name() -> None:
 @pytest.mark.slow
 def test_codec_suites_pass_on_the_pure_python_path() -> None:
     env = dict(os.environ, **{_codec.PURE_PYTHON_ENV: "1"})
-    suites = ["tests/protocol/test_codec.py", "tests/protocol/test_frame_vectors.py", "tests/protocol/test_codec_fuzz.py"]
+    suites = [
+        "tests/protocol/test_codec.py",
+        "tests/protocol/test_frame_vectors.py",
+        "tests/protocol/test_codec_fuzz.py",
+    ]
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *suites],
         cwd=ROOT,
