@@ -1,4 +1,4 @@
-"""Inputs checked against a cap definition before anything is sent (issue 20 item 5).
+"""Inputs checked against a cap definition before anything is sent.
 
 Pure functions of the definition and the inputs' *shapes* (media URN, whether a value is a
 sequence): no value is read, and no message names one. A plain call uses

@@ -14,8 +14,8 @@ relative to the cap when ``cap_urn`` is set, else to the manifest root).
 
 from __future__ import annotations
 
+from .._report import ErrorCode
 from ..errors import DefinitionError
-from ..protocol._constants import ErrorCode
 
 __all__ = (
     "ManifestError",

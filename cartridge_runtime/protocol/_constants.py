@@ -9,7 +9,7 @@ import enum
 
 from .._report import AttributionClass as AttributionClass
 from .._report import ErrorCode as ErrorCode
-from ..urn._runtime import IDENTITY_CAP as IDENTITY_CAP
+from ..urn import IDENTITY_CAP as IDENTITY_CAP
 
 #: The protocol version this package speaks (FRM-*, HSK-*).
 PROTOCOL_VERSION = 6

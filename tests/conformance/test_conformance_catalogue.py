@@ -37,7 +37,7 @@ def test_every_check_id_is_a_rule_id_with_the_same_level() -> None:
 def test_catalogue_ids_are_unique_and_cover_the_issue() -> None:
     ids = [c.id for c in CATALOGUE]
     assert len(ids) == len(set(ids))
-    # one check per item of issue 5's "Coverage, at least"
+    # one check per item of the kit's required coverage
     coverage = """HSK-2 HSK-3 HSK-5 HSK-4 HSK-8 HSK-9 HSK-14 REQ-16 HSK-19 HSK-20 REQ-4 TYP-5 REQ-5
         REQ-11 REQ-9 REQ-10 FRM-15 FRM-14 REQ-14 REQ-17 REQ-29 REQ-30 ERR-1 REQ-31 REQ-33 REQ-34
         FLW-12 FLW-2 FLW-6 FLW-7 FLW-18 FRM-20 FRM-12 REQ-12 HSK-11 TYP-10 FRM-23 CLI-2

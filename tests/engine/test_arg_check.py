@@ -1,4 +1,4 @@
-"""Arguments checked against the cap definition before anything is sent (issue 20 item 5):
+"""Arguments checked against the cap definition before anything is sent:
 the pure checker, and the engine refusing a call before its REQ leaves."""
 
 from __future__ import annotations

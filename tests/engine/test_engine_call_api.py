@@ -1,4 +1,4 @@
-"""The call API (issue 19, items 15 and 18): ``await engine.call(...)`` is the whole Result,
+"""The call API: ``await engine.call(...)`` is the whole Result,
 ``async with engine.call(...)`` streams, every call API takes ``timeout=``, and
 ``str(CallError)`` is the one-line form with the code."""
 

@@ -1,5 +1,5 @@
 """An unhealthy cartridge is recovered: after the configured number of missed heartbeats the
-engine kills it, its calls fail with a typed error, and later calls work (issue 19, item 12)."""
+engine kills it, its calls fail with a typed error, and later calls work."""
 
 from __future__ import annotations
 

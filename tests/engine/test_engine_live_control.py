@@ -1,4 +1,4 @@
-"""Live control from the engine (issue 20 item 8): ``Engine.set_policy`` sends POLICY to running
+"""Live control from the engine: ``Engine.set_policy`` sends POLICY to running
 cartridges; ``Engine.set_capacity`` sets a pool through the heartbeat's desired capacities."""
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ class TestKey21:
     @pytest.mark.parametrize("bad", [b"media:", 1, True, None, ["x"]])
     def test_output_must_be_text(self, bad: Any) -> None:
         m = base(8, k11="s", k12="media:") | {21: bad}
-        rejects(m, "key 21")  # null too: the reference refuses it (issue 20 item 7)
+        rejects(m, "key 21")  # null too: the reference refuses it
 
 
 class TestPerType:

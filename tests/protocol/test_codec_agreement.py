@@ -1,4 +1,4 @@
-"""Codec agreement with the reference (issue 20 item 7): a null output name (key 21) is refused
+"""Codec agreement with the reference: a null output name (key 21) is refused
 as capdag refuses it, null stream id / media URN (keys 11, 12) read as absent as capdag reads
 them, an encoded frame over the limit is a FrameTooLargeError like a decoded one, and a
 successful END carries the keys capdag writes."""

@@ -1,4 +1,4 @@
-"""Streams by argument name and outputs by output name (issue 20 item 3), resolved through the
+"""Streams by argument name and outputs by output name, resolved through the
 cap definition; the wire still carries only media URNs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Metrics and traces (issue 20 item 1, REQ-39): ``req.metric`` / ``req.trace`` in LOG frames
+"""Metrics and traces (REQ-39): ``req.metric`` / ``req.trace`` in LOG frames
 within what the reference passes through, gathered per call by the engine (on ``Result`` and
 as events), summed per cartridge in ``status()``, and exported to OpenTelemetry."""
 

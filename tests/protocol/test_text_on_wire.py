@@ -1,4 +1,4 @@
-"""Text on the wire (issue 20 item 4, REQ-38): ``emit_text`` sends UTF-8 in CBOR byte strings,
+"""Text on the wire (REQ-38): ``emit_text`` sends UTF-8 in CBOR byte strings,
 and the engine sends a ``str`` input the same way, inline or streamed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bounded memory for what nobody reads (issue 19, item 13): LOG floods of an unread call,
+"""Bounded memory for what nobody reads: LOG floods of an unread call,
 the cartridge's stderr log file, and the cartridge's open requests."""
 
 from __future__ import annotations

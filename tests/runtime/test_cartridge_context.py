@@ -1,4 +1,4 @@
-"""A context built once per cartridge, specialised per call (issue 20 item 2): resources and
+"""A context built once per cartridge, specialised per call: resources and
 start-up/shutdown hooks on the runtime, per-request DryContext and WetContext derived from it,
 and no context ``repr`` showing a value."""
 

@@ -1,6 +1,6 @@
 """Progress when the size is known: the engine puts a file input's byte size into its stream
 meta and the handler reads it as ``InputStream.size``; ``progress(None, message)`` is
-indeterminate on every path (issue 19, item 5)."""
+indeterminate on every path."""
 
 from __future__ import annotations
 

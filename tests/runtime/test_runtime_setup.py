@@ -1,5 +1,5 @@
 """Mistakes caught where they are made: ``run()`` refuses a cartridge whose manifest and
-handlers do not fit, with one line and a non-zero exit (issue 19, item 3)."""
+handlers do not fit, with one line and a non-zero exit."""
 
 from __future__ import annotations
 

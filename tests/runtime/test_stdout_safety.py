@@ -1,5 +1,5 @@
 """stdout belongs to the protocol: a ``print()`` in a handler goes to stderr, and an engine
-that meets text instead of frames says so in words, quoting the text (issue 19, item 2)."""
+that meets text instead of frames says so in words, quoting the text."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The URN editing API under the reference's names (issue 20 item 6): edits, the least upper
+"""The URN editing API under the reference's names: edits, the least upper
 bound, the structural order, the media predicates and the builders for a file extension.
 
 Unit tests pin the behaviour; the ``interop`` tests run the same operation on generated inputs
