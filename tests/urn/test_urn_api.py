@@ -362,3 +362,21 @@ def test_extension_builders_agree_with_the_reference(ext: str) -> None:
     ):
         ours = globals()[name](ext)
         assert M(ours) == M(str(rm.MediaUrn.from_string(getattr(rm, name)(ext)))), name
+
+
+def test_both_kinds_share_one_value_protocol() -> None:
+    from cartridge_runtime.urn import CapUrn, MediaUrn, PrefixMismatchError
+
+    media = MediaUrn.parse("media:pdf")
+    cap = CapUrn.parse('cap:in="media:pdf";op=x;out="media:txt"')
+    assert type(media).__eq__ is type(cap).__eq__  # defined once, in the base
+    assert media == MediaUrn.parse("media:pdf") and hash(media) == hash(MediaUrn.parse("media:pdf"))
+    assert media != cap and cap != media and str(media) == media.text
+    assert repr(cap) == f"CapUrn({cap.text!r})"
+    assert sorted([MediaUrn.parse("media:b"), MediaUrn.parse("media:a")])[0].text == "media:a"
+    with pytest.raises(PrefixMismatchError, match="cannot compare a media URN with CapUrn"):
+        media.conforms_to(cap)  # type: ignore[arg-type]
+    with pytest.raises(PrefixMismatchError, match="cannot compare a cap URN with MediaUrn"):
+        cap.accepts(media)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        _ = media < cap  # type: ignore[operator]
