@@ -70,6 +70,7 @@ from ._status import CartridgeStatus, EngineStats, cartridge_status
 
 if TYPE_CHECKING:
     from ..machine import Machine, MachineSource
+    from ..manifest import Manifest
 
 
 class Engine:
@@ -163,6 +164,7 @@ class Engine:
         env: Mapping[str, str] | None = None,
         eager: bool = False,
         name: str | None = None,
+        manifest: Manifest | None = None,
     ) -> str:
         """Register a cartridge; returns its name (unique within the engine).
 
@@ -177,6 +179,10 @@ class Engine:
         :param known_caps: its cap URNs, so calls route to it before it ever started.
         :param env: the process environment (default: inherit).
         :param eager: start its replicas as soon as the engine runs instead of at the first call.
+        :param manifest: its manifest, when known without starting it (a discovery's cache
+            gives it): planning and machine resolution read it instead of starting the
+            cartridge, and its caps route calls as ``known_caps`` do. The manifest the
+            cartridge sends at start-up takes its place.
         :raises CartridgeNotFound: the script or program does not exist (nothing is added).
         :raises TypeError: the placement cannot run this target, or ``placement`` is not one.
         :raises ValueError: ``replicas`` is not a whole number of at least 1.
@@ -202,8 +208,11 @@ class Engine:
             target=resolved,
             replicas=replicas,
             env=env,
-            known_caps=known_caps,
+            known_caps=known_caps
+            if known_caps is not None or manifest is None
+            else [cap.urn for cap in manifest.iter_caps()],
             eager=eager,
+            known_manifest=manifest,
         )
         self._slots[unique] = slot
         self._caps_changed()
@@ -256,7 +265,8 @@ class Engine:
                 one.conn.kill("killed by the engine operator")
 
     def manifest(self, name: str) -> Any:
-        """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, or ``None``."""
+        """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, else the one
+        given to :meth:`add_cartridge`, or ``None``."""
         return self._slot(name).manifest
 
     async def machine(

@@ -31,7 +31,8 @@ class ManifestSource(Protocol):
 
 
 async def engine_caps(engine: ManifestSource, names: Sequence[str]) -> list[CapDef]:
-    """Every cap of the cartridges ``names``, in the order added, starting those not running.
+    """Every cap of the cartridges ``names``, in the order added, starting those whose
+    manifest is not known yet (neither running nor given to ``add_cartridge``).
 
     :raises SpawnFailed: a cartridge failed to start (the first of them, in the order added).
     """
@@ -45,7 +46,8 @@ async def engine_caps(engine: ManifestSource, names: Sequence[str]) -> list[CapD
 
     async with anyio.create_task_group() as tg:
         for name in names:
-            tg.start_soon(start, name)
+            if engine.manifest(name) is None:
+                tg.start_soon(start, name)
     for name in names:
         if name in failures:
             raise failures[name]
