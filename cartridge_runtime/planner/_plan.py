@@ -52,7 +52,9 @@ class PlanStep:
     :ivar output_name: the name of the output taken (``None`` for a ForEach).
     :ivar other_output: ``None`` when the step takes the cap's main output (or is a ForEach),
         else the media URN of the other output it takes.
-    :ivar per_item: whether the step runs once per item of a sequence opened by a ForEach.
+    :ivar per_item: whether the step runs once per item of a sequence a ForEach opened. For
+        a one-value source it is the knitted machine's placement; a machine knitted from a
+        sequence source takes one value (PLAN-18), so there the plan says more.
     :ivar specificity: the cap URN's specificity (0 for a ForEach).
     """
 
