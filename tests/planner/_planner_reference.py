@@ -22,12 +22,15 @@ VOCABULARY: Final = (
     "media:c;y=1",
     "media:",
 )
-#: Where queries start and end (the vocabulary, a refinement no cap names, a respelling).
+#: Where queries end (the vocabulary, a refinement no cap names, a respelling, a stranger).
 QUERY_TYPES: Final = (*VOCABULARY[:-1], "media:a;x;z", "media:x;a", "media:d")
+#: Where queries start: those, the top type and the unit type (where generators apply).
+SOURCE_TYPES: Final = (*QUERY_TYPES, "media:", "media:void")
 
 
-def _arg(name: str, media: str, sequence: bool) -> dict[str, Any]:
-    return {"media_urn": media, "name": name, "required": True, "sources": [{"stdin": media}],
+def _arg(name: str, media: str, sequence: bool, stdin: bool = True) -> dict[str, Any]:
+    source = {"stdin": media} if stdin else {"cli_flag": f"--{name}"}
+    return {"media_urn": media, "name": name, "required": True, "sources": [source],
             "is_sequence": sequence, "streaming": False}  # fmt: skip
 
 
@@ -50,7 +53,9 @@ def cap_json(draw: st.DrawFn, index: int) -> dict[str, Any]:
     source = draw(st.sampled_from((*VOCABULARY, "media:void")))
     target = draw(st.sampled_from((*VOCABULARY[:-1], "media:void")))
     urn = f"cap:in={_quoted(source)};op=op{index};out={_quoted(target)}"
-    args = [] if source == "media:void" else [_arg("in0", source, draw(st.booleans()))]
+    # Now and then a cap takes data but no argument is its main input (a refused cap set).
+    stdin = draw(st.integers(0, 30)) != 0
+    args = [] if source == "media:void" else [_arg("in0", source, draw(st.booleans()), stdin)]
     outputs = [] if target == "media:void" else [_out("out0", target, draw(st.booleans()))]
     if target != "media:void" and draw(st.integers(0, 3)) == 0:
         other = draw(st.sampled_from(VOCABULARY[:-1]))
