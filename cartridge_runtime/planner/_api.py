@@ -43,7 +43,7 @@ MAX_SEARCH_DEPTH: Final = 64
 Caps = CapGraph | Manifest | Iterable[CapDef]
 
 
-def _media(text: str, role: str) -> MediaUrn:
+def _media(text: str | MediaUrn, role: str) -> MediaUrn:
     """``text`` read as a media URN (PLAN-20)."""
     if isinstance(text, MediaUrn):
         return text
@@ -115,18 +115,18 @@ def find_paths(
     :raises InvalidMediaError: the source or target text is not a media URN.
     :raises InvalidInputError: a bad depth or limit, or a cap the graph cannot hold.
     """
-    last: SearchEvent | None = None
-    for last in iter_paths(
+    events = iter_paths(
         caps,
         source_media,
         target_media,
         is_sequence=is_sequence,
         max_depth=max_depth,
         limit=limit,
-    ):
-        pass
-    assert isinstance(last, SearchComplete)
-    return list(last.plans)
+    )
+    for event in events:
+        if isinstance(event, SearchComplete):
+            return list(event.plans)
+    raise AssertionError("a search always ends with its summary")  # pragma: no cover
 
 
 def best_path(

@@ -139,13 +139,16 @@ class CapGraph:
     learns while answering are kept for the next query. It never changes after it is built.
     """
 
-    __slots__ = ("_edges", "_media", "_applicable", "_moves")
+    __slots__ = ("_applicable", "_by_source", "_edges", "_media", "_moves")
 
     def __init__(self, edges: Iterable[Edge]) -> None:
         self._edges: tuple[Edge, ...] = tuple(edges)
         self._media: dict[str, MediaUrn] = {}
+        # Many caps share an in=: conformance is checked once per distinct one.
+        self._by_source: dict[str, tuple[MediaUrn, list[int]]] = {}
         for edge in self._edges:
             self._media.setdefault(edge.target.text, edge.target)
+            self._by_source.setdefault(edge.source.text, (edge.source, []))[1].append(edge.index)
         self._applicable: dict[str, tuple[int, ...]] = {}
         self._moves: dict[tuple[str, bool], tuple[Move, ...]] = {}
 
@@ -186,7 +189,14 @@ class CapGraph:
         found = self._applicable.get(text)
         if found is None:
             media = self._media[text]
-            found = tuple(e.index for e in self._edges if media.conforms_to(e.source))
+            found = tuple(
+                sorted(
+                    index
+                    for source, indexes in self._by_source.values()
+                    if media.conforms_to(source)
+                    for index in indexes
+                )
+            )
             self._applicable[text] = found
         return found
 

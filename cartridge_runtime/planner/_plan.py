@@ -183,9 +183,7 @@ def _knit(steps: Sequence[PlanStep]) -> Machine:
         raise KnitError(f"the plan cannot be knitted: {error.message}", kind=error.kind) from None
 
 
-def plan_of(
-    graph: CapGraph, source: MediaUrn, target: MediaUrn, moves: Sequence[int]
-) -> Plan:
+def plan_of(graph: CapGraph, source: MediaUrn, target: MediaUrn, moves: Sequence[int]) -> Plan:
     """The plan of a path given as edge indexes (:data:`FOR_EACH` for a ForEach)."""
     steps: list[PlanStep] = []
     edges = graph.edges

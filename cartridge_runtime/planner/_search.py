@@ -83,10 +83,10 @@ class _Query:
         while queue:
             state = queue.popleft()
             for index, following in self.successors(state):
-                if index != FOR_EACH and self.is_target(following[0]):
-                    if state not in distance:
-                        distance[state] = 1
-                        frontier.append(state)
+                at_target = index != FOR_EACH and self.is_target(following[0])
+                if at_target and state not in distance:
+                    distance[state] = 1
+                    frontier.append(state)
                 reverse.setdefault(following, []).append(state)
                 if following not in seen:
                     seen.add(following)

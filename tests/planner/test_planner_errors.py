@@ -27,10 +27,21 @@ WORD = "media:enc=utf-8;word"
 PDF = "media:document;ext=pdf"
 CAPS = [
     identity_cap(),
-    CapDef.simple(f'cap:in="{PDF}";op=extract;out="{TEXT}"', "extract", aliases="extract",
-                  input_name="doc", output_name="text"),  # fmt: skip
-    CapDef.simple(f'cap:in="{TEXT}";op=words;out="{WORD}"', "words", aliases="words",
-                  input_name="text", output_name="words", output_is_sequence=True),  # fmt: skip
+    CapDef.simple(
+        f'cap:in="{PDF}";op=extract;out="{TEXT}"',
+        "extract",
+        aliases="extract",
+        input_name="doc",
+        output_name="text",
+    ),
+    CapDef.simple(
+        f'cap:in="{TEXT}";op=words;out="{WORD}"',
+        "words",
+        aliases="words",
+        input_name="text",
+        output_name="words",
+        output_is_sequence=True,
+    ),
 ]
 
 

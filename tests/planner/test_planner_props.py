@@ -32,9 +32,7 @@ from cartridge_runtime.planner import (
     reachable_targets,
 )
 
-SETTINGS = settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 QUERY = st.sampled_from(QUERY_TYPES)
 SOURCE = st.sampled_from(SOURCE_TYPES)
 

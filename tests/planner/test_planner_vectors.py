@@ -29,8 +29,7 @@ def _path_view(plan: Plan) -> dict[str, Any]:
         "steps": [step.kind.value for step in plan.steps],
         "caps": [cap.text for cap in plan.caps],
         "outputs_taken": [
-            None if step.other_output is None else step.other_output.text
-            for step in plan.cap_steps
+            None if step.other_output is None else step.other_output.text for step in plan.cap_steps
         ],
         "cap_steps": plan.cap_step_count,
         "total_steps": plan.total_steps,
@@ -94,8 +93,11 @@ def _check_reachable(graph: CapGraph, query: dict[str, Any]) -> list[str]:
             reachable_targets(graph, query["source"], max_depth=query["max_depth"])
         return [] if refused.value.kind == expect["kind"] else [f"kind {refused.value.kind}"]
     got = [
-        {"media_urn": t.media_urn.text, "min_path_length": t.min_path_length,
-         "path_count": t.path_count}  # fmt: skip
+        {
+            "media_urn": t.media_urn.text,
+            "min_path_length": t.min_path_length,
+            "path_count": t.path_count,
+        }
         for t in reachable_targets(graph, query["source"], max_depth=query["max_depth"])
     ]
     return [] if got == expect["targets"] else [f"{got} != {expect['targets']}"]
