@@ -6,7 +6,7 @@ builds the cap graph (or takes one already built) and runs the sans-IO search.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from typing import Final
 
 from cartridge_runtime.manifest import CapDef, Manifest
@@ -77,7 +77,7 @@ def iter_paths(
     is_sequence: bool = False,
     max_depth: int = DEFAULT_MAX_DEPTH,
     limit: int = DEFAULT_LIMIT,
-) -> Iterator[SearchEvent]:
+) -> Generator[SearchEvent, None, None]:
     """Search step by step: a :class:`PathFound` as each path is found, a
     :class:`DepthComplete` after each depth, a :class:`SearchComplete` last (PLAN-23).
 

@@ -20,7 +20,7 @@ and their order are exactly the reference's, with far less walking.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Final
 
 from cartridge_runtime.urn import MediaUrn
@@ -158,7 +158,7 @@ def search(
     is_sequence: bool,
     max_depth: int,
     limit: int,
-) -> Iterator[SearchEvent]:
+) -> Generator[SearchEvent, None, None]:
     """The events of one search (PLAN-10 .. PLAN-14, PLAN-23); the last is
     :class:`SearchComplete` with the plans in rank order."""
     graph.learn(source)
