@@ -18,13 +18,13 @@ import pytest
 SPEC_DIR = Path(__file__).resolve().parents[2] / "protocol_spec"
 RULES_FILE = SPEC_DIR / "rules.json"
 
-AREAS = ("FRM", "TYP", "HSK", "REQ", "FLW", "ERR", "URN", "MAN", "CLI", "HST", "MCH")
+AREAS = ("FRM", "TYP", "HSK", "REQ", "FLW", "ERR", "URN", "MAN", "CLI", "HST", "MCH", "PLAN")
 #: A well-formed rule id: one of the areas, a dash, a positive decimal number.
 ID_PATTERN = re.compile(r"^(?:" + "|".join(AREAS) + r")-[1-9][0-9]*$")
 #: Any mention of a rule id in running text.
 MENTION = re.compile(r"\b(?:" + "|".join(AREAS) + r")-[0-9]+\b")
 #: The bullet that defines a rule: ``- **HSK-4** (MUST) ...``.
-DEFINITION = re.compile(r"^- \*\*([A-Z]{3}-[0-9]+)\*\* \((MUST|SHOULD)\) \S", re.MULTILINE)
+DEFINITION = re.compile(r"^- \*\*([A-Z]{3,4}-[0-9]+)\*\* \((MUST|SHOULD)\) \S", re.MULTILINE)
 
 
 def _rules() -> list[dict[str, Any]]:
@@ -99,7 +99,7 @@ def test_every_mentioned_id_exists() -> None:
 
 def test_readme_lists_every_rule() -> None:
     readme = (SPEC_DIR / "README.md").read_text(encoding="utf-8")
-    rows = set(re.findall(r"^\| ([A-Z]{3}-[0-9]+) \| (MUST|SHOULD) \|", readme, re.MULTILINE))
+    rows = set(re.findall(r"^\| ([A-Z]{3,4}-[0-9]+) \| (MUST|SHOULD) \|", readme, re.MULTILINE))
     assert rows == {(entry["id"], entry["level"]) for entry in _rules()}
 
 
