@@ -192,7 +192,9 @@ def detect_file(
     try:
         head = _read_head(fd, SNIFF_BYTES)
     except OSError as exc:
-        raise InputUnreadable(path, exc.strerror or errno.errorcode.get(exc.errno or 0, "")) from exc
+        raise InputUnreadable(
+            path, exc.strerror or errno.errorcode.get(exc.errno or 0, "")
+        ) from exc
     finally:
         os.close(fd)
     media, decision = detect_bytes(path.name, head, whole=len(head) >= info.st_size)

@@ -1,0 +1,40 @@
+"""Discovery's errors: one branch of the package's error tree.
+
+::
+
+    CartridgeRuntimeError
+    └── DiscoveryError              a root that cannot be searched at all
+        └── RootNotFound            the root does not exist, or is not a folder
+
+A cartridge that cannot be hosted is not an error: it is listed with its reason
+(:class:`~cartridge_runtime.discovery.RefusedCartridge`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..protocol import AttributionClass, CartridgeRuntimeError, ErrorCode
+
+__all__ = ("DiscoveryError", "RootNotFound")
+
+
+class DiscoveryError(CartridgeRuntimeError):
+    """Root of discovery's errors: a root that cannot be searched (DSC-1).
+
+    :ivar path: the root concerned.
+    """
+
+    code = ErrorCode.INVALID_INPUT
+    attribution_class = AttributionClass.INPUT
+
+    def __init__(self, message: str, *, path: str | os.PathLike[str]) -> None:
+        super().__init__(message)
+        self.path = os.fspath(path)
+
+
+class RootNotFound(DiscoveryError):
+    """The root folder does not exist, or is not a folder."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str = "no such folder") -> None:
+        super().__init__(f"{reason}: {os.fspath(path)}", path=path)
