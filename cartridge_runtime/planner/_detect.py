@@ -212,10 +212,19 @@ def detect_media(
     return detect_file(path, declared=declared).media
 
 
-def expand_inputs(paths_or_globs: Iterable[str | os.PathLike[str]]) -> tuple[Path, ...]:
+def _arguments(
+    value: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+) -> Iterable[str | os.PathLike[str]]:
+    """One argument given alone, as a list of one."""
+    return [value] if isinstance(value, str | os.PathLike) else value
+
+
+def expand_inputs(
+    paths_or_globs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+) -> tuple[Path, ...]:
     """The files that file, folder and glob arguments name (DET-8): sorted, de-duplicated,
     OS junk skipped in folders and globs. A ``str`` with ``*``, ``?`` or ``[`` that is not an
-    existing path is a glob; a ``Path`` never is.
+    existing path is a glob; a ``Path`` never is. One argument may be given alone.
 
     :raises NoInputs: no argument.
     :raises InputNotFound: a file or folder argument does not exist.
@@ -223,11 +232,11 @@ def expand_inputs(paths_or_globs: Iterable[str | os.PathLike[str]]) -> tuple[Pat
     :raises InvalidGlob: a glob with unbalanced brackets.
     :raises NoFilesMatched: a glob or folder that leaves no file.
     """
-    return expand(paths_or_globs)[0]
+    return expand(_arguments(paths_or_globs))[0]
 
 
 def resolve_inputs(
-    paths_or_globs: Iterable[str | os.PathLike[str]],
+    paths_or_globs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     *,
     declared: str | MediaUrn | None = None,
 ) -> InputSet:
@@ -236,9 +245,7 @@ def resolve_inputs(
 
     :raises InputError: as :func:`expand_inputs` and :func:`detect_file`.
     """
-    if isinstance(paths_or_globs, str | os.PathLike):
-        paths_or_globs = [paths_or_globs]
-    paths, grouped = expand(paths_or_globs)
+    paths, grouped = expand(_arguments(paths_or_globs))
     media = None if declared is None else _declared(declared)
     files = tuple(detect_file(path, declared=media) for path in paths)
     return InputSet(files=files, is_sequence=grouped or len(files) > 1)
