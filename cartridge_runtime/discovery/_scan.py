@@ -305,7 +305,8 @@ class _Scanner:
         for key, versions in groups.items():
             kind, _, name = key.partition(":")
             if kind == "path":
-                name = versions[0].name
+                # A record that does not read: the name folder's name, if there is one.
+                name = folder.name if depth > 0 else versions[0].name
             self.name_folder(name, versions[0].parent, versions, None)
 
 
