@@ -46,7 +46,9 @@ def _tree(root: Path) -> None:
     (gamma / "cartridge.json").write_text("{not json")
     write_version(installed / "delta" / "1.0.0", "delta", "1.0.0", record={"entry": "gone.py"})
     write_version(installed / "eta" / "1.0.0", "eta", "1.0.0", record={"entry": "../../x.py"})
-    write_version(installed / "theta" / "1.0.0", "theta", "1.0.0", record={"installed_from": "bundle"})
+    write_version(
+        installed / "theta" / "1.0.0", "theta", "1.0.0", record={"installed_from": "bundle"}
+    )
     (installed / "iota" / "3.0.0").mkdir(parents=True)  # not a version folder: no record
     # managed tree: {slug}/v{N}/{channel}/{name}/{version}
     write_version(root / "dev" / "v1" / "release" / "eps" / "0.1.0", "eps", "0.1.0", alias="eps-op")
