@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 #: A complete cartridge: one cap (``ALIAS``), and a line in ``$DISCOVERY_SPAWN_LOG`` per start.
@@ -82,7 +83,7 @@ def write_version(
     version: str,
     *,
     alias: str = "shout",
-    record: dict[str, object] | None = None,
+    record: Mapping[str, object] | None = None,
 ) -> Path:
     """A version folder: ``main.py`` and its ``cartridge.json`` (fields overridable)."""
     write_cartridge(version_dir / "main.py", name, version=version, alias=alias)

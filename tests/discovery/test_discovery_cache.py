@@ -12,6 +12,11 @@ from _discovery_helpers import BROKEN, SpawnLog, write_cartridge, write_version
 from cartridge_runtime.discovery import RefusalKind, default_cache_dir, discover
 
 
+def _cache_files(cache_dir: Path) -> list[Path]:
+    """Every file in the cache folder (none when it does not exist)."""
+    return sorted(p for p in cache_dir.rglob("*") if p.is_file())
+
+
 def _root(tmp_path: Path) -> Path:
     root = tmp_path / "root"
     write_cartridge(root / "alpha.py", "alpha", alias="shout")
@@ -60,7 +65,7 @@ async def test_cache_entries_are_whole_files_with_no_temporary_left(
     root = tmp_path / "root"
     write_cartridge(root / "alpha.py", "alpha")
     result = await discover(root, cache=cache_dir)
-    files = sorted(p for p in cache_dir.rglob("*") if p.is_file())
+    files = _cache_files(cache_dir)
     assert [p.name for p in files] == [f"{result.found[0].digest}.json"]
     entry = json.loads(files[0].read_text())
     assert entry["key"] == result.found[0].digest
@@ -75,7 +80,7 @@ async def test_a_damaged_entry_is_a_miss_and_is_rewritten(
     root = tmp_path / "root"
     write_cartridge(root / "alpha.py", "alpha")
     first = await discover(root, cache=cache_dir)
-    (entry,) = (p for p in cache_dir.rglob("*.json"))
+    (entry,) = _cache_files(cache_dir)
     for damage in ("{truncated", json.dumps({"format": 1, "key": "another"}), "[]"):
         entry.write_text(damage)
         again = await discover(root, cache=cache_dir)
@@ -92,7 +97,7 @@ async def test_no_cache_and_refresh_start_every_cartridge(
     write_cartridge(root / "alpha.py", "alpha")
     uncached = await discover(root, cache=False)
     assert (uncached.spawns, uncached.cache_dir) == (1, None)
-    assert not cache_dir.exists()
+    assert _cache_files(cache_dir) == []
     await discover(root, cache=cache_dir)
     refreshed = await discover(root, cache=cache_dir, refresh=True)
     assert (refreshed.spawns, refreshed.cache_hits) == (1, 0)

@@ -170,7 +170,7 @@ async def test_a_found_cartridge_is_added_to_an_engine_and_serves(
 
 
 def test_install_record_rules() -> None:
-    good = {
+    good: dict[str, object] = {
         "name": "n",
         "version": "1",
         "channel": "nightly",
