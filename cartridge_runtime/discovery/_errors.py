@@ -13,10 +13,17 @@ A cartridge that cannot be hosted is not an error: it is listed with its reason
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ..protocol import AttributionClass, CartridgeRuntimeError, ErrorCode
 
 __all__ = ("DiscoveryError", "RootNotFound")
+
+
+def _restore(cls: type[DiscoveryError], args: tuple[Any, ...]) -> DiscoveryError:
+    """Unpickle one of these errors: its class without ``__init__`` (the fields come back as its
+    state), whatever the subclass's constructor takes."""
+    return cls.__new__(cls, *args)
 
 
 class DiscoveryError(CartridgeRuntimeError):
@@ -31,6 +38,9 @@ class DiscoveryError(CartridgeRuntimeError):
     def __init__(self, message: str, *, path: str | os.PathLike[str]) -> None:
         super().__init__(message)
         self.path = os.fspath(path)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore, (type(self), self.args), dict(self.__dict__))
 
 
 class RootNotFound(DiscoveryError):

@@ -18,6 +18,7 @@ Each one line of text names the path or pattern, so a command-line tool prints
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ..protocol import AttributionClass, CartridgeRuntimeError, ErrorCode
 
@@ -32,6 +33,12 @@ __all__ = (
 )
 
 
+def _restore(cls: type[InputError], args: tuple[Any, ...]) -> InputError:
+    """Unpickle one of these errors: its class without ``__init__`` (the fields come back as its
+    state), whatever the subclass's constructor takes."""
+    return cls.__new__(cls, *args)
+
+
 class InputError(CartridgeRuntimeError):
     """Root of the input side's errors: a file argument that cannot be used (DET-9).
 
@@ -44,6 +51,9 @@ class InputError(CartridgeRuntimeError):
     def __init__(self, message: str, *, path: str | os.PathLike[str] | None = None) -> None:
         super().__init__(message)
         self.path = None if path is None else os.fspath(path)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore, (type(self), self.args), dict(self.__dict__))
 
 
 class NoInputs(InputError):

@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 
 import pytest
 
+from cartridge_runtime.discovery import RootNotFound
 from cartridge_runtime.planner._detect import (
     Decision,
     InputNotFound,
+    InputUnreadable,
     InvalidGlob,
     NoFilesMatched,
     NoInputs,
@@ -135,3 +138,15 @@ def test_lists_are_seen_in_the_urn(tmp_path: Path) -> None:
 
 def test_a_str_path_is_also_accepted_alone(tree: Path) -> None:
     assert resolve_inputs(os.fspath(tree / "a.txt")).paths == ((tree / "a.txt").absolute(),)
+
+
+def test_input_errors_pickle_with_their_fields(tmp_path: Path) -> None:
+    for error in (
+        InvalidGlob("a[", "unbalanced"),
+        InputUnreadable(tmp_path, "it is a folder"),
+        NoInputs(),
+        RootNotFound(tmp_path / "x"),
+    ):
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is type(error)
+        assert (str(back), back.path, back.report) == (str(error), error.path, error.report)
