@@ -5,6 +5,7 @@ installed version folders (plain and managed), and every reason a cartridge is r
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -205,3 +206,17 @@ def test_install_record_rules() -> None:
     ]
     names = ["0.9", "0.10", "0.9.1", "1.0.0-rc1", "1.0.0"]
     assert sorted(names, key=version_key) == ["0.9", "0.9.1", "0.10", "1.0.0", "1.0.0-rc1"]
+
+
+@pytest.mark.asyncio
+async def test_a_js_script_runs_with_node(tmp_path: Path, cache_dir: Path) -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    (tmp_path / "tool.js").write_text(
+        "process.stderr.write('no HELLO here\\n'); process.exit(2);\n"
+    )
+    result = await discover(tmp_path, cache=cache_dir)
+    (refused,) = result.refused
+    assert (refused.path, refused.kind) == (tmp_path / "tool.js", RefusalKind.HANDSHAKE_FAILED)
+    assert "no HELLO here" in refused.reason and result.spawns == 1
