@@ -76,7 +76,8 @@ async def discover(
         folders with a ``cartridge.json``), or one version folder.
     :param cache: the manifest cache folder; ``None``: :func:`default_cache_dir`; ``False``:
         no cache (every candidate is started).
-    :param engine_config: the configuration of the engine that starts cache misses.
+    :param engine_config: the configuration of the engine that starts cache misses (default:
+        each start-up step may take ``DISCOVERY_STEP_TIMEOUT`` seconds, no heartbeats).
     :param refresh: start every candidate even when the cache holds it (the cache is
         rewritten).
     :raises RootNotFound: ``root`` does not exist or is not a folder.
@@ -103,15 +104,15 @@ async def discover(
             answers[index] = (entry, keys[index], True)
     spawns = 0
     if misses:
-        from ._probe import probe
+        from ._probe import StartFailure, probe
 
         results, spawns = await probe([candidates[i] for i in misses], engine_config)
         for index, result in zip(misses, results, strict=True):
-            if isinstance(result, str):
-                entry = CacheEntry(manifest=None, refusal=result)
+            if isinstance(result, StartFailure):
+                entry = CacheEntry(manifest=None, refusal=result.reason)
             else:
                 entry = CacheEntry(manifest=result)
-            if store is not None:
+            if store is not None and not (isinstance(result, StartFailure) and result.transient):
                 store.store(keys[index], entry, entry_path=candidates[index].entry)
             answers[index] = (entry, keys[index], False)
     found: list[FoundCartridge] = []

@@ -119,3 +119,13 @@ class SpawnLog:
 def spawn_env(log: Path) -> dict[str, str]:
     """The environment of a ``cartridge list`` subprocess: this one's, with the spawn log."""
     return {**os.environ, "DISCOVERY_SPAWN_LOG": str(log)}
+
+
+#: A script marked as a cartridge (CartridgeRuntime) that never answers HELLO.
+SILENT = '''#!/usr/bin/env python3
+"""Marked as a cartridge (CartridgeRuntime) but it never says HELLO."""
+import time
+
+if __name__ == "__main__":
+    time.sleep(60)
+'''

@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from _discovery_helpers import BROKEN, SpawnLog, write_cartridge, write_version
+from _discovery_helpers import BROKEN, SILENT, SpawnLog, write_cartridge, write_version
 
 from cartridge_runtime.discovery import RefusalKind, default_cache_dir, discover
+from cartridge_runtime.engine import EngineConfig
 
 
 def _cache_files(cache_dir: Path) -> list[Path]:
@@ -123,3 +124,20 @@ def test_the_default_cache_follows_xdg(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert default_cache_dir() == tmp_path / "home" / ".cache" / "cartridge-runtime" / "manifests"
+
+
+@pytest.mark.asyncio
+async def test_a_start_that_ran_out_of_time_is_not_remembered(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "silent.py").write_text(SILENT)
+    config = EngineConfig(step_timeout=0.5, heartbeat_interval=None, shutdown_grace=0.1)
+    for _ in range(2):
+        result = await discover(root, cache=cache_dir, engine_config=config)
+        assert (result.spawns, result.cache_hits) == (1, 0)
+        (refused,) = result.refused
+        assert refused.kind is RefusalKind.HANDSHAKE_FAILED
+        assert "0.5 s" in refused.reason
+    assert _cache_files(cache_dir) == []
