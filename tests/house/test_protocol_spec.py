@@ -18,7 +18,22 @@ import pytest
 SPEC_DIR = Path(__file__).resolve().parents[2] / "protocol_spec"
 RULES_FILE = SPEC_DIR / "rules.json"
 
-AREAS = ("FRM", "TYP", "HSK", "REQ", "FLW", "ERR", "URN", "MAN", "CLI", "HST", "MCH", "PLAN")
+AREAS = (
+    "FRM",
+    "TYP",
+    "HSK",
+    "REQ",
+    "FLW",
+    "ERR",
+    "URN",
+    "MAN",
+    "CLI",
+    "HST",
+    "MCH",
+    "PLAN",
+    "DET",
+    "DSC",
+)
 #: A well-formed rule id: one of the areas, a dash, a positive decimal number.
 ID_PATTERN = re.compile(r"^(?:" + "|".join(AREAS) + r")-[1-9][0-9]*$")
 #: Any mention of a rule id in running text.
