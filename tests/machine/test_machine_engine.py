@@ -110,19 +110,3 @@ async def test_a_cartridge_that_does_not_start(tmp_path: Path) -> None:
         engine.add_cartridge([sys.executable, str(broken)])
         with pytest.raises(SpawnFailed):
             await engine.machine(ACROSS)
-
-
-def test_the_readme_machine_sample_runs(tmp_path: Path) -> None:
-    import re
-    import subprocess
-
-    readme = (ROOT / "README.md").read_text()
-    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S)
-                if "engine.machine(" in b]  # fmt: skip
-    script = tmp_path / "sample.py"
-    script.write_text(block)
-    out = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    lines = out.stdout.splitlines()
-    assert lines[0].startswith("edge_0 cap:") and lines[-2:] == ["True", "UndefinedAliasError 1 1"]
