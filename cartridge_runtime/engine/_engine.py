@@ -37,6 +37,7 @@ import anyio
 import anyio.abc
 import attrs
 
+from ..planner import DEFAULT_LIMIT, DEFAULT_MAX_DEPTH
 from ..protocol import (
     AttributionClass,
     ConnState,
@@ -62,6 +63,7 @@ from ._peer import PeerLink, run_peer_link
 from ._placements._command import describe_returncode
 from ._placements._seam import Placement
 from ._placements._subprocess import Subprocess
+from ._plans import PlanSource, plan_on, source_of
 from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot, Replica
 from ._response import CallContext
@@ -71,6 +73,8 @@ from ._status import CartridgeStatus, EngineStats, cartridge_status
 if TYPE_CHECKING:
     from ..machine import Machine, MachineSource
     from ..manifest import Manifest
+    from ..planner import Plan
+    from ..urn import MediaUrn
 
 
 class Engine:
@@ -268,6 +272,38 @@ class Engine:
         """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, else the one
         given to :meth:`add_cartridge`, or ``None``."""
         return self._slot(name).manifest
+
+    async def plan(
+        self,
+        source: PlanSource,
+        target: str | MediaUrn,
+        *,
+        media: str | MediaUrn | None = None,
+        is_sequence: bool | None = None,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        limit: int = DEFAULT_LIMIT,
+    ) -> list[Plan]:
+        """The ranked ways to turn ``source`` into ``target`` over the caps of every cartridge
+        added, best first (none is an empty list); ``plans[0].machine`` runs with
+        :meth:`run_machine`. Cartridges whose manifest is known (given to
+        :meth:`add_cartridge`) are not started; the others are, only to read it.
+
+        :param source: a media URN; a file, folder or glob, or a list of them (their media is
+            detected from the extension and a bounded look at the content); or ``bytes``.
+        :param media: the source's declared media URN (wins over detection; needed for bytes).
+        :param is_sequence: whether the source is a sequence of values (default: a URN or bytes
+            is one value; several files or a folder are a sequence).
+        :raises EngineError: bytes without ``media``.
+        :raises InputError: a file that cannot be found or read.
+        :raises PlannerError: a target that is not a media URN, a bad depth or limit.
+        :raises SpawnFailed: a cartridge whose manifest is not known failed to start.
+        """
+        query = await anyio.to_thread.run_sync(
+            lambda: source_of(source, media=media, is_sequence=is_sequence)
+        )
+        return await plan_on(
+            self, list(self._slots), query, target, max_depth=max_depth, limit=limit
+        )
 
     async def machine(
         self,

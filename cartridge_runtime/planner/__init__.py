@@ -6,7 +6,10 @@
 into a :class:`~cartridge_runtime.machine.Machine` whose canonical text
 (:meth:`Plan.to_notation`) is the reference's, byte for byte. :func:`reachable_targets` lists
 every type a source can become; :func:`iter_paths` reports paths while the search goes on;
-:func:`best_path` refuses with a reason when there is no way. Every refusal is a
+:func:`best_path` refuses with a reason when there is no way. On the input side,
+:func:`detect_media` tells the media URN a file is (its extension, confirmed or corrected by a
+bounded look at its content) and :func:`resolve_inputs` turns files, folders and globs into a
+detected input set. Every refusal is a
 :class:`PlannerError` whose ``kind`` is the reference's error class name. The rules are in
 ``protocol_spec/14-planning.md`` (``PLAN-n``).
 
@@ -29,6 +32,24 @@ from ._api import (
     find_paths,
     iter_paths,
     reachable_targets,
+)
+from ._detect import (
+    SNIFF_BYTES,
+    Decision,
+    DetectedInput,
+    InputError,
+    InputNotFound,
+    InputSet,
+    InputUnreadable,
+    InvalidDeclaredMedia,
+    InvalidGlob,
+    NoFilesMatched,
+    NoInputs,
+    detect_bytes,
+    detect_file,
+    detect_media,
+    expand_inputs,
+    resolve_inputs,
 )
 from ._errors import InvalidInputError, InvalidMediaError, KnitError, NotFoundError, PlannerError
 from ._events import DepthComplete, PathFound, SearchComplete, SearchEvent
@@ -60,4 +81,20 @@ __all__ = (
     "InvalidInputError",
     "NotFoundError",
     "KnitError",
+    "detect_media",
+    "detect_file",
+    "detect_bytes",
+    "expand_inputs",
+    "resolve_inputs",
+    "DetectedInput",
+    "InputSet",
+    "Decision",
+    "SNIFF_BYTES",
+    "InputError",
+    "NoInputs",
+    "InputNotFound",
+    "InputUnreadable",
+    "InvalidGlob",
+    "NoFilesMatched",
+    "InvalidDeclaredMedia",
 )

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ..errors import DefinitionError
+
 __all__ = (
     "PlannerError",
     "InvalidMediaError",
@@ -21,7 +23,7 @@ __all__ = (
 )
 
 
-class PlannerError(ValueError):
+class PlannerError(DefinitionError):
     """A planning query that is refused.
 
     :ivar kind: the reference's error class name for this refusal.
