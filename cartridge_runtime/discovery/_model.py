@@ -107,13 +107,14 @@ class FoundCartridge:
         return tuple(cap.aliases[0] for cap in self.manifest.iter_caps() if cap.aliases)
 
     def add_to(self, engine: Engine, **options: Any) -> str:
-        """Register this cartridge with ``engine`` (``Engine.add_cartridge``), its caps known
-        up front so calls route to it before it ever starts; returns the engine's name for it.
+        """Register this cartridge with ``engine`` (``Engine.add_cartridge``), its manifest known
+        up front, so calls route to it and plans read its caps before it ever starts; returns
+        the engine's name for it.
 
         :param options: more ``add_cartridge`` keywords (``replicas``, ``env``, ``eager``...).
         :raises CartridgeNotFound: the entry has gone since discovery.
         """
-        options.setdefault("known_caps", self.cap_urns)
+        options.setdefault("manifest", self.manifest)
         options.setdefault("name", self.name)
         return engine.add_cartridge(list(self.command), **options)
 
