@@ -67,9 +67,5 @@ async def planning_engine(sources: CartridgeSources) -> AsyncIterator[Engine]:
         for path in sources.cartridges:
             engine.add_cartridge(str(path))
         if sources.from_dir is not None:
-            from ..discovery import discover
-
-            found = await discover(sources.from_dir, cache=sources.cache)
-            for cartridge in found.found:
-                cartridge.add_to(engine)
+            await engine.discover(sources.from_dir, cache=sources.cache)
         yield engine

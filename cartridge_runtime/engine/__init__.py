@@ -23,7 +23,7 @@ from ._config import EngineConfig
 from ._connection._direct import DirectConnection, direct_connection
 from ._connection._links import Flow, PeerOrigin
 from ._connection._tap import FrameTap
-from ._engine import CartridgeStatus, Engine, EngineStats
+from ._engine import CartridgeStatus, Engine, EngineStats, discover
 from ._errors import (
     CallError,
     CallTimeout,
@@ -74,6 +74,7 @@ from ._response import CallContext, Response
 
 __all__ = (
     "Engine",
+    "discover",
     "EngineConfig",
     "CallContext",
     "Response",

@@ -27,16 +27,18 @@ one counted as a protocol error.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
 import attrs
 
+from ..discovery import Discovery, find_installed
 from ..planner import DEFAULT_LIMIT, DEFAULT_MAX_DEPTH
 from ..protocol import (
     AttributionClass,
@@ -53,6 +55,7 @@ from ._config import EngineConfig
 from ._connection._counters import Counters
 from ._connection._health import set_capacities
 from ._connection._shell import Connection
+from ._discover import probe
 from ._errors import CallError, EngineClosed, EngineError
 from ._events import Result
 from ._machines._api import MachineRun, open_run, run_to_end
@@ -272,6 +275,29 @@ class Engine:
         """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, else the one
         given to :meth:`add_cartridge`, or ``None``."""
         return self._slot(name).manifest
+
+    async def discover(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        cache: str | os.PathLike[str] | Literal[False] | None = None,
+        refresh: bool = False,
+    ) -> Discovery:
+        """Add every cartridge installed under ``root`` (a folder of cartridge scripts and
+        executables, or installed version folders with a ``cartridge.json``), each under its
+        manifest's name with its manifest known, so calls route to it and plans read its caps
+        before it ever starts. Manifests come from the cache by content digest; a cartridge
+        the cache does not hold is started once to read it (DSC-1 .. DSC-12).
+
+        :param cache: the manifest cache folder; ``None``: the per-user one; ``False``: none.
+        :param refresh: start every cartridge even when the cache holds it.
+        :returns: what was found (and added) and what was refused, with the reasons.
+        :raises RootNotFound: ``root`` does not exist or is not a folder.
+        """
+        found = await discover(root, cache=cache, refresh=refresh)
+        for cartridge in found.found:
+            cartridge.add_to(self)
+        return found
 
     async def plan(
         self,
@@ -581,3 +607,28 @@ def _default_placement(target: object) -> Placement:
 
 
 __all__ = ("CartridgeStatus", "Engine", "EngineStats", "describe_returncode")
+
+
+async def discover(
+    root: str | os.PathLike[str],
+    *,
+    cache: str | os.PathLike[str] | Literal[False] | None = None,
+    refresh: bool = False,
+    config: EngineConfig | None = None,
+) -> Discovery:
+    """Every cartridge installed under ``root``, with its manifest (DSC-1 .. DSC-12): from the
+    cache when it holds it, else by starting the cartridge once (and stopping it). Nothing is
+    hosted; :meth:`Engine.discover` hosts what this finds.
+
+    :param cache: the manifest cache folder; ``None``: the per-user one; ``False``: none.
+    :param refresh: start every cartridge even when the cache holds it.
+    :param config: the configuration of the engine that starts the cache misses (default:
+        each start-up step may take ``DISCOVERY_STEP_TIMEOUT`` seconds, no heartbeats).
+    :raises RootNotFound: ``root`` does not exist or is not a folder.
+    """
+    return await find_installed(
+        root,
+        starter=functools.partial(probe, engine_type=Engine, config=config),
+        cache=cache,
+        refresh=refresh,
+    )
