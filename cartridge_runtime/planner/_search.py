@@ -46,6 +46,7 @@ class _Query:
         self.graph = graph
         self.target = target
         self._is_target: dict[str, bool] = {}
+        self._successors: dict[_State, list[tuple[int, _State]]] = {}
 
     def is_target(self, text: str) -> bool:
         found = self._is_target.get(text)
@@ -55,7 +56,14 @@ class _Query:
         return found
 
     def successors(self, state: _State) -> list[tuple[int, _State]]:
-        """The moves a path in ``state`` may take, with the state each leads to."""
+        """The moves a path in ``state`` may take, with the state each leads to (kept: the
+        search asks again at every depth)."""
+        found = self._successors.get(state)
+        if found is None:
+            found = self._successors[state] = self._moves_from(state)
+        return found
+
+    def _moves_from(self, state: _State) -> list[tuple[int, _State]]:
         text, is_sequence, pending = state
         edges = self.graph.edges
         found = []
@@ -75,7 +83,6 @@ class _Query:
         """For each state reachable from ``start``: the fewest steps to a cap step into the
         target, ignoring the no-revisit rule (so a lower bound)."""
         seen = {start}
-        order = [start]
         queue = deque([start])
         reverse: dict[_State, list[_State]] = {}
         distance: dict[_State, int] = {}
@@ -90,7 +97,6 @@ class _Query:
                 reverse.setdefault(following, []).append(state)
                 if following not in seen:
                     seen.add(following)
-                    order.append(following)
                     queue.append(following)
         while frontier:
             state = frontier.popleft()
