@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -150,3 +152,13 @@ def test_input_errors_pickle_with_their_fields(tmp_path: Path) -> None:
         back = pickle.loads(pickle.dumps(error))
         assert type(back) is type(error)
         assert (str(back), back.path, back.report) == (str(error), error.path, error.report)
+
+
+def test_detection_and_a_warm_discovery_import_no_io_framework() -> None:
+    code = (
+        "import sys; import cartridge_runtime.planner._detect, cartridge_runtime.discovery; "
+        "print([m for m in ('anyio', 'trio', 'subprocess', 'cartridge_runtime.engine') "
+        "if m in sys.modules])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
