@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import typer
 
+from ..manifest import CAP_IDENTITY
 from . import app
 
 if TYPE_CHECKING:
-    from ..discovery import Discovery, FoundCartridge
+    from ..discovery import Discovery
 
 __all__ = ("list_command", "default_root")
 
 _USAGE = 2
-_IDENTITY = "cap:effect=none"
 
 
 def default_root() -> Path:
@@ -36,13 +36,6 @@ def default_root() -> Path:
         os.path.expanduser("~"), ".local", "share"
     )
     return Path(base) / "cartridge-runtime" / "cartridges"
-
-
-def _aliases(found: FoundCartridge) -> list[str]:
-    """Each cap by its first alias (its URN without one); the identity cap left out."""
-    return [
-        cap.aliases[0] if cap.aliases else cap.urn for cap in found.caps if cap.urn != _IDENTITY
-    ]
 
 
 def _as_json(discovery: Discovery) -> dict[str, Any]:
@@ -59,7 +52,7 @@ def _as_json(discovery: Discovery) -> dict[str, Any]:
                 "caps": [
                     {"urn": cap.urn, "aliases": list(cap.aliases)}
                     for cap in f.caps
-                    if cap.urn != _IDENTITY
+                    if cap.urn != CAP_IDENTITY
                 ],
                 "from_cache": f.from_cache,
             }
@@ -94,7 +87,7 @@ def _print_tables(discovery: Discovery) -> None:
             table.add_column(column, overflow="fold")
         for f in discovery.found:
             table.add_row(
-                e(f.name), e(f.version), e(", ".join(_aliases(f))), str(f.layout), e(str(f.where))
+                e(f.name), e(f.version), e(", ".join(f.aliases)), str(f.layout), e(str(f.where))
             )
         console.print(table)
     else:

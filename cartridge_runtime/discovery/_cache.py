@@ -3,7 +3,8 @@
 Rules (chapter 15 of the protocol spec):
 
 1. The key is a SHA-256 over everything that can change a cartridge's manifest: the entry
-   file's bytes, the ``cartridge.json`` bytes, the names, sizes and modification times of the
+   file's bytes (their digest remembered by file stamp, :mod:`._digests`), the
+   ``cartridge.json`` bytes, the names, sizes and modification times of the
    other files of a version folder, the command that runs it (interpreter included), and this
    package's version (DSC-9).
 2. A file whose key matches is a hit: no process starts. Any other content is a miss, never an
@@ -26,6 +27,7 @@ import attrs
 
 from .._version import __version__
 from ..manifest import Manifest, ManifestError
+from ._digests import FileDigests
 from ._model import RefusalKind
 from ._scan import Candidate
 
@@ -36,19 +38,12 @@ CACHE_FORMAT: Final = 1
 #: Files of a version folder listed (name, size, time) into the key, at most: past it the
 #: folder's listing is summarised by its count, so a huge folder cannot slow every discovery.
 MAX_LISTED_FILES: Final = 4096
-_BLOCK: Final = 1 << 20
 
 
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/cartridge-runtime/manifests``, or ``~/.cache/...`` without it."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "cartridge-runtime" / "manifests"
-
-
-def _file_digest(path: Path, digest: Any) -> None:
-    with path.open("rb") as handle:
-        while block := handle.read(_BLOCK):
-            digest.update(block)
 
 
 def _listing(version_dir: Path, skip: set[str]) -> list[tuple[str, int, int]]:
@@ -70,8 +65,9 @@ def _listing(version_dir: Path, skip: set[str]) -> list[tuple[str, int, int]]:
     return rows
 
 
-def cache_key(candidate: Candidate) -> str:
-    """The digest a candidate's manifest is cached under (DSC-9).
+def cache_key(candidate: Candidate, files: FileDigests) -> str:
+    """The digest a candidate's manifest is cached under (DSC-9); ``files`` gives the entry's
+    and the record's content digests.
 
     :raises OSError: the entry or its record cannot be read.
     """
@@ -83,11 +79,9 @@ def cache_key(candidate: Candidate) -> str:
         "layout": str(candidate.layout),
     }
     digest.update(json.dumps(header, sort_keys=True).encode())
-    digest.update(b"\0entry\0")
-    _file_digest(candidate.entry, digest)
+    digest.update(b"\0entry\0" + files.sha256(candidate.entry).encode())
     if candidate.record_file is not None:
-        digest.update(b"\0record\0")
-        _file_digest(candidate.record_file, digest)
+        digest.update(b"\0record\0" + files.sha256(candidate.record_file).encode())
         skip = {str(candidate.entry), str(candidate.record_file)}
         listing = _listing(candidate.where, skip)
         digest.update(b"\0listing\0" + json.dumps(listing).encode())

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from ._cache import CacheEntry, ManifestCache, cache_key, default_cache_dir
+from ._digests import FileDigests
 from ._errors import RootNotFound
 from ._model import (
     Discovery,
@@ -90,13 +91,14 @@ async def find_installed(
     root = _checked_root(root)
     candidates, refused = scan(root)
     store = None if cache is False else ManifestCache(Path(cache or default_cache_dir()))
+    files = FileDigests(None if store is None else store.folder)
     answers: dict[int, tuple[CacheEntry, str, bool]] = {}
     misses: list[int] = []
     keys: dict[int, str] = {}
     hits = 0
     for index, candidate in enumerate(candidates):
         try:
-            keys[index] = cache_key(candidate)
+            keys[index] = cache_key(candidate, files)
         except OSError as exc:
             reason = f"its entry cannot be read: {exc.strerror or exc}"
             refused.append(_refused(candidate, RefusalKind.ENTRY_MISSING, reason))
@@ -118,6 +120,9 @@ async def find_installed(
             if store is not None and not (isinstance(result, StartFailure) and result.transient):
                 store.store(keys[index], entry, entry_path=candidates[index].entry)
             answers[index] = (entry, keys[index], False)
+    memo_error = files.save()
+    if memo_error is not None and store is not None:
+        store.errors.append(memo_error)
     found: list[FoundCartridge] = []
     for index in sorted(answers):
         entry, key, hit = answers[index]

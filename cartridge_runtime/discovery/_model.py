@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from ..manifest import CapDef, Manifest
+from ..manifest import CAP_IDENTITY, CapDef, Manifest
 
 __all__ = (
     "StartFailure",
@@ -132,8 +132,13 @@ class FoundCartridge:
 
     @property
     def aliases(self) -> tuple[str, ...]:
-        """Each cap's first alias (the identity cap, which has none, left out)."""
-        return tuple(cap.aliases[0] for cap in self.manifest.iter_caps() if cap.aliases)
+        """Each cap by its first alias (its URN when it has none), the identity cap every
+        cartridge serves left out: what the cartridge offers, in a word each."""
+        return tuple(
+            cap.aliases[0] if cap.aliases else cap.urn
+            for cap in self.manifest.iter_caps()
+            if cap.urn != CAP_IDENTITY
+        )
 
     def add_to(self, engine: CartridgeHost) -> str:
         """Register this cartridge with ``engine`` (``Engine.add_cartridge``) under its

@@ -16,7 +16,6 @@ decision itself is :func:`~._detect_rules.decide` over :func:`~._detect_sniff.sn
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from collections.abc import Iterable
@@ -192,9 +191,7 @@ def detect_file(
     try:
         head = _read_head(fd, SNIFF_BYTES)
     except OSError as exc:
-        raise InputUnreadable(
-            path, exc.strerror or errno.errorcode.get(exc.errno or 0, "")
-        ) from exc
+        raise InputUnreadable(path, exc.strerror or str(exc)) from exc
     finally:
         os.close(fd)
     media, decision = detect_bytes(path.name, head, whole=len(head) >= info.st_size)

@@ -38,7 +38,7 @@ class Decision(enum.StrEnum):
 
 
 #: Every UTF-8 text kind :func:`~._detect_sniff.sniff` reports.
-_TEXT: Final = frozenset({"text", "json", "csv", "tsv", "xml", "html"})
+_TEXT: Final = frozenset({"text", "json", "jsonl", "csv", "tsv", "xml", "html"})
 
 
 @attrs.frozen
@@ -138,6 +138,7 @@ EXTENSIONS: Final[dict[str, FileType]] = {
 
 #: The media URN a content kind makes on its own (DET-7); text and JSON are built per file.
 _KIND_MEDIA: Final[dict[str, str]] = {
+    "jsonl": "media:fmt=jsonl;list;record",
     "csv": "media:fmt=csv;list;record",
     "tsv": "media:fmt=tsv;list;record",
     "xml": "media:enc=utf-8;ext=xml",

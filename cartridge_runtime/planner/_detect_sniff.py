@@ -6,8 +6,8 @@ Rules (chapter 15 of the protocol spec):
    that was the whole file (DET-3).
 2. A binary signature wins over every text test; text is UTF-8 (a BOM allowed) with no NUL
    byte (DET-4).
-3. JSON and CSV are refinements of text: JSON by its first token (and, for a whole file, a full
-   parse), CSV by rows of equal width (DET-5).
+3. JSON, JSON Lines and CSV are refinements of text: JSON by its first token (and, for a whole
+   file, a full parse), JSON Lines by objects one per line, CSV by rows of equal width (DET-5).
 
 :func:`sniff` returns a :class:`Sniffed` value: a ``kind`` word from :data:`KINDS`, and for
 JSON the shape of the top-level value. Nothing here touches a file.
@@ -32,8 +32,10 @@ SNIFF_BYTES: Final = 8192
 _GZIP_PEEK: Final = 512
 #: Where a PDF header may start: readers accept junk before it within the first KiB.
 _PDF_WINDOW: Final = 1024
-#: Lines of text a CSV guess looks at, at most.
-_CSV_LINES: Final = 20
+#: Lines of text a CSV or JSON Lines guess looks at, at most.
+_TABLE_LINES: Final = 20
+#: Words a table field may hold: more reads as a sentence.
+_FIELD_WORDS: Final = 8
 #: Share of control characters above which non-UTF-8 text is called binary.
 _CONTROL_SHARE: Final = 0.05
 
@@ -47,6 +49,7 @@ KINDS: Final = frozenset(
         "text",
         "text-8bit",
         "json",
+        "jsonl",
         "csv",
         "tsv",
         "xml",
@@ -96,7 +99,7 @@ class Sniffed:
     @property
     def is_text(self) -> bool:
         """Whether the head is UTF-8 text (any text kind but ``text-8bit``)."""
-        return self.kind in ("text", "json", "csv", "tsv", "xml", "html")
+        return self.kind in ("text", "json", "jsonl", "csv", "tsv", "xml", "html")
 
 
 def _riff(head: bytes) -> str | None:
@@ -216,20 +219,41 @@ def _json_shape(text: str, whole: bool) -> str | None:
     return None
 
 
-def _table(text: str, whole: bool) -> str | None:
-    """``csv`` or ``tsv`` when the first lines are rows of one width (two columns or more)."""
+def _complete_lines(text: str, whole: bool) -> list[str]:
+    """The first non-blank lines of ``text`` that are whole (the last of a partial head may be
+    cut short)."""
     lines = text.splitlines()
     if not whole and lines:
-        lines = lines[:-1]  # the last line may be cut short
-    lines = [line for line in lines[:_CSV_LINES] if line.strip()]
-    if len(lines) < 2:
-        return None
+        lines = lines[:-1]
+    return [line for line in lines[:_TABLE_LINES] if line.strip()]
+
+
+def _json_lines(lines: list[str]) -> bool:
+    """Whether two lines or more are each one JSON object (JSON Lines)."""
+    if len(lines) < 2 or not all(line.lstrip().startswith("{") for line in lines):
+        return False
+    try:
+        return all(isinstance(json.loads(line), dict) for line in lines)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _table(lines: list[str]) -> str | None:
+    """``csv`` or ``tsv`` when the lines are rows of one width: three rows or more, or two of
+    three columns or more, no field a long run of words (prose with a comma per line is not a
+    table)."""
     for delimiter, kind in ((",", "csv"), ("\t", "tsv")):
         try:
-            widths = {len(row) for row in csv.reader(lines, delimiter=delimiter)}
+            rows = list(csv.reader(lines, delimiter=delimiter))
         except csv.Error:
             continue
-        if len(widths) == 1 and widths.pop() >= 2:
+        widths = {len(row) for row in rows}
+        if len(widths) != 1:
+            continue
+        width = widths.pop()
+        if width < 2 or (len(rows) < 3 and width < 3):
+            continue
+        if all(len(field.split()) <= _FIELD_WORDS for row in rows for field in row):
             return kind
     return None
 
@@ -257,4 +281,7 @@ def sniff(head: bytes, *, whole: bool) -> Sniffed:
     shape = _json_shape(text, whole)
     if shape is not None:
         return Sniffed(kind="json", json_shape=shape)
-    return Sniffed(kind=_markup(text) or _table(text, whole) or "text")
+    lines = _complete_lines(text, whole)
+    if _json_lines(lines):
+        return Sniffed(kind="jsonl")
+    return Sniffed(kind=_markup(text) or _table(lines) or "text")

@@ -78,7 +78,7 @@ SIGNATURES = [
     ("a.sqlite", b"SQLite format 3\x00" + ZEROS, "media:database;ext=sqlite", "confirmed"),
     ("a.txt", b"plain words\n", "media:enc=utf-8;ext=txt;plain-text", "confirmed"),
     ("a.md", b"# Title\n\nSome *text*.\n", "media:enc=utf-8;ext=md;markdown", "confirmed"),
-    ("a.csv", b"a,b\n1,2\n", "media:fmt=csv;list;record", "confirmed"),
+    ("a.csv", b"a,b\n1,2\n3,4\n", "media:fmt=csv;list;record", "confirmed"),
     ("a.json", b'[{"a": 1}, {"a": 2}]', "media:fmt=json;list;record", "confirmed"),
 ]
 
@@ -147,7 +147,17 @@ def test_each_signature_is_found_without_an_extension(
         ("tool.py", b"print('hi')\n", "media:enc=utf-8;ext=py", "content"),
         ("blob.bin", b"\x00\x01\x02\x03" * 10, "media:", "content"),
         ("table.dat", b"name,age\nann,3\nbob,4\n", "media:fmt=csv;list;record", "content"),
-        ("table.dat", b"name\tage\nann\t3\n", "media:fmt=tsv;list;record", "content"),
+        ("table.dat", b"name\tage\nann\t3\nbob\t4\n", "media:fmt=tsv;list;record", "content"),
+        ("wide.dat", b"a,b,c\n1,2,3\n", "media:fmt=csv;list;record", "content"),
+        # prose with a comma on each line is not a table
+        (
+            "letter",
+            b"Dear Ann, I hope this finds you well\nSee you soon, Bob\n",
+            "media:enc=utf-8",
+            "content",
+        ),
+        ("short", b"a,b\n1,2\n", "media:enc=utf-8", "content"),  # two rows of two: too little
+        ("rows", b'{"a": 1, "b": 2}\n{"a": 3, "b": 4}\n', "media:fmt=jsonl;list;record", "content"),
         ("page", b"<!DOCTYPE html><html></html>", "media:enc=utf-8;ext=html", "content"),
         # text that mentions %PDF- is not a PDF
         (

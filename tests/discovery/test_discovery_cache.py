@@ -4,18 +4,27 @@ are atomic, and a damaged or absent cache is only a miss (DSC-9 to DSC-11)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from _discovery_helpers import BROKEN, SILENT, SpawnLog, write_cartridge, write_version
 
 from cartridge_runtime.discovery import RefusalKind, default_cache_dir
+from cartridge_runtime.discovery._digests import MEMO_FILE, FileDigests
 from cartridge_runtime.engine import EngineConfig, discover
 
 
 def _cache_files(cache_dir: Path) -> list[Path]:
-    """Every file in the cache folder (none when it does not exist)."""
-    return sorted(p for p in cache_dir.rglob("*") if p.is_file())
+    """Every manifest entry in the cache folder (the digest memo left out)."""
+    return sorted(p for p in cache_dir.rglob("*") if p.is_file() and p.name != MEMO_FILE)
+
+
+def _memo(cache_dir: Path) -> dict[str, object]:
+    """The digest memo, once no temporary file is left beside it."""
+    assert not list(cache_dir.rglob("*.tmp"))
+    memo: dict[str, object] = json.loads((cache_dir / MEMO_FILE).read_text())
+    return memo
 
 
 def _root(tmp_path: Path) -> Path:
@@ -72,6 +81,8 @@ async def test_cache_entries_are_whole_files_with_no_temporary_left(
     assert entry["key"] == result.found[0].digest
     assert entry["manifest"]["name"] == "alpha"
     assert result.cache_dir == cache_dir and result.cache_errors == ()
+    memo = _memo(cache_dir)
+    assert list(memo) == [str(root / "alpha.py")]
 
 
 @pytest.mark.asyncio
@@ -115,7 +126,8 @@ async def test_an_unwritable_cache_is_reported_not_fatal(
     blocker.write_text("x")
     result = await discover(root, cache=blocker)
     assert [f.name for f in result.found] == ["alpha"]
-    assert len(result.cache_errors) == 1 and str(blocker) in result.cache_errors[0]
+    assert result.cache_errors  # the entry and the digest memo
+    assert all(str(blocker) in line for line in result.cache_errors)
 
 
 def test_the_default_cache_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -141,3 +153,19 @@ async def test_a_start_that_ran_out_of_time_is_not_remembered(
         assert refused.kind is RefusalKind.HANDSHAKE_FAILED
         assert "0.5 s" in refused.reason
     assert _cache_files(cache_dir) == []
+
+
+def test_an_unchanged_file_is_not_read_again_and_a_rewritten_one_is(tmp_path: Path) -> None:
+    big = tmp_path / "entry.bin"
+    big.write_bytes(b"a" * 3_000_000)
+    first = FileDigests(tmp_path / "cache")
+    digest = first.sha256(big)
+    assert first.hashed == 1 and first.save() is None
+    again = FileDigests(tmp_path / "cache")
+    assert (again.sha256(big), again.hashed) == (digest, 0)
+    before = big.stat()
+    big.write_bytes(b"b" * 3_000_000)  # same size, and the same modification time put back
+    os.utime(big, ns=(before.st_atime_ns, before.st_mtime_ns))
+    changed = FileDigests(tmp_path / "cache")
+    assert changed.sha256(big) != digest and changed.hashed == 1
+    assert FileDigests(None).sha256(big) == changed.sha256(big)

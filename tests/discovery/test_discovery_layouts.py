@@ -90,7 +90,7 @@ def _check_found(found: Discovery, spawn_log: SpawnLog) -> None:
     assert beta.layout is LayoutKind.INSTALLED and beta.version == "1.10.0"
     assert beta.where == found.root / "installed" / "beta" / "1.10.0"
     assert beta.install is not None and beta.install.channel == "release"
-    assert beta.aliases == ("identity", "beta-op")
+    assert beta.aliases == ("beta-op",)
     assert by_name["mu"].install is not None
     assert by_name["mu"].install.registry_url == "https://reg.example"
     assert [f.name for f in found.found] == sorted(
