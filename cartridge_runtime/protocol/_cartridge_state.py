@@ -94,7 +94,8 @@ class HandlerTable(Protocol[H_co]):
 
 
 class PoolSchedule(Protocol[T]):
-    """The pool table that admits requests (``manifest.PoolTable`` has this shape)."""
+    """The pool table that admits requests (``manifest.PoolTable``, built on
+    :class:`~cartridge_runtime.protocol._admission.PoolAdmission`, has this shape)."""
 
     def arrive(self, cap: str, item: T) -> int | None: ...
     def release(self, cap: str) -> None: ...
