@@ -50,6 +50,7 @@ from ._events import BodyEnded, ErrorReport, StreamData, StreamItem, StreamOpene
 from ._frame import ZERO_ID, Frame, MessageId
 from ._handshake import accept_host_hello
 from ._limits import Limits
+from ._seq import SeqAssigner
 
 H = TypeVar("H")
 
@@ -121,6 +122,8 @@ class CartridgeConnection(Generic[H]):
         self.peer_calls: dict[MessageId, PeerRoute] = {}
         #: Frames decided while receiving, for the runtime to send (in order) and clear.
         self.outbox: list[Frame] = []
+        #: The seq of every frame sent to the host (TYP-3..TYP-6), stragglers counted.
+        self.seq = SeqAssigner()
         self._pool_names: dict[str, str] = {}
         serving: dict[FrameType, Callable[[Frame], ConnEvent]] = {
             FrameType.REQ: self._on_req,

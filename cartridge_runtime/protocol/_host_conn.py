@@ -41,6 +41,7 @@ from ._frame import Frame, MessageId
 from ._handshake import IdentityCheck
 from ._host_startup import HostHandshake, StartupPhase
 from ._limits import Limits
+from ._seq import SeqAssigner
 
 __all__ = (
     "CONN_TRANSITIONS",
@@ -225,6 +226,9 @@ class HostConnection(Generic[F, O]):
         self.state = ConnState.STARTING
         self.counters = counters
         self.misses_to_kill = misses_to_kill
+        #: The seq of every frame sent to the cartridge (TYP-3..TYP-6); stragglers counted
+        #: in ``counters``.
+        self.seq = SeqAssigner(counters)
         #: Flows of requests the host sent, by request id.
         self.calls: dict[MessageId, F] = {}
         #: Peer calls this cartridge made, by its request id.
