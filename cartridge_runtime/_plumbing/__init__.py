@@ -1,7 +1,8 @@
 """The IO plumbing both ends of a Bifaci connection share: bytes in, frames out, and back.
 
-- :mod:`._outbox`: :class:`FrameOutbox`, the one outbound frame queue and its writer (seq
-  numbering, stragglers and drops counted, gathering writes without copies of large payloads,
+- :mod:`._outbox`: :class:`FrameOutbox`, the one outbound frame queue and its writer (each
+  frame numbered by its connection core, drops counted, gathering writes without copies of
+  large payloads,
   synchronous non-blocking flushes, hold/release, withdraw, a writer task woken only when
   needed), with the per-side knobs as constructor parameters.
 - :mod:`._pump`: :class:`FramePump`, the one reader pump (reads sized by the decoder, blocks fed
@@ -21,8 +22,9 @@ Who uses what
   encodes at flush time with a frame bound (:attr:`EncodeAt.FLUSH`).
 - The engine's connection (``engine/_connection/_shell.py``) holds a :class:`FrameOutbox` that encodes at
   queue time with no bound, attached to the instance's stdin once it is launched, and a
-  :class:`FramePump` with ``hold=`` that outbox, fed by the placement's ``read_blocks``
-  (:func:`read_blocks` over a pipe for a local subprocess).
+  :class:`FramePump` with ``hold=`` that outbox, run over the instance's ``stdout`` byte stream
+  as the session runs it over its stdin (an :class:`FdReader` for a local subprocess, which
+  reads from the loop's reader callback on asyncio).
 """
 
 from ._backend import Block, Cancellable, SoonCaller, event_factory, read_fd, soon_caller
@@ -37,7 +39,6 @@ from ._fd import (
     FdWriter,
     grow_pipe,
     make_pipe,
-    read_blocks,
 )
 from ._outbox import (
     SMALL_PAYLOAD,
@@ -86,7 +87,6 @@ __all__ = (
     "FdSendStream",
     "grow_pipe",
     "make_pipe",
-    "read_blocks",
     "PIPE_SIZE",
     "IOV_MAX",
     "PEER_GONE",

@@ -9,9 +9,10 @@ not four ping-pongs between the processes). :func:`anyio.wait_readable` and
 
 The write loops live in one class, :class:`FdSink`, which both writing ends *hold* (no mixin):
 
-- the engine owns the pipes it makes (:func:`make_pipe`): :class:`FdReader` returns ``b""`` at
-  EOF and reads blocks for a :class:`~._pump.FramePump` (:meth:`FdReader.stream_blocks`);
-  :class:`FdWriter` is an :class:`FdSink` that closes its fd. Both close their fd.
+- the engine owns the pipes it makes (:func:`make_pipe`): :class:`FdReader` is an anyio byte
+  stream (a subprocess's stdout, as anyio's ``Process.stdout``) that reads blocks for a
+  :class:`~._pump.FramePump` itself (:meth:`FdReader.stream_blocks`); :class:`FdWriter` is an
+  :class:`FdSink`. Both close their fd.
 - a cartridge borrows its stdin/stdout: :class:`FdReceiveStream` and :class:`FdSendStream` are
   anyio byte streams that enlarge the pipe, raise :class:`anyio.EndOfStream` at EOF, and put
   the fd back in its original blocking mode instead of closing it. :attr:`FdSendStream.sink`
@@ -172,8 +173,11 @@ class FdSink:
 # --- the engine's side: pipes it made and owns ----------------------------------------------
 
 
-class FdReader:
-    """Reads a non-blocking fd it owns; ``b""`` at EOF (or when the read fails)."""
+class FdReader(anyio.abc.ByteReceiveStream):
+    """Reads a non-blocking fd it owns: a process's stdout as a byte stream. EOF (or a failed
+    read) raises :class:`anyio.EndOfStream`; :meth:`stream_blocks` reads blocks for a
+    :class:`~._pump.FramePump` without a task switch per block (see :func:`~._backend.read_fd`).
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -183,19 +187,27 @@ class FdReader:
     def is_closed(self) -> bool:
         return self.closed
 
-    async def receive(self, max_bytes: int) -> bytes:
+    async def receive(self, max_bytes: int = READ_SIZE) -> bytes:
+        """The next block, at most ``max_bytes``.
+
+        :raises anyio.EndOfStream: end of file, a failed read, or the reader was closed.
+        """
         while True:
             if self.closed:
-                return b""
+                raise anyio.EndOfStream
             try:
-                return os.read(self.fd, max_bytes)
+                data = os.read(self.fd, max_bytes)
             except BlockingIOError:
                 try:
                     await anyio.wait_readable(self.fd)
                 except anyio.ClosedResourceError:
-                    return b""
+                    raise anyio.EndOfStream from None
+                continue
             except OSError:
-                return b""
+                raise anyio.EndOfStream from None
+            if not data:
+                raise anyio.EndOfStream
+            return data
 
     async def stream_blocks(
         self,
@@ -209,10 +221,14 @@ class FdReader:
         await read_fd(self.fd, buffer, next_size, on_block, until_drained, self.is_closed)
 
     def close(self) -> None:
+        """Close the fd (a read in progress ends as at EOF)."""
         if not self.closed:
             self.closed = True
             anyio.notify_closing(self.fd)
             os.close(self.fd)
+
+    async def aclose(self) -> None:
+        self.close()
 
 
 class FdWriter(FdSink):
@@ -319,50 +335,3 @@ class FdSendStream(anyio.abc.ByteSendStream):
 
     async def aclose(self) -> None:
         self.restore()
-
-
-async def read_blocks(
-    reader: FdReader,
-    size: int,
-    on_data: Callable[[Block], None],
-    next_size: Callable[[], int] | None = None,
-    buffer: bytearray | None = None,
-) -> None:
-    """Call ``on_data`` with every block read from ``reader``, in order, and finally with
-    ``b""`` at end of file; return after that.
-
-    Each read asks for ``next_size()`` bytes when given, else for ``size``. With ``buffer``,
-    every read lands in that one buffer and ``on_data`` gets a view of it, valid only until it
-    returns; without one, ``on_data`` gets bytes it may keep.
-
-    :raises Exception: whatever ``on_data`` raised (reading stops there).
-    """
-
-    def fixed() -> int:
-        return size
-
-    if buffer is None:
-        view = memoryview(bytearray(size))
-
-        def on_block(data: Block) -> bool:
-            on_data(bytes(data))
-            return True
-    else:
-        view = memoryview(buffer)
-
-        def on_block(data: Block) -> bool:
-            on_data(data)
-            return True
-
-    await read_fd(
-        reader.fd,
-        view,
-        fixed if next_size is None else next_size,
-        on_block,
-        _never,
-        reader.is_closed,
-    )
-
-
-async def _never() -> None:
-    """No pause is ever asked for (``on_block`` always returns ``True``)."""

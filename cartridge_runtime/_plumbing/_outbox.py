@@ -1,12 +1,15 @@
 """One outbound frame queue and its writer, for the engine and the cartridge alike.
 
-Theory of operation
--------------------
-Every frame a connection sends goes through one :class:`FrameOutbox`. It numbers each flow
-frame (one :class:`~cartridge_runtime.protocol.SeqAssigner`: seq per (rid, xid) flow, frames
-after a flow's terminal dropped and counted as stragglers), encodes it, and hands whatever is
-queued to the byte sink in one gathering write: a small frame is one buffer, prefix included,
-and a large payload is a buffer of its own, never copied into a joined frame.
+1. Bytes leave in the order their frames were queued; nothing overtakes a frame the writer
+   holds.
+2. A frame goes out with the seq its connection core gives it (``number``); the outbox applies
+   no protocol rule of its own: a frame the core refuses (a straggler) is not written.
+3. Only one writer writes at a time: a write in place, or the task while it holds bytes.
+
+Theory of operation. Every frame a connection sends goes through one :class:`FrameOutbox`. It
+asks the core's numbering for the frame's seq, encodes it, and hands whatever is queued to the
+byte sink in one gathering write: a small frame is one buffer, prefix included, and a large
+payload is a buffer of its own, never copied into a joined frame.
 
 Two knobs tell the shells apart:
 
@@ -34,6 +37,7 @@ While it holds unwritten bytes nothing else writes, so frames never overtake eac
 from __future__ import annotations
 
 import enum
+import operator
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
@@ -43,14 +47,7 @@ import anyio.abc
 import anyio.lowlevel
 import attrs
 
-from cartridge_runtime.protocol import (
-    Frame,
-    MessageId,
-    ProtocolError,
-    SeqAssigner,
-    encode_frame,
-    encode_frame_parts,
-)
+from cartridge_runtime.protocol import Frame, ProtocolError, encode_frame, encode_frame_parts
 
 from ._backend import Block, Cancellable, SoonCaller, event_factory, soon_caller
 from ._fd import FdSink
@@ -60,6 +57,9 @@ from ._fd import FdSink
 SMALL_PAYLOAD = 4096
 #: Payload bytes queued without waiting before a producer yields to the writer anyway.
 YIELD_BYTES = 1 << 20
+
+#: The numbering of an outbox given none: every frame keeps the seq it carries.
+_OWN_SEQ: Callable[[Frame], int | None] = operator.attrgetter("seq")
 
 #: The errors of a byte sink whose reader is gone (or that was closed): the outbox is broken.
 _SINK_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
@@ -145,12 +145,11 @@ def _writes_in_place(sink: ByteSink | None) -> bool:
 
 
 class DropCounts(Protocol):
-    """Where an outbox counts the frames it does not send."""
+    """Where an outbox counts the frames it does not send (stragglers are counted by the
+    numbering that refuses them)."""
 
     #: Frames queued after :meth:`FrameOutbox.close`, or that could not be encoded.
     drops: int
-    #: Flow frames queued after their flow's terminal frame.
-    stragglers: int
 
 
 @attrs.define
@@ -158,7 +157,6 @@ class OutboxCounts:
     """An outbox's own :class:`DropCounts`, when its owner keeps none."""
 
     drops: int = 0
-    stragglers: int = 0
 
 
 def _note(frame: Frame, exc: ProtocolError) -> None:
@@ -174,10 +172,12 @@ class FrameOutbox:
 
     :param sink: where the bytes go; may be given later (:meth:`attach`), before any flush.
     :param max_frame: returns the negotiated max_frame when a frame is encoded.
+    :param number: the connection core's numbering (``SeqAssigner.number``): a frame's seq,
+        or ``None`` for a straggler, which is not written. Default: frames keep their seq.
     :param encode_at: when frames are numbered and encoded.
     :param bound: frames queued before :meth:`send` waits (``None``: no bound).
     :param yield_bytes: payload bytes :meth:`send` queues before it yields anyway.
-    :param counts: where drops and stragglers are counted (default: :attr:`counts`, new).
+    :param counts: where drops are counted (default: :attr:`counts`, new).
     :param on_drop: told of each frame dropped because it cannot be encoded (default: a
         ``cartridge: ...`` line on stderr).
     """
@@ -187,6 +187,7 @@ class FrameOutbox:
         sink: ByteSink | None,
         max_frame: Callable[[], int],
         *,
+        number: Callable[[Frame], int | None] | None = None,
         encode_at: EncodeAt = EncodeAt.QUEUE,
         bound: int | None = None,
         yield_bytes: int = YIELD_BYTES,
@@ -206,7 +207,7 @@ class FrameOutbox:
         self._yield_bytes = yield_bytes
         self.counts: DropCounts = OutboxCounts() if counts is None else counts
         self._on_drop = on_drop
-        self.seq = SeqAssigner()
+        self._number = _OWN_SEQ if number is None else number
         #: Frames waiting to be numbered and encoded (EncodeAt.FLUSH).
         self._frames: list[Frame] = []
         #: Encoded buffers in wire order, not handed to the sink yet.
@@ -274,10 +275,9 @@ class FrameOutbox:
         if self._closed:
             self.counts.drops += 1
             return
-        seq = self.seq.number(frame)
+        seq = self._number(frame)
         if seq is None:
-            self.counts.stragglers += 1
-            return
+            return  # a straggler: the numbering counted it
         self._queue_encoded(frame, seq)
 
     def _push_frame(self, frame: Frame) -> None:
@@ -291,9 +291,9 @@ class FrameOutbox:
             self._schedule()
 
     def push_numbered(self, frame: Frame, seq: int | None = None) -> None:
-        """Queue a frame numbered ``seq`` (default: its own seq), bypassing the seq
-        assigner: only for a flow the caller opens and ends in one go (a small call's whole
-        request), which the assigner then never sees. EncodeAt.QUEUE only.
+        """Queue a frame numbered ``seq`` (default: its own seq), bypassing the numbering:
+        only for a flow the caller opens and ends in one go (a small call's whole request),
+        which the numbering then never sees. EncodeAt.QUEUE only.
 
         :raises FrameEncodeError: the frame does not fit max_frame.
         """
@@ -352,9 +352,10 @@ class FrameOutbox:
                 self._unyielded = 0
                 await anyio.lowlevel.checkpoint()
 
-    def forget_flow(self, rid: MessageId, xid: MessageId | None = None) -> None:
-        """Drop the numbering of a flow (one whose frames were withdrawn)."""
-        self.seq.forget(rid, xid)
+    def number_by(self, number: Callable[[Frame], int | None]) -> None:
+        """Take the numbering of a connection core made after the outbox (before any frame
+        is queued)."""
+        self._number = number
 
     def mark(self) -> tuple[int, int]:
         """The position the next queued frame will take (for :meth:`withdraw`)."""
@@ -438,14 +439,13 @@ class FrameOutbox:
         room are woken)."""
         if self._frames:
             frames, self._frames = self._frames, []
-            number = self.seq.number
+            number = self._number
             max_frame = self._max_frame()
             out = self._out
             for frame in frames:
                 seq = number(frame)
                 if seq is None:
-                    self.counts.stragglers += 1
-                    continue
+                    continue  # a straggler: the numbering counted it
                 payload = frame.payload
                 try:
                     if payload is None or len(payload) < SMALL_PAYLOAD:

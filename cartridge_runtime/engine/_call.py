@@ -1,5 +1,13 @@
 """One engine call: opening it, receiving its response, credit, cancel.
 
+1. Nothing of a call leaves before its REQ: the REQ (and a small body with it) is queued
+   synchronously when the call starts, so every later frame of the call follows it.
+2. A call ends exactly once (:meth:`CallState._finish`): its flow is forgotten, its pool
+   slot released and its caller woken there, whatever ended it (END, ERR, cancel, timeout,
+   the cartridge's death); frames that come after are stragglers.
+3. Credit goes back only as fast as the caller takes data, so what a call holds is bounded
+   by its window, not by the response's size.
+
 Theory of operation
 -------------------
 A :class:`CallState` is registered in its connection under the call's request id. When it

@@ -23,11 +23,12 @@ order of the registered URN text, declared shared pools by name, then ``all``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Generic, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 import attrs
 
+from ..protocol._admission import CAPACITY_UNLIMITED, PoolAdmission, effective_capacity
 from ._errors import PoolDeclarationError, UnknownPoolError
 from ._manifest import Manifest
 from ._pool_declarations import POOL_ALL, PoolDeclarations
@@ -42,20 +43,7 @@ __all__ = (
     "parse_desired_capacities",
 )
 
-#: A capacity of 0 means "no limit", never "zero slots".
-CAPACITY_UNLIMITED: Final = 0
-
 T = TypeVar("T")
-
-
-def effective_capacity(configured: int, available: int | None) -> int:
-    """``min(configured, available)`` with 0 (and absent ``available``) read as
-    unlimited on input and 0 meaning unlimited in the result."""
-    if available is None or available == CAPACITY_UNLIMITED:
-        return configured
-    if configured == CAPACITY_UNLIMITED:
-        return available
-    return min(configured, available)
 
 
 def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
@@ -94,36 +82,11 @@ class PoolState:
         return result
 
 
-class _Pool:
-    """Mutable bookkeeping for one pool inside a :class:`PoolTable`."""
-
-    __slots__ = ("active", "available", "configured", "declared", "members", "name")
-
-    def __init__(self, name: str, declared: int, members: tuple[str, ...] = ()) -> None:
-        self.name = name
-        self.declared = declared
-        self.configured = declared
-        self.available: int | None = None
-        self.active = 0
-        self.members = members
-
-    def has_room(self) -> bool:
-        limit = effective_capacity(self.configured, self.available)
-        return limit == CAPACITY_UNLIMITED or self.active < limit
-
-
-@attrs.define
-class _Waiter(Generic[T]):
-    ticket: int
-    cap: str
-    chain: tuple[_Pool, ...]
-    item: T
-
-
-class PoolTable(Generic[T]):
-    """The runtime's pools for one cartridge process: admission, counters,
-    operator capacities and the wire JSON. Not thread-safe; the owner
-    serializes access (the async runtime is single-threaded).
+class PoolTable(PoolAdmission[T]):
+    """The runtime's pools for one cartridge process: the admission table of
+    :class:`~cartridge_runtime.protocol._admission.PoolAdmission` drawn from the
+    manifest's declarations, plus operator capacities and the wire JSON. Not
+    thread-safe; the owner serializes access (the async runtime is single-threaded).
 
     ``T`` is whatever the runtime queues for a waiting request.
     """
@@ -141,6 +104,7 @@ class PoolTable(Generic[T]):
         """
         from cartridge_runtime.urn import CapUrn, UrnError
 
+        super().__init__(closed=True)
         declarations = declarations or PoolDeclarations()
         singles: list[str] = []
         for raw in sorted(registered_cap_urns):
@@ -170,16 +134,13 @@ class PoolTable(Generic[T]):
             return canon
 
         capacities = declarations.capacities
-        self._pools: dict[str, _Pool] = {}
         for name in singles:
-            self._pools[name] = _Pool(name, capacities.get(name, CAPACITY_UNLIMITED))
-        shared: list[tuple[str, tuple[str, ...]]] = []
+            self.add_pool(name, capacities.get(name, CAPACITY_UNLIMITED))
         for name in sorted(declarations.pools):
             members = tuple(resolve(member) for member in declarations.pools[name])
-            self._pools[name] = _Pool(name, capacities.get(name, CAPACITY_UNLIMITED), members)
-            shared.append((name, members))
+            self.add_pool(name, capacities.get(name, CAPACITY_UNLIMITED), members)
         for key in capacities:
-            if key == POOL_ALL or key in self._pools:
+            if key == POOL_ALL or key in self.pools:
                 continue
             try:
                 if str(CapUrn.parse(key)) in singles:
@@ -191,135 +152,36 @@ class PoolTable(Generic[T]):
                 f"pool, nor {POOL_ALL!r}",
                 pool=key,
             )
-        self._pools[POOL_ALL] = _Pool(
-            POOL_ALL, capacities.get(POOL_ALL, CAPACITY_UNLIMITED), tuple(singles)
-        )
-        all_pool = self._pools[POOL_ALL]
-        self._chains: dict[str, tuple[_Pool, ...]] = {
-            cap: (
-                self._pools[cap],
-                *(self._pools[name] for name, members in shared if cap in members),
-                all_pool,
-            )
-            for cap in singles
-        }
-        self._line: list[_Waiter[T]] = []
-        self._next_ticket = 1
+        self.add_pool(POOL_ALL, capacities.get(POOL_ALL, CAPACITY_UNLIMITED), tuple(singles))
 
     @classmethod
     def from_manifest(cls, registered_cap_urns: Iterable[str], manifest: Manifest) -> PoolTable[T]:
         """The table for ``manifest``'s pool declarations and these handlers."""
         return cls(registered_cap_urns, manifest.pool_declarations)
 
+    def _unknown(self, name: str) -> Exception:
+        return UnknownPoolError(f"unknown pool '{name}'", pool=name)
+
     # -- introspection ------------------------------------------------------------
 
     @property
     def names(self) -> list[str]:
         """Pool names in wire order."""
-        return list(self._pools)
+        return list(self.pools)
 
     def chain(self, cap: str) -> list[str]:
         """The admission chain of a registered cap (canonical URN text).
 
         :raises UnknownPoolError: ``cap`` is not a registered handler.
         """
-        return [pool.name for pool in self._chain(cap)]
-
-    def _chain(self, cap: str) -> tuple[_Pool, ...]:
-        try:
-            return self._chains[cap]
-        except KeyError:
-            raise UnknownPoolError(f"unknown pool '{cap}'", pool=cap) from None
-
-    def _pool(self, name: str) -> _Pool:
-        try:
-            return self._pools[name]
-        except KeyError:
-            raise UnknownPoolError(f"unknown pool '{name}'", pool=name) from None
+        return [pool.name for pool in self.chain_pools(cap)]
 
     def effective(self, pool: str) -> int:
-        """A pool's effective limit (0 = unlimited)."""
-        entry = self._pool(pool)
-        return effective_capacity(entry.configured, entry.available)
+        """A pool's effective limit (0 = unlimited).
 
-    def has_room(self, cap: str) -> bool:
-        """Whether every pool of ``cap``'s chain has a free slot."""
-        return all(pool.has_room() for pool in self._chain(cap))
-
-    @property
-    def waiting(self) -> int:
-        """How many requests are in line."""
-        return len(self._line)
-
-    # -- admission ----------------------------------------------------------------
-
-    def arrive(self, cap: str, item: T) -> int | None:
-        """A request for ``cap`` arrives. Returns ``None`` when it is admitted
-        at once (a slot is taken in every pool of its chain), else its
-        position (from 1) among the requests waiting on the same cap; ``item``
-        is then held until :meth:`admit_next` returns it.
-
-        :raises UnknownPoolError: ``cap`` is not a registered handler.
+        :raises UnknownPoolError: no such pool.
         """
-        chain = self._chain(cap)
-        line = self._line
-        # (Loops, not any()/all() over generators: this runs for every request.)
-        line_can_go = False
-        for waiter in line:
-            for p in waiter.chain:
-                if not p.has_room():
-                    break
-            else:
-                line_can_go = True
-                break
-        if not line_can_go:
-            for pool in chain:
-                if not pool.has_room():
-                    break
-            else:
-                for pool in chain:
-                    pool.active += 1
-                return None
-        self._line.append(_Waiter(self._next_ticket, cap, chain, item))
-        self._next_ticket += 1
-        return sum(1 for waiter in self._line if waiter.cap == cap)
-
-    def release(self, cap: str) -> None:
-        """One admitted request of ``cap`` finished: free its slots.
-
-        :raises UnknownPoolError: ``cap`` is not a registered handler.
-        :raises RuntimeError: a pool would go below zero active (a double release).
-        """
-        chain = self._chain(cap)
-        for pool in chain:
-            if pool.active == 0:
-                raise RuntimeError(f"pool {pool.name!r} released below zero active")
-        for pool in chain:
-            pool.active -= 1
-
-    def admit_next(self) -> tuple[str, T] | None:
-        """Admit the longest-waiting request whose whole chain has room and
-        return ``(cap, item)``; ``None`` when nobody in line can go. Call it
-        repeatedly after a release or a limit change."""
-        if not self._line:
-            return None
-        for index, waiter in enumerate(self._line):
-            if all(pool.has_room() for pool in waiter.chain):
-                del self._line[index]
-                for pool in waiter.chain:
-                    pool.active += 1
-                return waiter.cap, waiter.item
-        return None
-
-    def remove_queued(self, matches: Callable[[T], bool]) -> T | None:
-        """Take the first waiting request whose item ``matches`` out of line
-        (a cancel before its handler started); it held no slots. Returns the
-        item, or ``None``."""
-        for index, waiter in enumerate(self._line):
-            if matches(waiter.item):
-                del self._line[index]
-                return waiter.item
-        return None
+        return self.pool(pool).limit
 
     # -- capacities ---------------------------------------------------------------
 
@@ -329,11 +191,9 @@ class PoolTable(Generic[T]):
 
         :raises UnknownPoolError: a name that is not a pool of this table.
         """
-        for name in desired:
-            if name not in self._pools:
-                raise UnknownPoolError(f"unknown pool '{name}'", pool=name)
-        for name in sorted(desired):
-            self._pools[name].configured = desired[name]
+        pools = [self.pool(name) for name in desired]
+        for pool in pools:
+            pool.set_limits(desired[pool.name], pool.available)
 
     def apply_desired_json(self, data: bytes | str) -> None:
         """:meth:`apply_desired` for the raw ``desired_capacities`` meta value.
@@ -348,17 +208,10 @@ class PoolTable(Generic[T]):
 
         :raises UnknownPoolError: no such pool.
         """
-        self._pool(pool).available = available
+        entry = self.pool(pool)
+        entry.set_limits(entry.configured, available)
 
     # -- wire ---------------------------------------------------------------------
-
-    def _queued(self, pool: _Pool) -> int:
-        room = pool.has_room()
-        count = 0
-        for waiter in self._line:
-            if waiter.chain[0] is pool or (not room and pool in waiter.chain):
-                count += 1
-        return count
 
     def snapshot(self) -> dict[str, PoolState]:
         """Every pool's wire state, in wire order."""
@@ -368,10 +221,10 @@ class PoolTable(Generic[T]):
                 configured=pool.configured,
                 available=pool.available,
                 active=pool.active,
-                queued=self._queued(pool),
+                queued=self.queued_on(pool),
                 caps=pool.members,
             )
-            for name, pool in self._pools.items()
+            for name, pool in self.pools.items()
         }
 
     def to_json(self) -> dict[str, Any]:

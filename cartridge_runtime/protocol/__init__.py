@@ -40,6 +40,7 @@ from ._codec import (
     frame_to_map,
     map_to_frame,
 )
+from ._conn_state import ConnState
 from ._constants import (
     COALESCE_AGE,
     COALESCE_BYTES,
@@ -97,7 +98,6 @@ from ._handshake import CartridgeHello, IdentityCheck, accept_cartridge_hello, a
 from ._host_conn import (
     CONN_TRANSITIONS,
     ConnInput,
-    ConnState,
     FrameRefused,
     HealthReport,
     HostConnection,
@@ -141,6 +141,7 @@ from ._telemetry import (
     trace_data,
 )
 from ._validate import ATTRIBUTION_CLASSES, POLICY_WORDS, validate_frame
+from ._verbs import NEED_DATA, PEER_CLOSED, NoEvent
 
 __all__ = (
     # model
@@ -187,6 +188,10 @@ __all__ = (
     "accept_cartridge_hello",
     "SeqAssigner",
     "FlowKey",
+    # the verbs every connection core shares
+    "NEED_DATA",
+    "PEER_CLOSED",
+    "NoEvent",
     # the host side of a connection
     "HostConnection",
     "HostHandshake",

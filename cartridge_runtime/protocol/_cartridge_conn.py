@@ -11,7 +11,7 @@ handler's ERR, which beats END; REQ-27). It never does IO and never waits: the r
 session moves the bytes, runs the handlers and acts on the events.
 
 The per-frame path is one dict lookup of the frame type in the table of the current
-:class:`ConnPhase`, then one dict lookup of the request id.
+:class:`~._conn_state.ConnState`, then one dict lookup of the request id.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from ._cartridge_state import (
     CloseReason,
     ConnectionClosed,
     ConnEvent,
-    ConnPhase,
     CreditSink,
     HandlerTable,
     Handshaken,
@@ -44,12 +43,15 @@ from ._cartridge_state import (
     ServedRequest,
     terminal_frame,
 )
+from ._conn_state import ConnState
 from ._constants import AttributionClass, ErrorCode, FrameType
 from ._errors import HandshakeError, LocalProtocolError, ProtocolError, RemoteProtocolError
 from ._events import BodyEnded, ErrorReport, StreamData, StreamItem, StreamOpened
 from ._frame import ZERO_ID, Frame, MessageId
 from ._handshake import accept_host_hello
 from ._limits import Limits
+from ._seq import SeqAssigner
+from ._verbs import NoEvent, WireBytes
 
 H = TypeVar("H")
 
@@ -107,7 +109,7 @@ class CartridgeConnection(Generic[H]):
         manifest: bytes,
         max_open_requests: int,
     ) -> None:
-        self.phase = ConnPhase.AWAITING_HELLO
+        self.state = ConnState.STARTING
         self.limits = limits
         self.handlers = handlers
         self.pools = pools
@@ -121,6 +123,9 @@ class CartridgeConnection(Generic[H]):
         self.peer_calls: dict[MessageId, PeerRoute] = {}
         #: Frames decided while receiving, for the runtime to send (in order) and clear.
         self.outbox: list[Frame] = []
+        #: The seq of every frame sent to the host (TYP-3..TYP-6), stragglers counted.
+        self.seq = SeqAssigner()
+        self._wire = WireBytes(self.seq, self._max_frame)
         self._pool_names: dict[str, str] = {}
         serving: dict[FrameType, Callable[[Frame], ConnEvent]] = {
             FrameType.REQ: self._on_req,
@@ -145,32 +150,82 @@ class CartridgeConnection(Generic[H]):
         closed: dict[FrameType, Callable[[Frame], ConnEvent]] = {
             ft: self._ignore for ft in FrameType
         }
-        self._tables: dict[ConnPhase, dict[FrameType, Callable[[Frame], ConnEvent]]] = {
-            ConnPhase.AWAITING_HELLO: {ft: self._on_hello for ft in FrameType},
-            ConnPhase.SERVING: serving,
-            ConnPhase.CLOSED: closed,
+        self._tables: dict[ConnState, dict[FrameType, Callable[[Frame], ConnEvent]]] = {
+            ConnState.STARTING: {ft: self._on_hello for ft in FrameType},
+            ConnState.READY: serving,
+            ConnState.DEAD: closed,
         }
-        self._table = self._tables[self.phase]
+        self._table = self._tables[self.state]
 
     def __repr__(self) -> str:
         return (
-            f"CartridgeConnection(phase={self.phase.name}, requests={len(self.requests)}, "
+            f"CartridgeConnection(state={self.state.name}, requests={len(self.requests)}, "
             f"peer_calls={len(self.peer_calls)})"
         )
 
-    # -- phases -------------------------------------------------------------------------------
+    # -- states -------------------------------------------------------------------------------
 
-    def _move(self, phase: ConnPhase) -> None:
-        if phase not in PHASE_TRANSITIONS[self.phase]:
-            raise LocalProtocolError(f"connection cannot go from {self.phase.name} to {phase.name}")
-        self.phase = phase
-        self._table = self._tables[phase]
+    def _move(self, state: ConnState) -> None:
+        if state not in PHASE_TRANSITIONS[self.state]:
+            raise LocalProtocolError(f"connection cannot go from {self.state.name} to {state.name}")
+        self.state = state
+        self._table = self._tables[state]
 
     def close(self, reason: CloseReason, message: str) -> ConnectionClosed:
         """End the connection (idempotent): frames received from now on are ignored."""
-        if self.phase is not ConnPhase.CLOSED:
-            self._move(ConnPhase.CLOSED)
+        if self.state is not ConnState.DEAD:
+            self._move(ConnState.DEAD)
         return ConnectionClosed(reason, message)
+
+    # -- bytes in, events out, bytes to send (the verbs every core shares) -------------------
+
+    def _max_frame(self) -> int:
+        return self.limits.max_frame
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes the host wrote; ``b""`` means it closed its side.
+
+        :raises ProtocolError: an earlier block was not valid frames.
+        """
+        self._wire.feed(data)
+
+    def next_event(self) -> ConnEvent | NoEvent:
+        """The next event the bytes fed so far make for the runtime, or ``NEED_DATA`` /
+        ``PEER_CLOSED``. The frames the core decides to send (HELLO first, then
+        :attr:`outbox`) are queued for :meth:`data_to_send` on the way.
+
+        :raises ProtocolError: the bytes are not valid frames (also an end inside one).
+        """
+        wire = self._wire
+        while (frame := wire.next_frame()) is not None:
+            event = self.receive(frame)
+            if isinstance(event, Handshaken):
+                wire.queue(event.hello)
+            self._queue_outbox()
+            if event is not None:
+                return event
+        return wire.end()
+
+    def send(self, frame: Frame) -> None:
+        """Queue a frame for the host (a handler's output, a peer call), numbered by
+        :attr:`seq`; a straggler is dropped and counted.
+
+        :raises FrameEncodeError: the frame does not fit max_frame.
+        """
+        self._queue_outbox()
+        self._wire.queue(frame)
+
+    def data_to_send(self) -> bytes:
+        """Every byte queued to send since the last call (:attr:`outbox` included), in order."""
+        self._queue_outbox()
+        return self._wire.take()
+
+    def _queue_outbox(self) -> None:
+        outbox = self.outbox
+        if outbox:
+            for frame in outbox:
+                self._wire.queue(frame)
+            outbox.clear()
 
     # -- input --------------------------------------------------------------------------------
 
@@ -188,7 +243,7 @@ class CartridgeConnection(Generic[H]):
         except HandshakeError as exc:
             return self.close(CloseReason.HANDSHAKE_FAILED, f"handshake failed: {exc}")
         self.limits = limits
-        self._move(ConnPhase.SERVING)
+        self._move(ConnState.READY)
         hello = frames.hello(limits, manifest=self.manifest, pools=self.pools.to_json_bytes())
         return Handshaken(limits, hello)
 

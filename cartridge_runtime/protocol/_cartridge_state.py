@@ -1,12 +1,13 @@
-"""The data of the cartridge side's connection: phases, per-request records, events.
+"""The data of the cartridge side's connection: states, per-request records, events.
 
 What :class:`~cartridge_runtime.protocol.CartridgeConnection` keeps and reports: the
-:class:`ConnPhase` of the connection and :class:`RequestPhase` of each request, the record of
-an incoming request (:class:`ServedRequest`) and of an outgoing peer call (:class:`PeerRoute`),
-the events :meth:`~cartridge_runtime.protocol.CartridgeConnection.receive` returns, the narrow
-interfaces it is given (:class:`HandlerTable`, :class:`PoolSchedule`, :class:`CreditSink`,
-:class:`PeerSink`), and the pure decision of a request's terminal, :func:`terminal_frame` (the terminal order,
-REQ-27). A cancel's ERR is :meth:`ErrorReport.for_cancel`.
+:class:`~._conn_state.ConnState` of the connection (the host side's vocabulary) and
+:class:`RequestPhase` of each request, the record of an incoming request
+(:class:`ServedRequest`) and of an outgoing peer call (:class:`PeerRoute`), the events
+:meth:`~cartridge_runtime.protocol.CartridgeConnection.receive` returns, the narrow interfaces
+it is given (:class:`HandlerTable`, :class:`PoolSchedule`, :class:`CreditSink`,
+:class:`PeerSink`), and the pure decision of a request's terminal, :func:`terminal_frame` (the
+terminal order, REQ-27). A cancel's ERR is :meth:`ErrorReport.for_cancel`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import attrs
 
 from . import _builders as frames
+from ._conn_state import ConnState
 from ._constants import AttributionClass
 from ._errors import ProtocolError
 from ._events import ErrorReport, Event
@@ -31,19 +33,15 @@ H_co = TypeVar("H_co", covariant=True)
 T = TypeVar("T")
 
 
-class ConnPhase(enum.Enum):
-    """Where the connection is: before the HELLO exchange, serving requests, or over."""
+#: The cartridge side's name for :class:`~._conn_state.ConnState` (one vocabulary for both
+#: sides: ``STARTING`` until the HELLO exchange, ``READY`` while serving, ``DEAD`` once closed).
+ConnPhase = ConnState
 
-    AWAITING_HELLO = "awaiting the host's HELLO"
-    SERVING = "serving"
-    CLOSED = "closed"
-
-
-#: The phases each phase may move to (HSK-2: nothing but HELLO before the exchange).
-PHASE_TRANSITIONS: Mapping[ConnPhase, frozenset[ConnPhase]] = {
-    ConnPhase.AWAITING_HELLO: frozenset({ConnPhase.SERVING, ConnPhase.CLOSED}),
-    ConnPhase.SERVING: frozenset({ConnPhase.CLOSED}),
-    ConnPhase.CLOSED: frozenset(),
+#: The states each state may move to (HSK-2: nothing but HELLO before the exchange).
+PHASE_TRANSITIONS: Mapping[ConnState, frozenset[ConnState]] = {
+    ConnState.STARTING: frozenset({ConnState.READY, ConnState.DEAD}),
+    ConnState.READY: frozenset({ConnState.DEAD}),
+    ConnState.DEAD: frozenset(),
 }
 
 
@@ -94,7 +92,8 @@ class HandlerTable(Protocol[H_co]):
 
 
 class PoolSchedule(Protocol[T]):
-    """The pool table that admits requests (``manifest.PoolTable`` has this shape)."""
+    """The pool table that admits requests (``manifest.PoolTable``, built on
+    :class:`~cartridge_runtime.protocol._admission.PoolAdmission`, has this shape)."""
 
     def arrive(self, cap: str, item: T) -> int | None: ...
     def release(self, cap: str) -> None: ...

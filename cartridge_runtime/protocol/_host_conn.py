@@ -4,7 +4,8 @@ A :class:`HostConnection` holds every protocol decision the engine makes about o
 instance, fed frames and returning what to do; its shell (the engine's connection) only moves
 bytes, keeps time and runs tasks.
 
-* **Life** — :class:`ConnState` with :data:`CONN_TRANSITIONS`: ``starting`` until the
+* **Life** — :class:`~._conn_state.ConnState` (the cartridge side's vocabulary too) with
+  :data:`CONN_TRANSITIONS`: ``starting`` until the
   :class:`~._host_startup.HostHandshake` is done, then ``ready``; ``closing`` once a shutdown
   was asked; ``dead`` when the instance ended, ``failed`` when the start-up did.
 * **Routing** — every frame the cartridge sends goes to exactly one place, decided by request
@@ -34,6 +35,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import attrs
 
 from . import _builders as build
+from ._conn_state import ConnState
 from ._constants import CreditDirection, FrameType, NetworkPolicy
 from ._errors import HandshakeError, LocalProtocolError
 from ._events import ErrorReport
@@ -41,11 +43,12 @@ from ._frame import Frame, MessageId
 from ._handshake import IdentityCheck
 from ._host_startup import HostHandshake, StartupPhase
 from ._limits import Limits
+from ._seq import SeqAssigner
+from ._verbs import NoEvent, WireBytes
 
 __all__ = (
     "CONN_TRANSITIONS",
     "ConnInput",
-    "ConnState",
     "FrameRefused",
     "HealthReport",
     "HostConnection",
@@ -69,16 +72,6 @@ _ROUTED = frozenset(
 )
 #: Frame types only a requester sends: never a response to a request the host sent.
 _REQUESTER_ONLY = frozenset((FrameType.CANCEL, FrameType.CLOSE_STREAM))
-
-
-class ConnState(enum.Enum):
-    """The life of one connection."""
-
-    STARTING = "starting"  #: launched; the start-up runs
-    READY = "ready"  #: started: calls may go to it
-    CLOSING = "closing"  #: a shutdown was asked; pending calls end as the instance stops
-    DEAD = "dead"  #: the instance ended (died, was killed, or was shut down)
-    FAILED = "failed"  #: the start-up failed
 
 
 class ConnInput(enum.Enum):
@@ -225,6 +218,10 @@ class HostConnection(Generic[F, O]):
         self.state = ConnState.STARTING
         self.counters = counters
         self.misses_to_kill = misses_to_kill
+        #: The seq of every frame sent to the cartridge (TYP-3..TYP-6); stragglers counted
+        #: in ``counters``.
+        self.seq = SeqAssigner(counters)
+        self._wire = WireBytes(self.seq, self._max_frame)
         #: Flows of requests the host sent, by request id.
         self.calls: dict[MessageId, F] = {}
         #: Peer calls this cartridge made, by its request id.
@@ -334,6 +331,52 @@ class HostConnection(Generic[F, O]):
         flows, self.calls = list(self.calls.values()), {}
         origins, self.origins = list(self.origins.values()), {}
         return flows, origins
+
+    # -- bytes in, events out, bytes to send (the verbs every core shares) ----------------
+
+    def _max_frame(self) -> int:
+        return self.limits.max_frame
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes the cartridge wrote; ``b""`` means its output ended.
+
+        :raises ProtocolError: an earlier block was not valid frames.
+        """
+        self._wire.feed(data)
+
+    def next_event(self) -> HostEvent | NoEvent:
+        """The next event the bytes fed so far make (frames it asks to send, a heartbeat's
+        answer included, are queued for :meth:`data_to_send`), or ``NEED_DATA`` /
+        ``PEER_CLOSED``. Frames routed to a flow or an origin are delivered on the way.
+
+        :raises ProtocolError: the bytes are not valid frames (also an end inside one).
+        """
+        wire = self._wire
+        while (frame := wire.next_frame()) is not None:
+            event = self.receive_frame(frame)
+            if event is None:
+                continue
+            if isinstance(event, SendFrames):
+                for out in event.frames:
+                    wire.queue(out)
+                continue
+            if isinstance(event, StartupProgress):
+                for out in event.frames:
+                    wire.queue(out)
+            return event
+        return wire.end()
+
+    def send(self, frame: Frame) -> None:
+        """Queue a frame for the cartridge (what :meth:`start`, :meth:`probe` and
+        :meth:`accept_manifest` return, a call's frames), numbered by :attr:`seq`.
+
+        :raises FrameEncodeError: the frame does not fit max_frame.
+        """
+        self._wire.queue(frame)
+
+    def data_to_send(self) -> bytes:
+        """Every byte queued to send since the last call, in order."""
+        return self._wire.take()
 
     # -- frames ----------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Protocol
 
 from ._constants import FrameType
 from ._frame import Frame, MessageId
@@ -24,6 +25,13 @@ _KIND: tuple[int, ...] = tuple(
 )
 
 
+class StragglerCount(Protocol):
+    """Where a :class:`SeqAssigner` counts the stragglers it refuses (a connection's
+    statistics, or the assigner itself)."""
+
+    stragglers: int
+
+
 class SeqAssigner:
     """Numbers the flow frames one sender writes, per (rid, xid) flow.
 
@@ -31,16 +39,20 @@ class SeqAssigner:
     frame for it is a *straggler*: :meth:`assign` returns ``None`` and counts it, so the
     writer drops it. Non-flow frames always get seq 0.
 
+    A connection core owns one (numbering is a protocol rule); its shell's outbox asks it for
+    each frame's seq. Stragglers are counted in ``counts`` (default: :attr:`stragglers`).
+
     :meth:`number` gives just the seq (no copy of the frame), for a writer that passes it to
     :func:`~cartridge_runtime.protocol.encode_frame` itself.
     """
 
-    __slots__ = ("_closed", "_counters", "stragglers")
+    __slots__ = ("_closed", "_counters", "_counts", "stragglers")
 
     #: Closed flows remembered to recognise stragglers; older ones are forgotten first.
     MAX_CLOSED = 4096
 
-    def __init__(self) -> None:
+    def __init__(self, counts: StragglerCount | None = None) -> None:
+        self._counts: StragglerCount = self if counts is None else counts
         self._counters: dict[_RawKey, int] = {}
         # FIFO of closed flows: an OrderedDict drops its oldest entry in O(1) (a plain dict's
         # next(iter()) scans past every deleted slot at its front).
@@ -57,7 +69,7 @@ class SeqAssigner:
         key = (frame.id.value, None if r is None else r.value)
         closed = self._closed
         if key in closed:
-            self.stragglers += 1
+            self._counts.stragglers += 1
             return None
         counters = self._counters
         if kind == 2:
@@ -78,6 +90,7 @@ class SeqAssigner:
         return frame if frame.seq == n else frame.replace(seq=n)
 
     def is_closed(self, rid: MessageId, xid: MessageId | None = None) -> bool:
+        """Whether the flow ended (a later flow frame of it is a straggler)."""
         return (rid.value, None if xid is None else xid.value) in self._closed
 
     def forget(self, rid: MessageId, xid: MessageId | None = None) -> None:

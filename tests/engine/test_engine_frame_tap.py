@@ -82,9 +82,15 @@ async def test_without_a_tap_the_connection_sends_through_the_plain_outbox() -> 
         name = engine.add_cartridge("rt", placement=InProcess(build_runtime()))
         await engine.start(name)
         conn = connection(engine, name)
-        # No wrapper per frame when nobody taps.
-        assert conn.send == conn.outbox.push
-        assert conn.send_numbered == conn.outbox.push_numbered
+        # Nobody taps: a frame sent is queued on the outbox as it is (then taken back).
+        conn.hold()
+        start = conn.mark()
+        conn.send(frames.heartbeat(MessageId.new()))
+        conn.send_numbered(frames.heartbeat(MessageId.new()), 0)
+        stop = conn.mark()
+        assert stop == (start[0], start[1] + 2)
+        assert conn.withdraw(start, stop)
+        conn.release()
 
 
 @pytest.mark.asyncio

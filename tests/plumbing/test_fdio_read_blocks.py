@@ -1,14 +1,17 @@
-"""``read_blocks``: every byte in order, EOF last, and reads sized by ``next_size``."""
+"""A pipe read as a byte stream (:class:`FdReader`, a subprocess's stdout): every byte in
+order, EOF last, and reads sized by ``next_size``, through :meth:`FdReader.stream_blocks`
+(the way a :class:`FramePump` reads it) and through ``receive``."""
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 
 import anyio
 import pytest
 
-from cartridge_runtime._plumbing import FdReader, make_pipe, read_blocks
+from cartridge_runtime._plumbing import Block, FdReader, make_pipe
 from cartridge_runtime.protocol import FrameDecoder, MessageId, encode_frame, frames
 
 BACKENDS = ["asyncio", "trio"]
@@ -21,9 +24,27 @@ def _wire(n_frames: int, size: int) -> tuple[bytes, list[bytes]]:
     return wire, payloads
 
 
-async def _read_all(reader: FdReader, *args: object) -> None:
+async def _never() -> None:
+    raise AssertionError("no pause was asked for")
+
+
+async def _read_all(
+    reader: FdReader,
+    size: int,
+    on_data: Callable[[Block], None],
+    next_size: Callable[[], int] | None = None,
+    buffer: bytearray | None = None,
+) -> None:
+    """Every block to ``on_data`` (``b""`` last), each read ``next_size()`` (else ``size``)
+    bytes; views of ``buffer`` when given, else bytes ``on_data`` may keep."""
+
+    def on_block(data: Block) -> bool:
+        on_data(data if buffer is not None else bytes(data))
+        return True
+
+    view = memoryview(bytearray(size) if buffer is None else buffer)
     try:
-        await read_blocks(reader, *args)  # type: ignore[arg-type]
+        await reader.stream_blocks(view, next_size or (lambda: size), on_block, _never)
     finally:
         reader.close()
 
@@ -123,3 +144,28 @@ def test_with_a_buffer_every_read_lands_in_it_and_views_are_handed_over() -> Non
     assert b"".join(parts) == data
     assert parts[-1] == b""
     assert memoryview in kinds
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_receive_reads_the_pipe_then_raises_end_of_stream(backend: str) -> None:
+    data = os.urandom(3 * 65536 + 17)
+    r, w = make_pipe()
+    thread = _feed_in_thread(w, data, 50_000)
+    parts: list[bytes] = []
+
+    async def main() -> None:
+        async with FdReader(r) as reader:
+            while True:
+                try:
+                    parts.append(await reader.receive(4096))
+                except anyio.EndOfStream:
+                    break
+            with pytest.raises(anyio.EndOfStream):
+                await reader.receive()
+
+    try:
+        anyio.run(main, backend=backend)
+    finally:
+        thread.join(10)
+    assert b"".join(parts) == data
+    assert max(len(p) for p in parts) <= 4096

@@ -17,7 +17,6 @@ from cartridge_runtime._plumbing import (
     EncodeAt,
     FdSink,
     FrameOutbox,
-    OutboxCounts,
     StreamSink,
     make_pipe,
     sink_for,
@@ -29,6 +28,7 @@ from cartridge_runtime.protocol import (
     FrameType,
     MessageId,
     ProtocolError,
+    SeqAssigner,
     frames,
 )
 
@@ -101,7 +101,17 @@ def response(rid: MessageId, payload: bytes = b"\x42") -> list[Frame]:
 
 
 def outbox(sink: MemSink | None, mode: EncodeAt, **kw: object) -> FrameOutbox:
+    """An outbox numbering by a fresh assigner, as a connection core's would."""
+    kw.setdefault("number", SeqAssigner().number)
     return FrameOutbox(sink, lambda: MAX, encode_at=mode, **kw)  # type: ignore[arg-type]
+
+
+class _Counts:
+    """A connection's statistics: the outbox counts drops, the numbering stragglers."""
+
+    def __init__(self) -> None:
+        self.drops = 0
+        self.stragglers = 0
 
 
 # -- numbering, order, stragglers, drops (synchronous: hold/release) ------------------------
@@ -144,8 +154,8 @@ def test_nested_holds_write_on_the_outermost_release(mode: EncodeAt) -> None:
 @pytest.mark.parametrize("mode", MODES)
 def test_stragglers_after_a_terminal_are_dropped_and_counted(mode: EncodeAt) -> None:
     sink = MemSink()
-    counts = OutboxCounts()
-    box = outbox(sink, mode, counts=counts)
+    counts = _Counts()
+    box = outbox(sink, mode, counts=counts, number=SeqAssigner(counts).number)
     rid = MessageId.new()
     box.hold()
     box.push(frames.end(rid))
@@ -158,7 +168,7 @@ def test_stragglers_after_a_terminal_are_dropped_and_counted(mode: EncodeAt) -> 
 
 def test_an_unencodable_frame_raises_to_its_sender_when_encoded_at_queue_time() -> None:
     sink = MemSink()
-    box = FrameOutbox(sink, lambda: 1000)
+    box = FrameOutbox(sink, lambda: 1000, number=SeqAssigner().number)
     rid = MessageId.new()
     with pytest.raises(FrameEncodeError):
         box.push(frames.chunk(rid, "s", 0, b"x" * 5000))
@@ -185,7 +195,9 @@ def test_an_unencodable_frame_is_dropped_counted_and_reported_when_encoded_at_fl
 
 
 def test_the_default_drop_report_is_one_line_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    box = FrameOutbox(MemSink(), lambda: 1000, encode_at=EncodeAt.FLUSH)
+    box = FrameOutbox(
+        MemSink(), lambda: 1000, number=SeqAssigner().number, encode_at=EncodeAt.FLUSH
+    )
     box.push(frames.chunk(MessageId.new(), "s", 0, b"x" * 5000))
     box.flush()
     err = capsys.readouterr().err
@@ -210,19 +222,21 @@ def test_a_large_payload_reaches_the_sink_as_its_own_buffer(mode: EncodeAt) -> N
 
 def test_push_numbered_keeps_the_callers_seq_and_bypasses_the_assigner() -> None:
     sink = MemSink()
-    box = FrameOutbox(sink, lambda: MAX)
+    seq = SeqAssigner()
+    box = FrameOutbox(sink, lambda: MAX, number=seq.number)
     rid = MessageId.new()
     box.hold()
     box.push_numbered(frames.req(rid, "cap:in=media:;out=media:"))
     box.push_numbered(frames.end(rid), 7)
     box.release()
     assert [f.seq for f in decoded(sink.data)] == [0, 7]
-    assert not box.seq.is_closed(rid)
+    assert not seq.is_closed(rid)
 
 
 def test_withdraw_takes_back_frames_not_yet_written() -> None:
     sink = MemSink()
-    box = FrameOutbox(sink, lambda: MAX)
+    seq = SeqAssigner()
+    box = FrameOutbox(sink, lambda: MAX, number=seq.number)
     keep, drop = MessageId.new(), MessageId.new()
     box.hold()
     box.push(frames.heartbeat(keep))
@@ -231,7 +245,7 @@ def test_withdraw_takes_back_frames_not_yet_written() -> None:
     box.push(frames.end(drop))
     stop = box.mark()
     assert box.withdraw(start, stop)
-    box.forget_flow(drop)
+    seq.forget(drop)
     box.release()
     assert [f.id for f in decoded(sink.data)] == [keep]
     # Once written, the same positions are stale: nothing to withdraw.
@@ -242,7 +256,7 @@ def test_withdraw_takes_back_frames_not_yet_written() -> None:
 
 
 def test_withdraw_refuses_positions_past_the_queue() -> None:
-    box = FrameOutbox(MemSink(), lambda: MAX)
+    box = FrameOutbox(MemSink(), lambda: MAX, number=SeqAssigner().number)
     assert not box.withdraw(box.mark(), (0, 5))
 
 
@@ -305,7 +319,7 @@ def test_what_the_pipe_does_not_take_goes_to_the_task_in_order(
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_full_pipe_wakes_the_task_and_nothing_overtakes_its_bytes(backend: str) -> None:
     sink = MemSink(room=0)  # the pipe is full: write_now takes nothing
-    box = FrameOutbox(sink, lambda: MAX)
+    box = FrameOutbox(sink, lambda: MAX, number=SeqAssigner().number)
 
     async def body() -> None:
         sink.gate = anyio.Event()
@@ -330,7 +344,7 @@ def test_a_full_pipe_wakes_the_task_and_nothing_overtakes_its_bytes(backend: str
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_flush_now_writes_before_the_producer_yields(backend: str) -> None:
     sink = MemSink()
-    box = FrameOutbox(sink, lambda: MAX, encode_at=EncodeAt.FLUSH)
+    box = FrameOutbox(sink, lambda: MAX, number=SeqAssigner().number, encode_at=EncodeAt.FLUSH)
 
     async def body() -> None:
         for f in response(MessageId.new()):
@@ -360,7 +374,7 @@ def test_a_stream_sink_always_writes_from_the_task_in_one_gathering_write(backen
 
     sink = sink_for(Stream())
     assert isinstance(sink, StreamSink)
-    box = FrameOutbox(sink, lambda: MAX, encode_at=EncodeAt.FLUSH)
+    box = FrameOutbox(sink, lambda: MAX, number=SeqAssigner().number, encode_at=EncodeAt.FLUSH)
 
     async def body() -> None:
         box.hold()
@@ -383,7 +397,9 @@ def test_a_stream_sink_always_writes_from_the_task_in_one_gathering_write(backen
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_send_waits_for_room_and_push_goes_past_the_bound(backend: str) -> None:
     sink = MemSink()
-    box = FrameOutbox(sink, lambda: MAX, encode_at=EncodeAt.FLUSH, bound=3)
+    box = FrameOutbox(
+        sink, lambda: MAX, number=SeqAssigner().number, encode_at=EncodeAt.FLUSH, bound=3
+    )
     order: list[str] = []
 
     async def body() -> None:
@@ -413,7 +429,13 @@ def test_send_waits_for_room_and_push_goes_past_the_bound(backend: str) -> None:
 
 
 def test_try_send_refuses_what_would_make_the_producer_yield() -> None:
-    box = FrameOutbox(MemSink(), lambda: MAX, encode_at=EncodeAt.FLUSH, yield_bytes=100)
+    box = FrameOutbox(
+        MemSink(),
+        lambda: MAX,
+        number=SeqAssigner().number,
+        encode_at=EncodeAt.FLUSH,
+        yield_bytes=100,
+    )
     rid = MessageId.new()
     assert box.try_send(frames.chunk(rid, "s", 0, b"x" * 60))
     assert not box.try_send(frames.chunk(rid, "s", 1, b"x" * 60))  # 120 >= 100: send yields
@@ -422,7 +444,9 @@ def test_try_send_refuses_what_would_make_the_producer_yield() -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_close_writes_what_is_queued_then_drops_and_counts_later_frames(backend: str) -> None:
     sink = MemSink()
-    box = FrameOutbox(sink, lambda: MAX, encode_at=EncodeAt.FLUSH, bound=1)
+    box = FrameOutbox(
+        sink, lambda: MAX, number=SeqAssigner().number, encode_at=EncodeAt.FLUSH, bound=1
+    )
 
     async def main() -> None:
         async with anyio.create_task_group() as tg:
@@ -447,7 +471,9 @@ def test_a_broken_sink_breaks_the_outbox_and_releases_every_waiter(
 ) -> None:
     sink = MemSink()
     sink.fail = error
-    box = FrameOutbox(sink, lambda: MAX, encode_at=EncodeAt.FLUSH, bound=1)
+    box = FrameOutbox(
+        sink, lambda: MAX, number=SeqAssigner().number, encode_at=EncodeAt.FLUSH, bound=1
+    )
 
     async def body() -> None:
         box.push(frames.heartbeat(MessageId(1)))
@@ -467,7 +493,7 @@ def test_a_broken_sink_breaks_the_outbox_and_releases_every_waiter(
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_sink_failing_in_the_task_breaks_the_outbox(backend: str) -> None:
     sink = MemSink(room=10)
-    box = FrameOutbox(sink, lambda: MAX)
+    box = FrameOutbox(sink, lambda: MAX, number=SeqAssigner().number)
 
     async def body() -> None:
         sink.fail = None
@@ -486,7 +512,7 @@ def test_a_sink_failing_in_the_task_breaks_the_outbox(backend: str) -> None:
 
 def test_frames_queued_before_the_sink_exists_wait_for_it() -> None:
     sink = MemSink()
-    box = FrameOutbox(None, lambda: MAX)
+    box = FrameOutbox(None, lambda: MAX, number=SeqAssigner().number)
 
     async def main() -> None:
         box.push(frames.heartbeat(MessageId(1)))
@@ -517,7 +543,7 @@ def test_a_batch_larger_than_the_pipe_arrives_whole_through_the_task(backend: st
     reader = threading.Thread(target=drain)
     reader.start()
     sink = FdSink(w)
-    box = FrameOutbox(sink, lambda: MAX)
+    box = FrameOutbox(sink, lambda: MAX, number=SeqAssigner().number)
     rid = MessageId.new()
     payloads = [bytes([i]) * 300_000 for i in range(12)]
 
@@ -550,7 +576,7 @@ def test_a_batch_larger_than_the_pipe_arrives_whole_through_the_task(backend: st
 
 
 def test_pending_held_and_queued_tell_the_queue_state() -> None:
-    box = FrameOutbox(MemSink(), lambda: MAX, encode_at=EncodeAt.FLUSH)
+    box = FrameOutbox(MemSink(), lambda: MAX, number=SeqAssigner().number, encode_at=EncodeAt.FLUSH)
     assert not box.pending and box.held == 0 and box.queued == []
     box.hold()
     hb = frames.heartbeat(MessageId(1))
@@ -579,7 +605,7 @@ def test_a_stream_with_write_now_is_written_in_place(backend: str) -> None:
 
     sink = sink_for(Stream())
     assert isinstance(sink, StreamSink) and sink.in_place
-    box = FrameOutbox(sink, lambda: MAX, encode_at=EncodeAt.FLUSH)
+    box = FrameOutbox(sink, lambda: MAX, number=SeqAssigner().number, encode_at=EncodeAt.FLUSH)
 
     async def body() -> None:
         box.hold()
@@ -607,3 +633,15 @@ def test_a_stream_sink_sends_a_lone_view_as_bytes() -> None:
     anyio.run(sink.send_all, [memoryview(b"abc")])
     anyio.run(sink.send_all, [b"a", b"b"])
     assert sent == [b"abc", b"ab"] and type(sent[0]) is bytes
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_without_a_numbering_frames_keep_the_seq_they_carry(mode: EncodeAt) -> None:
+    sink = MemSink()
+    box = FrameOutbox(sink, lambda: MAX, encode_at=mode)
+    rid = MessageId.new()
+    box.hold()
+    box.push(frames.end(rid).replace(seq=5))
+    box.push(frames.end(rid).replace(seq=5))  # no rule here: the core decides stragglers
+    box.release()
+    assert [f.seq for f in decoded(sink.data)] == [5, 5]

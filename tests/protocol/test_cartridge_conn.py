@@ -28,7 +28,7 @@ from cartridge_runtime.protocol import (
     CloseInputs,
     CloseReason,
     ConnectionClosed,
-    ConnPhase,
+    ConnState,
     ErrorCode,
     ErrorReport,
     Event,
@@ -155,9 +155,9 @@ def _admit(conn: CartridgeConnection[str], cap: str = ECHO) -> ServedRequest[str
 
 
 def test_the_phase_table_moves_forward_only() -> None:
-    assert PHASE_TRANSITIONS[ConnPhase.AWAITING_HELLO] == {ConnPhase.SERVING, ConnPhase.CLOSED}
-    assert PHASE_TRANSITIONS[ConnPhase.SERVING] == {ConnPhase.CLOSED}
-    assert PHASE_TRANSITIONS[ConnPhase.CLOSED] == frozenset()
+    assert PHASE_TRANSITIONS[ConnState.STARTING] == {ConnState.READY, ConnState.DEAD}
+    assert PHASE_TRANSITIONS[ConnState.READY] == {ConnState.DEAD}
+    assert PHASE_TRANSITIONS[ConnState.DEAD] == frozenset()
 
 
 def test_the_hello_exchange_answers_with_manifest_and_pools() -> None:
@@ -168,14 +168,14 @@ def test_the_hello_exchange_answers_with_manifest_and_pools() -> None:
         manifest=b'{"name":"t"}',
         max_open_requests=4,
     )
-    assert conn.phase is ConnPhase.AWAITING_HELLO
+    assert conn.state is ConnState.STARTING
     event = conn.receive(frames.hello(attrs.evolve(DEFAULT_LIMITS, max_chunk=1000)))
     assert isinstance(event, Handshaken)
     assert event.limits.max_chunk == 1000 and conn.limits == event.limits
     meta = event.hello.meta or {}
     assert event.hello.frame_type is FrameType.HELLO
     assert meta["manifest"] == b'{"name":"t"}' and meta["pools"] == b'{"all":{}}'
-    assert conn.phase is ConnPhase.SERVING and conn.outbox == []
+    assert conn.state is ConnState.READY and conn.outbox == []
 
 
 @pytest.mark.parametrize(
@@ -198,7 +198,7 @@ def test_anything_but_a_valid_hello_first_closes_the_connection(first: Frame) ->
     assert isinstance(event, ConnectionClosed)
     assert event.reason is CloseReason.HANDSHAKE_FAILED
     assert event.message.startswith("handshake failed: ")
-    assert conn.phase is ConnPhase.CLOSED
+    assert conn.state is ConnState.DEAD
     assert conn.receive(frames.hello(DEFAULT_LIMITS)) is None  # closed: ignored
     assert conn.outbox == []
 
@@ -209,7 +209,7 @@ def test_a_late_hello_is_answered_on_id_0() -> None:
     assert _errs(conn) == [
         (MessageId(0), "PROTOCOL_ERROR", "internal", "HELLO after the handshake")
     ]
-    assert conn.phase is ConnPhase.SERVING
+    assert conn.state is ConnState.READY
 
 
 @pytest.mark.parametrize("ft", [FrameType.RELAY_NOTIFY, FrameType.RELAY_STATE])
@@ -218,7 +218,7 @@ def test_a_relay_frame_is_fatal(ft: FrameType) -> None:
     event = conn.receive(Frame(frame_type=ft, id=MessageId(0), meta={}))
     assert isinstance(event, ConnectionClosed) and event.reason is CloseReason.RELAY_FRAME
     assert ft.name in event.message
-    assert conn.phase is ConnPhase.CLOSED
+    assert conn.state is ConnState.DEAD
     assert conn.receive(frames.req(MessageId.new(), ECHO)) is None and conn.outbox == []
 
 
@@ -513,7 +513,7 @@ def test_force_kill_sends_the_cancels_err_then_closes() -> None:
     assert isinstance(event, Cancelled) and event.closed is not None
     assert event.closed.reason is CloseReason.FORCE_KILLED
     assert _errs(conn) == [(request.rid, "CANCELLED", "internal", "Request cancelled")]
-    assert conn.phase is ConnPhase.CLOSED and conn.terminal(request, None) is None
+    assert conn.state is ConnState.DEAD and conn.terminal(request, None) is None
 
 
 @pytest.mark.parametrize(
@@ -695,4 +695,4 @@ def test_any_frame_sequence_raises_nothing_but_protocol_errors(
         assert all(isinstance(f, Frame) for f in conn.outbox)
         conn.outbox.clear()
         assert len(conn.requests) <= 3
-        assert conn.phase in PHASE_TRANSITIONS
+        assert conn.state in PHASE_TRANSITIONS

@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from cartridge_runtime.protocol import FrameDecoder, MessageId, frames
+from cartridge_runtime.protocol import FrameDecoder, MessageId, SeqAssigner, frames
 from cartridge_runtime.runtime._frames._writer import FrameWriter
 
 
@@ -66,6 +66,7 @@ def test_frames_queued_in_one_step_leave_in_one_write(backend: str) -> None:
 
 async def _one_batch(stream: _Stream) -> None:
     writer = FrameWriter(stream, lambda: 1 << 20)
+    writer.number_by(SeqAssigner())  # the connection core numbers
     async with anyio.create_task_group() as tg:
         tg.start_soon(writer.run)
         await anyio.sleep(0.01)  # the writer task is idle
@@ -84,6 +85,7 @@ def test_flush_now_writes_before_the_producer_yields() -> None:
 async def _flush_now_in_place() -> None:
     stream = _Stream(nonblocking=True)
     writer = FrameWriter(stream, lambda: 1 << 20)
+    writer.number_by(SeqAssigner())  # the connection core numbers
     async with anyio.create_task_group() as tg:
         tg.start_soon(writer.run)
         await anyio.sleep(0.01)
@@ -116,6 +118,7 @@ def test_flush_now_without_an_in_place_path_leaves_the_batch_to_the_task(
 
 async def _flush_left_to_task(stream: _Stream) -> None:
     writer = FrameWriter(stream, lambda: 1 << 20)
+    writer.number_by(SeqAssigner())  # the connection core numbers
     async with anyio.create_task_group() as tg:
         tg.start_soon(writer.run)
         await anyio.sleep(0.01)
@@ -134,6 +137,8 @@ def test_try_send_queues_only_what_send_would_queue_without_waiting_or_yielding(
     from cartridge_runtime.runtime._frames._writer import WRITER_QUEUE, YIELD_BYTES
 
     writer = FrameWriter(_Stream(nonblocking=False), lambda: 1 << 30)
+
+    writer.number_by(SeqAssigner())  # the connection core numbers
     rid = MessageId.new()
     for n in range(WRITER_QUEUE):
         assert writer.try_send(frames.heartbeat(MessageId(n + 1)))
@@ -142,6 +147,8 @@ def test_try_send_queues_only_what_send_would_queue_without_waiting_or_yielding(
     assert len(writer._q) == WRITER_QUEUE
 
     writer = FrameWriter(_Stream(nonblocking=False), lambda: 1 << 30)
+
+    writer.number_by(SeqAssigner())  # the connection core numbers
     half = b"\x00" * (YIELD_BYTES // 2)
     assert writer.try_send(frames.chunk(rid, "s", 0, half))
     # This payload would bring the bytes queued since the last yield to YIELD_BYTES: send()

@@ -46,7 +46,7 @@ import anyio
 import anyio.abc
 
 from ... import protocol as P
-from ..._plumbing import FrameOutbox, FramePump
+from ..._plumbing import FrameOutbox, FramePump, source_for
 from ...protocol import (
     ConnState,
     Frame,
@@ -71,7 +71,6 @@ from ._health import probe as probe_health
 from ._links import Flow, PeerOrigin
 from ._startup import StartupFailure, run_startup
 from ._stderr import StderrLog
-from ._tap import FrameTap
 
 _MAX_FRAME = operator.attrgetter("max_frame")
 
@@ -125,31 +124,14 @@ class Connection:
             counters=counters,
             misses_to_kill=config.heartbeat_misses_to_kill,
         )
-        core = self.core
-        #: A fresh small-uint routing id for a request sent on this connection.
-        self.next_xid: Callable[[], MessageId] = core.next_xid
-        #: Route the response frames of a request (by rid) to its flow.
-        self.add_flow: Callable[[MessageId, Flow], None] = core.add_flow
-        #: Route the frames of this cartridge's peer call (by its rid) to its origin.
-        self.add_origin: Callable[[MessageId, PeerOrigin], None] = core.add_origin
-        #: A flow of a rid ended: later frames for it are stragglers.
-        self.forget: Callable[[MessageId], None] = core.forget
-        #: The frame queue and its writer; its hot methods are bound here once.
         #: The negotiated max_frame (the outbox reads it per frame, from C: no Python frame).
         self.max_frame = config.limits.max_frame
-        self.outbox = FrameOutbox(None, functools.partial(_MAX_FRAME, self), counts=counters)
-        outbox = self.outbox
-        self.send: Callable[[Frame], None] = outbox.push
-        self.send_numbered: Callable[[Frame, int | None], None] = outbox.push_numbered
-        self.hold: Callable[[], None] = outbox.hold
-        self.release: Callable[[], None] = outbox.release
-        self.mark: Callable[[], tuple[int, int]] = outbox.mark
-        self.withdraw: Callable[[tuple[int, int], tuple[int, int]], bool] = outbox.withdraw
-        #: The frame tap (``config.frame_tap``); without one the bound methods above stay
-        #: the plain outbox ones and the reader routes without a check per frame.
+        #: The frame queue and its writer; frames are numbered by the core.
+        self.outbox = FrameOutbox(
+            None, functools.partial(_MAX_FRAME, self), number=self.core.seq.number, counts=counters
+        )
+        #: The frame tap (``config.frame_tap``): told of every frame sent and received.
         self._tap = config.frame_tap
-        if self._tap is not None:
-            self._tap_sends(self._tap)
 
         self.process: Instance | None = None
         self.manifest: Manifest | None = None
@@ -184,25 +166,7 @@ class Connection:
         #: backend up on every call).
         self.new_event: Callable[[], anyio.Event] = type(anyio.Event())
 
-    def _tap_sends(self, tap: FrameTap) -> None:
-        """Bind :attr:`send` and :attr:`send_numbered` to versions that tell ``tap`` first."""
-        name = self.name
-        on_sent = tap.on_sent
-        push = self.outbox.push
-        push_numbered = self.outbox.push_numbered
-
-        def send(frame: Frame) -> None:
-            on_sent(name, frame)
-            push(frame)
-
-        def send_numbered(frame: Frame, seq: int | None) -> None:
-            on_sent(name, frame)
-            push_numbered(frame, seq)
-
-        self.send = send
-        self.send_numbered = send_numbered
-
-    # -- public helpers --------------------------------------------------------------------
+    # -- state -----------------------------------------------------------------------------
 
     @property
     def state(self) -> ConnState:
@@ -235,21 +199,6 @@ class Connection:
         """Requests this engine sent that are still running (calls and forwarded peer calls)."""
         return len(self.core.calls)
 
-    def definition(self, handler_cap: str) -> Any:
-        """The :class:`~cartridge_runtime.manifest.CapDef` the manifest gives ``handler_cap``
-        (``None`` before the manifest is known, or when it does not declare it)."""
-        found = self._definitions.get(handler_cap, False)
-        if found is not False:
-            return found
-        manifest = self.manifest
-        if manifest is None:
-            return None
-        found = next((c for c in manifest.iter_caps() if c.urn == handler_cap), None)
-        if found is None:
-            found = manifest.find_cap(handler_cap)
-        self._definitions[handler_cap] = found
-        return found
-
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
@@ -268,140 +217,22 @@ class Connection:
     def stderr_tail(self) -> str:
         return self._stderr.tail
 
-    def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None:
-        """Drop the numbering of a flow whose frames were withdrawn."""
-        self.outbox.forget_flow(rid, xid)
-
-    def flush(self) -> None:
-        """Write what is queued now (see :meth:`~cartridge_runtime._plumbing.FrameOutbox.flush`)."""
-        self.outbox.flush()
-
-    def send_raw(self, data: bytes) -> None:
-        """Queue ``data`` as it is, in order with the frames around it: bytes that need not
-        be a frame at all, for tests of how a cartridge meets bad input. Dropped once the
-        connection's output closed."""
-        self.outbox.push_raw(data)
-
-    async def drain(self) -> None:
-        """Wait until everything queued so far was handed to the pipe."""
-        await self.outbox.drain()
-
-    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-        """Run a task that must end with this connection."""
-        if self._tg is not None and not self.core.gone:
-            self._tg.start_soon(fn, *args)
-
-    # -- reading ---------------------------------------------------------------------------
-
-    async def _reader(self) -> None:
-        assert self.process is not None
-        reason = "closed its stdout"
-        size = self.config.read_size
-        receive = self.core.receive_frame
-        on_event = self._on_event
-
-        def route(frame: Frame) -> None:
-            event = receive(frame)
-            if event is not None:
-                on_event(event)
-
-        tap = self._tap
-        if tap is not None:
-            name, on_received, plain = self.name, tap.on_received, route
-
-            def route(frame: Frame) -> None:
-                on_received(name, frame)
-                plain(frame)
-
-        # Frames the routing queues (CREDIT, forwarded peer frames, heartbeat replies) are
-        # held while a block is dispatched and leave together in one write after it.
-        pump = FramePump(
-            self._decoder, route, hold=self.outbox, read_size=size, on_error=self._note_stray
-        )
-        try:
-            await self.process.read_blocks(size, pump.feed, pump.read_size, bytearray(size))
-        except P.ProtocolError as exc:
-            self.counters.protocol_errors += 1
-            reason = self._stray or f"wrote bytes that are not a valid frame on stdout: {exc}"
-        await self._die(reason)
-
-    def _note_stray(self, data: bytes | memoryview, error: P.ProtocolError) -> None:
-        """Keep words for the block the decoder failed on (stray text on stdout, often)."""
-        self._stray = describe_stray_bytes(data, self._decoder.max_frame)
-
-    def _on_event(self, event: HostEvent) -> None:
-        """Act on what the core asks for (off the hot path)."""
-        if isinstance(event, SendFrames):
-            for frame in event.frames:
-                self.send(frame)
-        elif isinstance(event, PeerRequest):
-            self._on_peer_request(self, event.frame)
-        elif isinstance(event, ProbeAnswered):
-            waiting = self._replies.get(event.hid)
-            if waiting is not None and waiting.frame is None:
-                waiting.frame = event.reply
-                waiting.event.set()
-        elif isinstance(event, StartupProgress):
-            if event.error is None and event.phase is StartupPhase.IDENTITY:
-                max_frame = self.core.limits.max_frame
-                self._decoder.max_frame = max_frame
-                self.max_frame = max_frame
-            for frame in event.frames:
-                self.send(frame)
-            try:
-                self._startup_tx.send_nowait(event)
-            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self.counters.drops += 1
-        elif isinstance(event, FrameRefused):
-            log.warning("%s: %s dropped", self.name, event.reason)
-
-    # -- what the start-up and the probes use ----------------------------------------------
-
-    async def next_startup_event(self) -> StartupProgress | None:
-        """The next start-up event the reader saw; ``None`` once the instance ended."""
-        try:
-            return await self._startup_rx.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
+    def definition(self, handler_cap: str) -> Any:
+        """The :class:`~cartridge_runtime.manifest.CapDef` the manifest gives ``handler_cap``
+        (``None`` before the manifest is known, or when it does not declare it)."""
+        found = self._definitions.get(handler_cap, False)
+        if found is not False:
+            return found
+        manifest = self.manifest
+        if manifest is None:
             return None
+        found = next((c for c in manifest.iter_caps() if c.urn == handler_cap), None)
+        if found is None:
+            found = manifest.find_cap(handler_cap)
+        self._definitions[handler_cap] = found
+        return found
 
-    def end_reason(self) -> str:
-        """Why the instance's output ended, once it did (empty before)."""
-        return self._end_reason
-
-    async def settle_stderr(self) -> None:
-        """Give a failing cartridge a moment to finish writing its stderr."""
-        proc = self.process
-        ended = False
-        if proc is not None:
-            with anyio.move_on_after(0.2):
-                await proc.wait()
-                ended = True
-        with anyio.move_on_after(0.2 if ended else 0.05):
-            await self._stderr.done.wait()
-
-    async def ask(
-        self, meta: Mapping[str, Any] | None, within: float, hid: MessageId | None = None
-    ) -> Frame | None:
-        """Send a HEARTBEAT (``meta``: desired capacities; ``hid``: its id, default a new
-        one) and wait up to ``within`` seconds for its reply (a HEARTBEAT, or an ERR refusing
-        the capacities); ``None``: none came."""
-        hid, frame = self.core.probe(meta, hid)
-        waiting = _Reply(self.new_event())
-        self._replies[hid] = waiting
-        try:
-            self.send(frame)
-            with anyio.move_on_after(within):
-                await waiting.event.wait()
-        finally:
-            self.core.probe_ended(hid)
-            del self._replies[hid]
-        return waiting.frame
-
-    def update_pools(self, pools: Mapping[str, Any]) -> None:
-        """Apply the pools a heartbeat reply carried to admission."""
-        self.gate.update(pools)
-
-    # -- life ------------------------------------------------------------------------------
+    # -- start: launch, handshake, ready ---------------------------------------------------
 
     async def run(self) -> None:
         """Launch, start up, then serve until death or shutdown. Never raises."""
@@ -463,23 +294,6 @@ class Connection:
         self._startup_rx.close()
         self.started.set()
 
-    async def _reap(self, *, kill: bool) -> None:
-        proc = self.process
-        if proc is None:
-            return
-        if not self._ended:
-            with anyio.move_on_after(_EXIT_WAIT):
-                await proc.wait()
-                self._ended = True
-        if not self._ended and kill:
-            proc.kill()
-            await proc.wait()
-            self._ended = True
-        self.returncode = proc.returncode
-        with anyio.move_on_after(_EXIT_WAIT):
-            await self._stderr.done.wait()
-        await proc.aclose()
-
     def _fail_start(
         self, step: str, message: str, rule: str | None = None, cause: Exception | None = None
     ) -> None:
@@ -493,6 +307,227 @@ class Connection:
         self.outbox.close()
         self.started.set()
         self._scope.cancel()
+
+    async def next_startup_event(self) -> StartupProgress | None:
+        """The next start-up event the reader saw; ``None`` once the instance ended."""
+        try:
+            return await self._startup_rx.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            return None
+
+    def end_reason(self) -> str:
+        """Why the instance's output ended, once it did (empty before)."""
+        return self._end_reason
+
+    async def settle_stderr(self) -> None:
+        """Give a failing cartridge a moment to finish writing its stderr."""
+        proc = self.process
+        ended = False
+        if proc is not None:
+            with anyio.move_on_after(0.2):
+                await proc.wait()
+                ended = True
+        with anyio.move_on_after(0.2 if ended else 0.05):
+            await self._stderr.done.wait()
+
+    # -- send request ----------------------------------------------------------------------
+
+    def next_xid(self) -> MessageId:
+        """A fresh small-uint routing id for a request sent on this connection."""
+        return self.core.next_xid()
+
+    def add_flow(self, rid: MessageId, flow: Flow) -> None:
+        """Route the response frames of a request (by rid) to its flow."""
+        self.core.add_flow(rid, flow)
+
+    def add_origin(self, rid: MessageId, origin: PeerOrigin) -> None:
+        """Route the frames of this cartridge's peer call (by its rid) to its origin."""
+        self.core.add_origin(rid, origin)
+
+    def send(self, frame: Frame) -> None:
+        """Queue one frame, numbered by the core (a straggler is dropped and counted)."""
+        tap = self._tap
+        if tap is not None:
+            tap.on_sent(self.name, frame)
+        self.outbox.push(frame)
+
+    def send_numbered(self, frame: Frame, seq: int | None) -> None:
+        """Queue a frame of a flow the caller opens and ends in one go, numbered by it."""
+        tap = self._tap
+        if tap is not None:
+            tap.on_sent(self.name, frame)
+        self.outbox.push_numbered(frame, seq)
+
+    def hold(self) -> None:
+        """Queue frames without writing them until the matching :meth:`release`."""
+        self.outbox.hold()
+
+    def release(self) -> None:
+        """End a :meth:`hold`: what was queued meanwhile leaves in one write."""
+        self.outbox.release()
+
+    def mark(self) -> tuple[int, int]:
+        """The queue position of the next frame (for :meth:`withdraw`)."""
+        return self.outbox.mark()
+
+    def withdraw(self, start: tuple[int, int], stop: tuple[int, int]) -> bool:
+        """Take back the frames queued between two marks if none was written yet."""
+        return self.outbox.withdraw(start, stop)
+
+    def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None:
+        """Drop the numbering of a flow whose frames were withdrawn."""
+        self.core.seq.forget(rid, xid)
+
+    def flush(self) -> None:
+        """Write what is queued now (see :meth:`~cartridge_runtime._plumbing.FrameOutbox.flush`)."""
+        self.outbox.flush()
+
+    def send_raw(self, data: bytes) -> None:
+        """Queue ``data`` as it is, in order with the frames around it: bytes that need not
+        be a frame at all, for tests of how a cartridge meets bad input. Dropped once the
+        connection's output closed."""
+        self.outbox.push_raw(data)
+
+    async def drain(self) -> None:
+        """Wait until everything queued so far was handed to the pipe."""
+        await self.outbox.drain()
+
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run a task that must end with this connection."""
+        if self._tg is not None and not self.core.gone:
+            self._tg.start_soon(fn, *args)
+
+    # -- receive response ------------------------------------------------------------------
+
+    async def _reader(self) -> None:
+        """Pump the instance's stdout through the decoder, routing every frame at once; its
+        end (or bytes that are not frames) is the connection's death."""
+        assert self.process is not None
+        reason = "closed its stdout"
+        # The hot loop: one call per frame, with what it needs bound as locals.
+        receive = self.core.receive_frame
+        on_event = self._on_event
+
+        def route(frame: Frame) -> None:
+            event = receive(frame)
+            if event is not None:
+                on_event(event)
+
+        tap = self._tap
+        if tap is not None:
+            name, on_received, plain = self.name, tap.on_received, route
+
+            def route(frame: Frame) -> None:
+                on_received(name, frame)
+                plain(frame)
+
+        # Frames the routing queues (CREDIT, forwarded peer frames, heartbeat replies) are
+        # held while a block is dispatched and leave together in one write after it.
+        pump = FramePump(
+            self._decoder,
+            route,
+            hold=self.outbox,
+            read_size=self.config.read_size,
+            on_error=self._note_stray,
+        )
+        try:
+            await pump.run(source_for(self.process.stdout))
+        except P.ProtocolError as exc:
+            self.counters.protocol_errors += 1
+            reason = self._stray or f"wrote bytes that are not a valid frame on stdout: {exc}"
+        await self._die(reason)
+
+    def _note_stray(self, data: bytes | memoryview, error: P.ProtocolError) -> None:
+        """Keep words for the block the decoder failed on (stray text on stdout, often)."""
+        self._stray = describe_stray_bytes(data, self._decoder.max_frame)
+
+    def _on_event(self, event: HostEvent) -> None:
+        """Act on what the core asks for (off the hot path)."""
+        if isinstance(event, SendFrames):
+            for frame in event.frames:
+                self.send(frame)
+        elif isinstance(event, PeerRequest):
+            self._on_peer_request(self, event.frame)
+        elif isinstance(event, ProbeAnswered):
+            waiting = self._replies.get(event.hid)
+            if waiting is not None and waiting.frame is None:
+                waiting.frame = event.reply
+                waiting.event.set()
+        elif isinstance(event, StartupProgress):
+            if event.error is None and event.phase is StartupPhase.IDENTITY:
+                max_frame = self.core.limits.max_frame
+                self._decoder.max_frame = max_frame
+                self.max_frame = max_frame
+            for frame in event.frames:
+                self.send(frame)
+            try:
+                self._startup_tx.send_nowait(event)
+            except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self.counters.drops += 1
+        elif isinstance(event, FrameRefused):
+            log.warning("%s: %s dropped", self.name, event.reason)
+
+    def forget(self, rid: MessageId) -> None:
+        """A flow of a rid ended: later frames for it are stragglers."""
+        self.core.forget(rid)
+
+    # -- health ----------------------------------------------------------------------------
+
+    async def ask(
+        self, meta: Mapping[str, Any] | None, within: float, hid: MessageId | None = None
+    ) -> Frame | None:
+        """Send a HEARTBEAT (``meta``: desired capacities; ``hid``: its id, default a new
+        one) and wait up to ``within`` seconds for its reply (a HEARTBEAT, or an ERR refusing
+        the capacities); ``None``: none came."""
+        hid, frame = self.core.probe(meta, hid)
+        waiting = _Reply(self.new_event())
+        self._replies[hid] = waiting
+        try:
+            self.send(frame)
+            with anyio.move_on_after(within):
+                await waiting.event.wait()
+        finally:
+            self.core.probe_ended(hid)
+            del self._replies[hid]
+        return waiting.frame
+
+    def update_pools(self, pools: Mapping[str, Any]) -> None:
+        """Apply the pools a heartbeat reply carried to admission."""
+        self.gate.update(pools)
+
+    async def probe(self, reply_within: float | None = None) -> bool:
+        """Send one HEARTBEAT and wait for its reply; update health. Returns healthy."""
+        within = self.config.heartbeat_timeout if reply_within is None else reply_within
+        return await probe_health(self, within)
+
+    # -- close -----------------------------------------------------------------------------
+
+    async def close(self, grace: float) -> None:
+        """Shut down: close stdin, give the cartridge ``grace`` seconds to exit, then kill."""
+        if self.core.gone:
+            await self.dead.wait()
+            return
+        self.core.begin_close()
+        proc = self.process
+        if proc is not None and not self.core.gone:
+            with anyio.move_on_after(grace):
+                await self.drain()
+            proc.stdin.close()
+            with anyio.move_on_after(grace):
+                await proc.wait()
+                self._ended = True
+            if not self._ended:
+                proc.kill()
+        self._scope.cancel()
+        await self.dead.wait()
+
+    def kill(self, reason: str, *, unhealthy: bool = False) -> None:
+        """Kill the instance now (pending calls fail with ``CARTRIDGE_DIED``, or with
+        ``CARTRIDGE_UNHEALTHY`` when it is killed for missing health probes)."""
+        if self.process is not None:
+            self.process.kill()
+        self._kill_reason = reason
+        self._unhealthy = unhealthy
 
     async def _die(self, reason: str) -> None:
         core = self.core
@@ -528,6 +563,23 @@ class Connection:
             self._fail_all(self.death)
         self._scope.cancel()
 
+    async def _reap(self, *, kill: bool) -> None:
+        proc = self.process
+        if proc is None:
+            return
+        if not self._ended:
+            with anyio.move_on_after(_EXIT_WAIT):
+                await proc.wait()
+                self._ended = True
+        if not self._ended and kill:
+            proc.kill()
+            await proc.wait()
+            self._ended = True
+        self.returncode = proc.returncode
+        with anyio.move_on_after(_EXIT_WAIT):
+            await self._stderr.done.wait()
+        await proc.aclose()
+
     def _fail_all(self, error: CallError) -> None:
         self._notified = True
         self.gate.abort(error)
@@ -538,35 +590,3 @@ class Connection:
             origin.on_origin_death()
         self.dead.set()
         self._on_dead(self)
-
-    def kill(self, reason: str, *, unhealthy: bool = False) -> None:
-        """Kill the instance now (pending calls fail with ``CARTRIDGE_DIED``, or with
-        ``CARTRIDGE_UNHEALTHY`` when it is killed for missing health probes)."""
-        if self.process is not None:
-            self.process.kill()
-        self._kill_reason = reason
-        self._unhealthy = unhealthy
-
-    async def close(self, grace: float) -> None:
-        """Shut down: close stdin, give the cartridge ``grace`` seconds to exit, then kill."""
-        if self.core.gone:
-            await self.dead.wait()
-            return
-        self.core.begin_close()
-        proc = self.process
-        if proc is not None and not self.core.gone:
-            with anyio.move_on_after(grace):
-                await self.drain()
-            proc.stdin.close()
-            with anyio.move_on_after(grace):
-                await proc.wait()
-                self._ended = True
-            if not self._ended:
-                proc.kill()
-        self._scope.cancel()
-        await self.dead.wait()
-
-    async def probe(self, reply_within: float | None = None) -> bool:
-        """Send one HEARTBEAT and wait for its reply; update health. Returns healthy."""
-        within = self.config.heartbeat_timeout if reply_within is None else reply_within
-        return await probe_health(self, within)

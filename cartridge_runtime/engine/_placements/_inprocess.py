@@ -13,7 +13,7 @@ prints goes to this process's stderr).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterable, Callable, Sequence
+from collections.abc import AsyncIterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -123,7 +123,9 @@ class _Sink:
 
 
 class _Receive(anyio.abc.ByteReceiveStream):
-    """The runtime's input: what the engine wrote; EOF once the engine closed it."""
+    """One direction of the memory pipe as a byte stream: the runtime's stdin (what the engine
+    wrote), or the instance's stdout (what the runtime wrote); EOF once the writer closed it.
+    A block comes whole, whatever ``max_bytes`` asks."""
 
     def __init__(self, stream: MemoryObjectReceiveStream[bytes]) -> None:
         self._stream = stream
@@ -170,6 +172,7 @@ class _MemoryInstance:
         self._to_rx = to_rx
         self._from_tx = from_tx
         self._from = from_rx
+        self._stdout = _Receive(from_rx)
         self._scope = anyio.CancelScope()
         self._done = anyio.Event()
         self._returncode: int | None = None
@@ -192,6 +195,10 @@ class _MemoryInstance:
         return self._stdin
 
     @property
+    def stdout(self) -> anyio.abc.ByteReceiveStream:
+        return self._stdout
+
+    @property
     def stderr(self) -> AsyncIterable[bytes] | None:
         return None
 
@@ -211,22 +218,6 @@ class _MemoryInstance:
             self._from_tx.close()
             self._to_rx.close()
             self._done.set()
-
-    async def read_blocks(
-        self,
-        size: int,
-        on_data: Callable[[bytes | memoryview], None],
-        next_size: Callable[[], int],
-        buffer: bytearray,
-    ) -> None:
-        receive = self._from.receive
-        while True:
-            try:
-                data = await receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                on_data(b"")
-                return
-            on_data(data)
 
     def kill(self) -> None:
         self._scope.cancel()

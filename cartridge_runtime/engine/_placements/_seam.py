@@ -6,7 +6,10 @@ cartridge's target into a description (:meth:`Placement.resolve`) and starts ins
 connection needs from a running cartridge and nothing more:
 
 * a byte stream pair: :attr:`Instance.stdin` (a :class:`ByteSink`) and
-  :meth:`Instance.read_blocks` (every block the cartridge writes, then ``b""`` at its end);
+  :attr:`Instance.stdout` (an anyio byte receive stream, as anyio's ``Process.stdout``: every
+  block the cartridge writes, then :class:`anyio.EndOfStream`), which the connection pumps
+  with the same :class:`~cartridge_runtime._plumbing.FramePump` a cartridge runs over its
+  stdin;
 * a stderr source (:attr:`Instance.stderr`, or ``None`` when the instance has none);
 * a way to stop it: closing ``stdin`` asks it to exit, :meth:`Instance.kill` ends it now,
   :meth:`Instance.wait` waits for its end, :meth:`Instance.aclose` frees what is left;
@@ -26,7 +29,7 @@ can take longer than starting a local process.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable, Mapping
+from collections.abc import AsyncIterable, Mapping
 from typing import Protocol, runtime_checkable
 
 import anyio.abc
@@ -107,21 +110,15 @@ class Instance(Protocol):
     def stdin(self) -> ByteSink: ...
 
     @property
-    def stderr(self) -> AsyncIterable[bytes] | None: ...
-
-    async def read_blocks(
-        self,
-        size: int,
-        on_data: Callable[[bytes | memoryview], None],
-        next_size: Callable[[], int],
-        buffer: bytearray,
-    ) -> None:
-        """Call ``on_data`` with every block the instance writes, then with ``b""`` at its
-        end, and return. A view passed to ``on_data`` is valid only until it returns.
-
-        :raises Exception: whatever ``on_data`` raised (reading stops there).
-        """
+    def stdout(self) -> anyio.abc.ByteReceiveStream:
+        """What the instance writes: blocks, then :class:`anyio.EndOfStream` at its end. A
+        stream that also reads blocks itself (a
+        :class:`~cartridge_runtime._plumbing.BlockSource`, as a local pipe is) is read that
+        way, without a task switch per block."""
         ...
+
+    @property
+    def stderr(self) -> AsyncIterable[bytes] | None: ...
 
     def kill(self) -> None:
         """End the instance now (no-op once it ended)."""

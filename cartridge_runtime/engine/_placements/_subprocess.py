@@ -10,14 +10,14 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-from collections.abc import AsyncIterable, Callable, Sequence
+from collections.abc import AsyncIterable, Sequence
 from pathlib import Path
 
 import anyio
 import anyio.abc
 import attrs
 
-from cartridge_runtime._plumbing import FdReader, FdWriter, make_pipe, read_blocks
+from cartridge_runtime._plumbing import FdReader, FdWriter, make_pipe
 
 from ._command import command_for, describe_returncode
 from ._seam import ByteSink, Instance, LaunchError, LaunchSpec, Target
@@ -98,17 +98,12 @@ class _ProcessInstance:
         return self._stdin
 
     @property
+    def stdout(self) -> anyio.abc.ByteReceiveStream:
+        return self._stdout
+
+    @property
     def stderr(self) -> AsyncIterable[bytes] | None:
         return self._process.stderr
-
-    async def read_blocks(
-        self,
-        size: int,
-        on_data: Callable[[bytes | memoryview], None],
-        next_size: Callable[[], int],
-        buffer: bytearray,
-    ) -> None:
-        await read_blocks(self._stdout, size, on_data, next_size, buffer)
 
     def kill(self) -> None:
         if self._process.returncode is None:

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from typing import Any, cast
 
 import anyio
+import anyio.abc
 import ray
 from ray.exceptions import GetTimeoutError, RayError
 
@@ -158,6 +159,47 @@ class _RaySink:
             self._seq += 1
 
 
+class _RayStdout(anyio.abc.ByteReceiveStream):
+    """The cartridge's stdout as a byte stream: the blocks of the actor's streaming generator,
+    started by the first read (whose size asks the actor for its block size). The generator's
+    end, or a Ray error (the actor was lost: the instance notes why), is the end of the stream.
+    """
+
+    def __init__(self, instance: RayInstance) -> None:
+        self._instance = instance
+        self._stream: Any = None
+        self._ended = False
+
+    async def receive(self, max_bytes: int = 1 << 20) -> bytes:
+        """The next block the cartridge wrote (whole, whatever ``max_bytes`` asks).
+
+        :raises anyio.EndOfStream: the cartridge's output ended, or its actor was lost.
+        """
+        if self._ended:
+            raise anyio.EndOfStream
+        instance = self._instance
+        stream = self._stream
+        if stream is None:
+            stream = self._stream = instance.open_stdout(max_bytes)
+        try:
+            ref = await stream.__anext__()
+            data = instance.take_ready(ref)
+            if data is None:
+                data = await ref
+        except StopAsyncIteration:
+            self._ended = True
+            raise anyio.EndOfStream from None
+        except RayError as exc:
+            self._ended = True
+            instance.lose(exc)
+            raise anyio.EndOfStream from None
+        instance.blocks += 1
+        return cast(bytes, data)
+
+    async def aclose(self) -> None:
+        self._ended = True
+
+
 class RayInstance:
     """One cartridge in a Ray actor, as a connection drives it.
 
@@ -182,6 +224,7 @@ class RayInstance:
         self._take_ready = take_ready or _take_ready
         self._where = where
         self._stdin = _RaySink(actor)
+        self._stdout = _RayStdout(self)
         self._returncode: int | None = None
         self._lost: str | None = None
         self._ended = False
@@ -226,6 +269,10 @@ class RayInstance:
         return self._stdin
 
     @property
+    def stdout(self) -> anyio.abc.ByteReceiveStream:
+        return self._stdout
+
+    @property
     def stderr(self) -> AsyncIterable[bytes] | None:
         return self._stderr_blocks()
 
@@ -239,32 +286,18 @@ class RayInstance:
         except RayError:
             return  # the actor was lost; the stdout reader reports it
 
-    async def read_blocks(
-        self,
-        size: int,
-        on_data: Callable[[bytes | memoryview], None],
-        next_size: Callable[[], int],
-        buffer: bytearray,
-    ) -> None:
-        stream = self._actor.stdout.options(
+    def open_stdout(self, size: int) -> Any:
+        """Start the actor's stdout generator (blocks of at most ``size`` bytes)."""
+        return self._actor.stdout.options(
             num_returns="streaming", _generator_backpressure_num_objects=STDOUT_BLOCKS
         ).remote(size)
-        while True:
-            try:
-                ref = await stream.__anext__()
-                data = self._take_ready(ref)
-                if data is None:
-                    data = await ref
-            except StopAsyncIteration:
-                break
-            except RayError as exc:
-                self._lose(exc)
-                break
-            self.blocks += 1
-            on_data(data)
-        on_data(b"")
 
-    def _lose(self, exc: BaseException) -> None:
+    def take_ready(self, ref: Any) -> bytes | None:
+        """A block's bytes if they are already here, else ``None``."""
+        return self._take_ready(ref)
+
+    def lose(self, exc: BaseException) -> None:
+        """The actor was lost (a Ray error): remember why, unless it had ended."""
         if self._lost is None and not self._ended:
             self._lost = f"its Ray actor was lost ({ray_reason(exc)})"
 
@@ -286,7 +319,7 @@ class RayInstance:
                 self._lost = f"its Ray actor did not answer a kill within {KILL_WAIT:g} s"
                 self._kill_actor(self._actor)
         except RayError as exc:
-            self._lose(exc)
+            self.lose(exc)
         self._ended = True
 
     def describe_exit(self) -> str:

@@ -13,8 +13,8 @@ The reader hands each frame to :meth:`Session._dispatch`, which feeds it to the 
 queues the frames the connection decided to send, and acts on the event it returned, without
 waiting for anything: a request's body events go into its input mailboxes (never blocking:
 credit bounds what can pile up), an admitted REQ gets its handler started. Every outgoing
-frame, from any task, goes through one bounded queue to the writer, which assigns seq numbers
-(dropping stragglers), encodes, and sends whatever is queued as one write.
+frame, from any task, goes through one bounded queue to the writer, which numbers it by the
+connection core (dropping stragglers), encodes, and sends whatever is queued as one write.
 
 Dispatch is synchronous: the replies it sends are queued even past the writer's bound, and
 the pump takes no further frame while the queue is over it. So on asyncio, with the stdin
@@ -128,6 +128,7 @@ class Session:
             max_open_requests=cartridge.max_open_requests,
         )
         self.conn = conn
+        self.writer.number_by(conn.seq)
         runner = self.runner = HandlerRunner(conn, cartridge, self.writer)
         self._bind(conn, runner)
         try:
@@ -314,7 +315,7 @@ class Session:
             conn.heartbeat_reply(
                 event.hid,
                 drops=writer.drops,
-                stragglers=writer.seq.stragglers,
+                stragglers=conn.seq.stragglers,
                 overruns=self.overruns,
             )
         )

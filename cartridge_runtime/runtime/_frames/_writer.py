@@ -2,10 +2,10 @@
 
 :class:`FrameWriter` is the session's face of the shared outbound queue,
 :class:`~cartridge_runtime._plumbing.FrameOutbox`, set up the cartridge's way: frames are
-queued as objects and numbered (seq per flow, stragglers dropped) and encoded when their batch
-is written, an unencodable frame is dropped with a ``cartridge: ...`` line, and the queue is
-bounded (:data:`WRITER_QUEUE` frames) so that producers wait, and reading pauses, while the
-host reads nothing.
+queued as objects and numbered (by the connection core's :class:`SeqAssigner`, stragglers
+dropped) and encoded when their batch is written, an unencodable frame is dropped with a
+``cartridge: ...`` line, and the queue is bounded (:data:`WRITER_QUEUE` frames) so that
+producers wait, and reading pauses, while the host reads nothing.
 
 Every task of the session hands its frames to :meth:`FrameWriter.send` (or, when that would
 neither wait nor yield, queues them with :meth:`FrameWriter.try_send`, without a coroutine);
@@ -51,7 +51,6 @@ class FrameWriter:
             bound=WRITER_QUEUE,
             yield_bytes=YIELD_BYTES,
         )
-        self.seq: SeqAssigner = outbox.seq
         #: Set when the writer task has finished.
         self.done: anyio.Event = outbox.done
         # The outbox's own methods, bound once: no extra call on the per-frame path.
@@ -68,6 +67,10 @@ class FrameWriter:
         self.wait_room: Callable[[], Awaitable[None]] = outbox.wait_room
         #: ``close()``: no more frames; the task finishes what is queued and ends.
         self.close: Callable[[], None] = outbox.close
+
+    def number_by(self, seq: SeqAssigner) -> None:
+        """Number every frame with the connection core's ``seq`` (before the first frame)."""
+        self.outbox.number_by(seq.number)
 
     async def run(self) -> None:
         """The writer task: until :meth:`close` and the queue is empty."""
