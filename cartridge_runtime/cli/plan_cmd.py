@@ -26,8 +26,7 @@ from ._sources import CartridgeSources, SourceError, planning_engine
 
 if TYPE_CHECKING:
     from ..engine import Engine
-    from ..engine._plans import PlanningQuery
-    from ..planner import Plan
+    from ..planner import Plan, PlanningSource
 
 __all__ = ("plan_command", "serving_cartridges", "plan_rows")
 
@@ -101,7 +100,7 @@ def _steps_text(row: dict[str, Any]) -> str:
     return " → ".join(parts)
 
 
-def _print(query: PlanningQuery, target: str, rows: list[dict[str, Any]]) -> None:
+def _print(query: PlanningSource, target: str, rows: list[dict[str, Any]]) -> None:
     source = str(query.media) + (" (a sequence)" if query.is_sequence else "")
     if sys.stdout.isatty():
         from rich.console import Console
@@ -131,15 +130,16 @@ async def _plan(
     target: str,
     depth: int,
     limit: int,
-) -> tuple[PlanningQuery, list[dict[str, Any]], int]:
-    from ..engine._plans import plan_on, source_of
+) -> tuple[PlanningSource, list[dict[str, Any]], int]:
+    from ..planner import planning_source
 
     query = await anyio.to_thread.run_sync(
-        lambda: source_of(inputs[0] if len(inputs) == 1 else inputs)
+        lambda: planning_source(inputs[0] if len(inputs) == 1 else inputs)
     )
     async with planning_engine(sources) as engine:
-        names = [status.name for status in engine.status()]
-        plans = await plan_on(engine, names, query, target, max_depth=depth, limit=limit)
+        plans = await engine.plan(
+            query.media, target, is_sequence=query.is_sequence, max_depth=depth, limit=limit
+        )
         started = sum(status.starts for status in engine.status())
         return query, plan_rows(engine, plans), started
 

@@ -39,7 +39,7 @@ import anyio.abc
 import attrs
 
 from ..discovery import Discovery, find_installed
-from ..planner import DEFAULT_LIMIT, DEFAULT_MAX_DEPTH
+from ..planner import DEFAULT_LIMIT, DEFAULT_MAX_DEPTH, SourceLike, planning_source
 from ..protocol import (
     AttributionClass,
     ConnState,
@@ -66,7 +66,7 @@ from ._peer import PeerLink, run_peer_link
 from ._placements._command import describe_returncode
 from ._placements._seam import Placement
 from ._placements._subprocess import Subprocess
-from ._plans import PlanSource, plan_on, source_of
+from ._plans import plan_on
 from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot, Replica
 from ._response import CallContext
@@ -301,7 +301,7 @@ class Engine:
 
     async def plan(
         self,
-        source: PlanSource,
+        source: SourceLike,
         target: str | MediaUrn,
         *,
         media: str | MediaUrn | None = None,
@@ -319,13 +319,13 @@ class Engine:
         :param media: the source's declared media URN (wins over detection; needed for bytes).
         :param is_sequence: whether the source is a sequence of values (default: a URN or bytes
             is one value; several files or a folder are a sequence).
-        :raises EngineError: bytes without ``media``.
+        :raises DefinitionError: bytes without ``media``.
         :raises InputError: a file that cannot be found or read.
         :raises PlannerError: a target that is not a media URN, a bad depth or limit.
         :raises SpawnFailed: a cartridge whose manifest is not known failed to start.
         """
         query = await anyio.to_thread.run_sync(
-            lambda: source_of(source, media=media, is_sequence=is_sequence)
+            lambda: planning_source(source, media=media, is_sequence=is_sequence)
         )
         return await plan_on(
             self, list(self._slots), query, target, max_depth=max_depth, limit=limit

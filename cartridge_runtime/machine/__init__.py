@@ -37,7 +37,7 @@ from ._include import (
 from ._media import MediaDef, MediaValidation
 from ._model import Binding, Machine, Node, Step, StepPlacement, Strand, TakenOutput
 from ._parse import parse_machine
-from ._plan import Feed, FeedKind, Plan, ScopePlan, StepPlan, plan_machine, step_runs
+from ._plan import Feed, FeedKind, RunPlan, ScopePlan, StepPlan, plan_machine, step_runs
 from ._syntax import MAX_RETRY, RESERVED_NODE_NAMES, OnError, StepPolicy
 
 __all__ = (
@@ -60,7 +60,7 @@ __all__ = (
     "LoadedMachine",
     "MachineSourceError",
     "constant_text",
-    "Plan",
+    "RunPlan",
     "ScopePlan",
     "StepPlan",
     "Feed",

@@ -1,6 +1,6 @@
 """How a machine runs: what each step is given in which form, in which scope (sans-IO).
 
-:func:`plan_machine` reads a resolved :class:`Machine` into a :class:`Plan` the executor walks.
+:func:`plan_machine` reads a resolved :class:`Machine` into a :class:`RunPlan` the executor walks.
 It decides everything a run needs to know ahead of time:
 
 * the *scopes*: the machine itself (one instance) and each map (one instance per item of the
@@ -26,7 +26,7 @@ import attrs
 
 from ._model import Binding, Machine, Node, Step
 
-__all__ = ("FeedKind", "Feed", "StepPlan", "ScopePlan", "Plan", "plan_machine", "step_runs")
+__all__ = ("FeedKind", "Feed", "StepPlan", "ScopePlan", "RunPlan", "plan_machine", "step_runs")
 
 
 class FeedKind(enum.Enum):
@@ -76,7 +76,7 @@ class ScopePlan:
 
 
 @attrs.frozen(kw_only=True)
-class Plan:
+class RunPlan:
     machine: Machine
     scopes: Mapping[tuple[int, int], ScopePlan]  #: by (strand, scope)
     #: How many LOCAL streamed feeds read each scope-0 node (one reader each).
@@ -131,7 +131,7 @@ def _feed(
     )
 
 
-def plan_machine(machine: Machine) -> Plan:
+def plan_machine(machine: Machine) -> RunPlan:
     """The plan of ``machine`` (a pure function of it)."""
     scopes: dict[tuple[int, int], ScopePlan] = {}
     stream_readers: dict[str, int] = {}
@@ -169,7 +169,7 @@ def plan_machine(machine: Machine) -> Plan:
                 children=children,
                 nodes=tuple(n.name for n in strand.nodes if n.scope == index),
             )
-    return Plan(
+    return RunPlan(
         machine=machine,
         scopes=scopes,
         stream_readers=stream_readers,

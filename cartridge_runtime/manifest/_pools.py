@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ..protocol._admission import CAPACITY_UNLIMITED, PoolAdmission, effective_capacity
+from ..protocol import CAPACITY_UNLIMITED, PoolAdmission, effective_capacity
 from ._errors import PoolDeclarationError, UnknownPoolError
 from ._manifest import Manifest
 from ._pool_declarations import POOL_ALL, PoolDeclarations

@@ -56,6 +56,7 @@ from ._events import DepthComplete, PathFound, SearchComplete, SearchEvent
 from ._graph import CapGraph, Edge
 from ._plan import Plan, PlanStep, StepKind
 from ._reach import ReachableTarget
+from ._source import PlanningSource, SourceLike, planning_source
 
 __all__ = (
     "find_paths",
@@ -81,6 +82,9 @@ __all__ = (
     "InvalidInputError",
     "NotFoundError",
     "KnitError",
+    "planning_source",
+    "PlanningSource",
+    "SourceLike",
     "detect_media",
     "detect_file",
     "detect_bytes",

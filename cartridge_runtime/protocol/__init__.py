@@ -5,6 +5,7 @@ Nothing here does IO, imports anyio or sleeps; time, where it matters, is an arg
 """
 
 from . import _builders as frames
+from ._admission import CAPACITY_UNLIMITED, POOL_ALL, Pool, PoolAdmission, effective_capacity
 from ._alloc import tune_allocator
 from ._cartridge_conn import REQ_RULES, CartridgeConnection
 from ._cartridge_state import (
@@ -144,6 +145,11 @@ from ._validate import ATTRIBUTION_CLASSES, POLICY_WORDS, validate_frame
 from ._verbs import NEED_DATA, PEER_CLOSED, NoEvent
 
 __all__ = (
+    "PoolAdmission",
+    "Pool",
+    "POOL_ALL",
+    "CAPACITY_UNLIMITED",
+    "effective_capacity",
     # model
     "Frame",
     "MessageId",

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cartridge_runtime.engine import Engine, EngineError
+from cartridge_runtime.engine import Engine
+from cartridge_runtime.errors import DefinitionError
 from cartridge_runtime.planner import InputNotFound, PlannerError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "planner"))
@@ -43,7 +44,7 @@ async def test_a_file_is_detected_and_planned_from(tmp_path: Path) -> None:
 async def test_bytes_need_their_media_and_bad_queries_are_typed(tmp_path: Path) -> None:
     async with Engine() as engine:
         engine.add_cartridge(word_runtime())
-        with pytest.raises(EngineError, match="media="):
+        with pytest.raises(DefinitionError, match="media="):
             await engine.plan(b"hello", LOUD)
         assert await engine.plan(b"hello", LOUD, media=TEXT)
         with pytest.raises(InputNotFound):

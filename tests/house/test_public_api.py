@@ -19,6 +19,9 @@ PUBLIC = [
     "cartridge_runtime.testing",
     "cartridge_runtime.conformance",
     "cartridge_runtime.machine",
+    "cartridge_runtime.planner",
+    "cartridge_runtime.discovery",
+    "cartridge_runtime.errors",
 ]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from ...protocol._admission import POOL_ALL, Pool, PoolAdmission
+from ...protocol import POOL_ALL, Pool, PoolAdmission
 from ...urn import CapUrn, UrnError
 
 

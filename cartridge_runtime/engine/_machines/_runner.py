@@ -39,7 +39,7 @@ from ...machine import (
     FeedKind,
     Machine,
     OnError,
-    Plan,
+    RunPlan,
     ScopePlan,
     Step,
     StepPlan,
@@ -111,7 +111,7 @@ class MachineRunner:
     ) -> None:
         self.engine = engine
         self.machine = machine
-        self.plan: Plan = plan_machine(machine)
+        self.plan: RunPlan = plan_machine(machine)
         self.events = events
         self.window = max(1, window)
         self.inputs = check_inputs(machine, inputs)
