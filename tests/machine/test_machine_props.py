@@ -113,9 +113,19 @@ def test_constants_compare_by_json_value(a: object, b: object) -> None:
     def machine(value: object) -> Machine:
         return MachineBuilder(CAPS).step("s", _JOIN, inputs={"words": "w", "sep": value}).build()
 
+    def unsigned_zero(value: object) -> object:
+        # JSON values compare as numbers: -0.0 equals 0.0, though its text keeps the sign.
+        if isinstance(value, float) and value == 0.0:
+            return 0.0
+        if isinstance(value, list):
+            return [unsigned_zero(v) for v in value]
+        if isinstance(value, dict):
+            return {k: unsigned_zero(v) for k, v in value.items()}
+        return value
+
     if isinstance(a, str) or isinstance(b, str):
         return  # a string names a node in the builder
-    same = constant_text(a) == constant_text(b)
+    same = constant_text(unsigned_zero(a)) == constant_text(unsigned_zero(b))
     assert (machine(a) == machine(b)) is same
 
 
