@@ -11,7 +11,7 @@ import attrs
 import pytest
 from _machine_gen import Plan, build, constants, plans, texts
 from _machine_world import CAPS, headers
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cartridge_runtime.machine import (
@@ -109,6 +109,7 @@ def test_a_changed_policy_is_another_machine(case: tuple[Plan, str], which: int)
 
 @FAST
 @given(constants, constants)
+@example([True, 0.0, 0.0], [True, 0.0, -0.0])
 def test_constants_compare_by_json_value(a: object, b: object) -> None:
     def machine(value: object) -> Machine:
         return MachineBuilder(CAPS).step("s", _JOIN, inputs={"words": "w", "sep": value}).build()
