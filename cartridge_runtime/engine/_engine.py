@@ -17,6 +17,15 @@ not running (never started, or dead), so a replica that died is respawned by the
 after its death while the others serve them. When none is ready, the call waits for the
 first replica's start-up.
 
+Supervision
+-----------
+An engine left running for days keeps itself healthy (:mod:`._supervision`): a call that
+receives no frame for its activity timeout is cancelled with ``TIMEOUT``; an instance past its
+cartridge's ``memory_limit`` is killed and its calls fail with ``OOM_KILLED``; an instance
+without calls for its ``idle_timeout`` is stopped; ``retry=`` tries a failed call again with
+backoff; :meth:`Engine.replace_cartridge` and :meth:`Engine.remove_cartridge` drain the calls in
+flight before retiring instances. :meth:`Engine.subscribe` reports all of it as events.
+
 Ids
 ---
 Every request the engine sends a cartridge (its own calls and forwarded peer calls) gets a
@@ -27,6 +36,7 @@ one counted as a protocol error.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -64,9 +74,29 @@ from ._placements._seam import Placement
 from ._placements._subprocess import Subprocess
 from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot, Replica
-from ._response import CallContext
+from ._response import CallContext, CallOptions
 from ._routing import CapRouter
 from ._status import CartridgeStatus, EngineStats, cartridge_status
+from ._supervision._activity import activity_limit, check_limit
+from ._supervision._drain import retire
+from ._supervision._errors import CartridgeRetired
+from ._supervision._lifecycle import (
+    CallRetried,
+    CapsChanged,
+    CartridgeAdded,
+    CartridgeRemoved,
+    CartridgeReplaced,
+    EventHub,
+    Subscription,
+)
+from ._supervision._retry import Retry
+from ._supervision._watchdog import Watchdog
+
+log = logging.getLogger("cartridge_runtime.engine")
+
+#: Times one call is routed again when the instance it was given stopped under it (retired
+#: or idle-stopped between routing and sending).
+_REROUTES = 4
 
 if TYPE_CHECKING:
     from ..machine import Machine, MachineSource
@@ -93,11 +123,16 @@ class Engine:
         self._closed = False
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._log_dir: Path | None = None
+        #: Replaced or removed cartridges whose calls drain.
+        self._draining: list[CartridgeSlot] = []
+        self._hub = EventHub()
+        self._watchdog = Watchdog(config=self.config, slots=self._supervised, hub=self._hub)
         self._starter = ReplicaStarter(
             config=self.config,
             counters=self._counters,
             on_peer_request=self._on_peer_request,
             on_started=self._caps_changed,
+            watchdog=self._watchdog,
         )
         self._router = CapRouter(self._slots, self._starter, self._counters)
 
@@ -115,6 +150,7 @@ class Engine:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._starter.run_in(self._tg, self._log_dir)
+        await self._tg.start(self._watchdog.run)
         for slot in self._slots.values():
             if slot.eager:
                 for replica in slot.replicas:
@@ -145,7 +181,7 @@ class Engine:
             return
         self._closed = True
         self._starter.close()
-        conns = [r.conn for s in self._slots.values() for r in s.replicas if r.conn is not None]
+        conns = [r.conn for s in self._supervised() for r in s.replicas if r.conn is not None]
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
                 for conn in conns:
@@ -163,6 +199,8 @@ class Engine:
         env: Mapping[str, str] | None = None,
         eager: bool = False,
         name: str | None = None,
+        memory_limit: int | None = None,
+        idle_timeout: float | None = None,
     ) -> str:
         """Register a cartridge; returns its name (unique within the engine).
 
@@ -177,12 +215,25 @@ class Engine:
         :param known_caps: its cap URNs, so calls route to it before it ever started.
         :param env: the process environment (default: inherit).
         :param eager: start its replicas as soon as the engine runs instead of at the first call.
+        :param memory_limit: resident bytes (each instance's process tree) past which an
+            instance is killed, its calls failing with ``OOM_KILLED`` (default
+            ``EngineConfig.memory_limit``); the next call starts it again.
+        :param idle_timeout: seconds without a call after which an instance is stopped
+            gracefully, and started again by the next call (default
+            ``EngineConfig.idle_timeout``: never).
         :raises CartridgeNotFound: the script or program does not exist (nothing is added).
         :raises TypeError: the placement cannot run this target, or ``placement`` is not one.
-        :raises ValueError: ``replicas`` is not a whole number of at least 1.
+        :raises ValueError: ``replicas`` is not a whole number of at least 1, ``memory_limit``
+            not a positive whole number of bytes, or ``idle_timeout`` not positive seconds.
         """
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
             raise ValueError(f"replicas must be a whole number of at least 1, not {replicas!r}")
+        memory_limit = _check_bytes(
+            self.config.memory_limit if memory_limit is None else memory_limit
+        )
+        idle_timeout = check_limit(
+            self.config.idle_timeout if idle_timeout is None else idle_timeout, "idle_timeout"
+        )
         if placement is None:
             placement = self.config.placement or _default_placement(target)
         elif not isinstance(placement, Placement):
@@ -204,13 +255,115 @@ class Engine:
             env=env,
             known_caps=known_caps,
             eager=eager,
+            memory_limit=memory_limit,
+            idle_timeout=idle_timeout,
         )
         self._slots[unique] = slot
         self._caps_changed()
+        if self._hub.active:
+            now = _now()
+            self._hub.emit(CartridgeAdded(cartridge=unique, caps=tuple(slot.caps or ()), at=now))
+            if slot.caps:
+                self._hub.emit(
+                    CapsChanged(cartridge=unique, added=tuple(slot.caps), removed=(), at=now)
+                )
+        if memory_limit is not None or idle_timeout is not None:
+            self._watchdog.poke()
         if eager:
             for replica in slot.replicas:
                 self._starter.start_soon(slot, replica)
         return unique
+
+    async def replace_cartridge(
+        self,
+        name: str,
+        target: str | os.PathLike[str] | Sequence[str] | object,
+        *,
+        drain: float = 30.0,
+        placement: Placement | None = None,
+        env: Mapping[str, str] | None = None,
+        known_caps: Sequence[str] | None = None,
+    ) -> None:
+        """Upgrade cartridge ``name`` to ``target`` without losing a call: start the new
+        version (every replica), route new calls to it at once, let calls in flight on the old
+        one finish within ``drain`` seconds, then end the rest with ``CARTRIDGE_RETIRED`` and
+        stop it. A call never sees a mix of versions. The new version keeps the name, the
+        place in routing order, the replicas and the supervision options of the old.
+
+        :raises SpawnFailed: the new version cannot start (the old one goes on serving).
+        :raises EngineError: no such cartridge.
+        """
+        old = self._slot(name)
+        placement = placement or old.placement
+        new = CartridgeSlot(
+            name,
+            placement=placement,
+            target=placement.resolve(target),
+            replicas=len(old.replicas),
+            env=old.env if env is None else env,
+            known_caps=known_caps,
+            eager=old.eager,
+            memory_limit=old.memory_limit,
+            idle_timeout=old.idle_timeout,
+        )
+        try:
+            await self._starter.each(new, self._starter.ensure_started)
+        except BaseException:
+            new.retired = True
+            with anyio.CancelScope(shield=True):
+                await retire(new, drain=0, grace=self.config.shutdown_grace)
+            raise
+        caps_before = old.caps or ()
+        self._slots[name] = new  # the same key keeps its place in routing order
+        self._caps_changed()
+        old.retired = True
+        self._watchdog.caps_changed(new, caps_before, new.caps or ())
+        if self._hub.active:
+            self._hub.emit(
+                CartridgeReplaced(
+                    cartridge=name, old_command=old.command, new_command=new.command, at=_now()
+                )
+            )
+        await self._retire(old, drain)
+
+    async def remove_cartridge(self, name: str, *, drain: float = 30.0) -> None:
+        """Stop routing calls to cartridge ``name`` at once; let its calls in flight finish
+        within ``drain`` seconds, then end the rest with ``CARTRIDGE_RETIRED`` and stop it.
+
+        :raises EngineError: no such cartridge.
+        """
+        slot = self._slot(name)
+        del self._slots[name]
+        self._caps_changed()
+        slot.retired = True
+        if self._hub.active:
+            self._hub.emit(CartridgeRemoved(cartridge=name, at=_now()))
+        self._watchdog.caps_changed(slot, slot.caps or (), ())
+        await self._retire(slot, drain)
+
+    async def _retire(self, slot: CartridgeSlot, drain: float) -> None:
+        if isinstance(drain, bool) or not isinstance(drain, int | float) or drain < 0:
+            raise ValueError(f"drain must be a number of seconds of 0 or more, not {drain!r}")
+        self._draining.append(slot)
+        try:
+            await retire(slot, drain=drain, grace=self.config.shutdown_grace)
+        finally:
+            self._draining.remove(slot)
+
+    def subscribe(self, *, buffer: int = 1024) -> Subscription:
+        """Events of this engine from now on: cartridges and caps added, replaced and
+        removed; instances started, died, respawned, idle, OOM-killed, retired; calls stalled
+        and retried. Use as ``async with engine.subscribe() as events: async for event in
+        events``. A subscriber more than ``buffer`` events behind misses the newest
+        (``Subscription.dropped`` counts them); the engine never waits for one.
+
+        :raises ValueError: ``buffer`` is not a whole number of at least 1.
+        """
+        return self._hub.subscribe(buffer)
+
+    def _supervised(self) -> list[CartridgeSlot]:
+        """The cartridges with instances to watch: those added, and those draining."""
+        return [*self._slots.values(), *self._draining]
 
     async def start(self, name: str) -> None:
         """Start a cartridge now, every replica of it (no-op for those running).
@@ -380,7 +533,13 @@ class Engine:
     # -- calls -----------------------------------------------------------------------------
 
     def call(
-        self, cap: str, inputs: Inputs | None = None, *, timeout: float | None = None
+        self,
+        cap: str,
+        inputs: Inputs | None = None,
+        *,
+        timeout: float | None = None,
+        activity_timeout: float | None = None,
+        retry: Retry | None = None,
     ) -> CallContext:
         """Call ``cap`` with ``inputs`` (``[(media_urn, value), ...]`` or a mapping).
 
@@ -395,7 +554,16 @@ class Engine:
 
         :param timeout: seconds for the whole call, start-up and queueing included (``None``:
             no limit). When it runs out the call is cancelled and fails with
-            :class:`CallTimeout` (code ``TIMEOUT``, class ``resource``).
+            :class:`CallTimeout` (code ``TIMEOUT``, class ``resource``). With ``retry=``, per
+            attempt.
+        :param activity_timeout: seconds the call may go without receiving a frame before it
+            is cancelled and fails with :class:`CallTimeout` ("no activity for N s");
+            ``None``: its cap's metadata ``activity_timeout_secs``, else
+            ``EngineConfig.activity_timeout``; ``math.inf``: none.
+        :param retry: a :class:`Retry` policy: a failure it covers (by default class
+            ``environment`` or code ``OOM_KILLED``) is tried again after an exponential
+            backoff with jitter, unless output already reached the caller or an input was a
+            stream; :attr:`Result.attempts` counts the attempts.
         :raises NoRoute: no cartridge provides ``cap`` (raised on awaiting or entering).
         :raises SpawnFailed: the chosen cartridge cannot start.
         :raises CallError: the call failed (when awaited).
@@ -403,8 +571,36 @@ class Engine:
             manifest (a required argument missing, an input no argument takes, a list for an
             argument taking one value); raised on awaiting or entering, before anything is sent.
         :raises TypeError: malformed ``inputs`` (at once).
+        :raises ValueError: ``activity_timeout`` is not positive seconds, or ``retry`` is not a
+            :class:`Retry` (at once).
         """
-        return CallContext(self._open, cap, normalize_inputs(inputs), timeout)
+        if activity_timeout is None and retry is None:
+            options = CallOptions(timeout=timeout)
+        else:
+            if retry is not None and not isinstance(retry, Retry):
+                raise ValueError(f"retry must be a Retry(...), not {type(retry).__name__}")
+            options = CallOptions(
+                timeout=timeout,
+                activity_timeout=check_limit(activity_timeout, "activity_timeout"),
+                retry=retry,
+            )
+        return CallContext(self._open, cap, normalize_inputs(inputs), options, self._on_retry)
+
+    def _on_retry(self, cap: str, attempt: int, delay: float, error: CallError) -> None:
+        log.info(
+            "a call to %s failed (%s); attempt %d in %.3g s", cap, error.code, attempt + 1, delay
+        )
+        if self._hub.active:
+            self._hub.emit(
+                CallRetried(
+                    cap=cap,
+                    attempt=attempt,
+                    delay=delay,
+                    code=error.code,
+                    message=error.message,
+                    at=_now(),
+                )
+            )
 
     async def call_bytes(
         self,
@@ -420,26 +616,38 @@ class Engine:
         """
         return await self.call(cap, inputs, timeout=timeout)
 
-    async def _open(self, cap: str, inputs: list[tuple[str, Any]]) -> CallState:
+    async def _open(
+        self, cap: str, inputs: list[tuple[str, Any]], activity_timeout: float | None = None
+    ) -> CallState:
         if self._closed:
             raise EngineClosed()
-        hit = self._router.cache.get(cap)
-        slot, handler = hit if hit is not None else await self._router.resolve(cap)
-        single = slot.single
-        conn = single.conn if single is not None else None
-        if conn is None or not conn.ready:
-            conn = await self._starter.connection(slot)
-        definition = conn.definition(handler)
-        if definition is not None:  # before anything is sent, even the REQ
-            check_call_inputs(cap, definition, inputs)
-        chain = await conn.gate.acquire(handler)
-        if not conn.ready:
+        for _ in range(_REROUTES):
+            hit = self._router.cache.get(cap)
+            slot, handler = hit if hit is not None else await self._router.resolve(cap)
+            single = slot.single
+            conn = single.conn if single is not None else None
+            if conn is None or not conn.ready:
+                try:
+                    conn = await self._starter.connection(slot)
+                except CartridgeRetired:
+                    continue  # replaced or removed meanwhile: route again
+            definition = conn.definition(handler)
+            if definition is not None:  # before anything is sent, even the REQ
+                check_call_inputs(cap, definition, inputs)
+            chain = await conn.gate.acquire(handler)
+            if conn.ready and not slot.retired:
+                break
             conn.gate.release(chain)
+            replica = slot.replica_of(conn)
+            if slot.retired or (replica is not None and replica.ending is not None):
+                continue  # retired or stopped idle under the call: route again
             raise conn.death or CallError(
                 ErrorCode.CARTRIDGE_DIED,
                 AttributionClass.ENVIRONMENT,
                 f"cartridge {slot.name} died",
             )
+        else:
+            raise CartridgeRetired(f"cartridge {slot.name} kept being retired under the call")
         state = CallState(
             conn,
             cap=cap,
@@ -452,7 +660,23 @@ class Engine:
         if self._observers:
             state.observation = observe_call(self._observers, state, slot.name)
         state.start()
+        replica = single if single is not None else slot.replica_of(conn)
+        if replica is not None:
+            replica.served += 1
+        limit = self._activity_limit(activity_timeout, definition, slot.name)
+        if limit is not None and not state.done:
+            self._watchdog.watch(state, limit)
         return state
+
+    def _activity_limit(
+        self, per_call: float | None, definition: Any, cartridge: str
+    ) -> float | None:
+        metadata = definition.metadata if definition is not None else None
+        try:
+            return activity_limit(per_call, metadata, self.config.activity_timeout)
+        except ValueError as exc:
+            log.warning("cartridge %s: cap %s: %s", cartridge, definition.urn, exc)
+            return self.config.activity_timeout
 
     # -- live control ----------------------------------------------------------------------
 
@@ -523,6 +747,22 @@ class Engine:
             respawns=c.respawns,
             late_credits=c.late_credits,
         )
+
+
+def _now() -> float:
+    return anyio.current_time()
+
+
+def _check_bytes(value: int | None) -> int | None:
+    """``value`` if it is ``None`` or a positive whole number of bytes.
+
+    :raises ValueError: otherwise.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"memory_limit must be a positive whole number of bytes, not {value!r}")
+    return value
 
 
 def _default_placement(target: object) -> Placement:
