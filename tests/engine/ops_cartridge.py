@@ -1,7 +1,8 @@
 """A cartridge for the supervision tests: silent, chatty, memory-hungry, dying and versioned
 handlers. Run as a script it serves over stdio; ``build_runtime()`` serves it in process.
 
-``OPS_VERSION`` in the environment is the version the ``version`` cap answers with.
+``OPS_VERSION`` in the environment is the version the ``version`` cap answers with;
+``OPS_TAG`` adds ``tag=<it>`` to every cap URN (a second cartridge whose caps differ).
 """
 
 from __future__ import annotations
@@ -122,19 +123,24 @@ _OPS: dict[str, tuple[str, type[Op]]] = {
 }
 
 
-def build_runtime(name: str = "ops") -> CartridgeRuntime:
+def tagged(urn: str, tag: str | None) -> str:
+    """``urn`` with ``tag=<tag>`` added (unchanged for no tag)."""
+    return f"{urn};tag={tag}" if tag else urn
+
+
+def build_runtime(name: str = "ops", tag: str | None = None) -> CartridgeRuntime:
     caps = []
     for urn, (alias, _) in _OPS.items():
         metadata = {"activity_timeout_secs": "0.2"} if urn == QUICK_SILENT else None
-        caps.append(CapDef.simple(urn, alias.title(), aliases=alias, metadata=metadata))
+        caps.append(CapDef.simple(tagged(urn, tag), alias.title(), aliases=alias, metadata=metadata))
     manifest = Manifest.build(
         name=name, version="1.0.0", description="Supervision test handlers", caps=caps
     )
     runtime = CartridgeRuntime(manifest)
     for urn, (_, op) in _OPS.items():
-        runtime.register_op(urn, op)
+        runtime.register_op(tagged(urn, tag), op)
     return runtime
 
 
 if __name__ == "__main__":
-    build_runtime().run()
+    build_runtime(tag=os.environ.get("OPS_TAG")).run()

@@ -266,7 +266,9 @@ class Watchdog:
         error = OutOfMemory(
             message, resident=resident, limit=limit, stderr_tail=conn.stderr_tail.strip()
         )
-        # The calls fail with OOM_KILLED before the kill, which would fail them as a death.
+        # Out of routing now; its calls fail with OOM_KILLED before the kill, which would fail
+        # them as a death.
+        conn.core.begin_close()
         for flow in list(conn.core.calls.values()):
             flow.on_death(error)
         conn.gate.abort(error)
