@@ -34,6 +34,7 @@ VERSION = f'cap:in="{TEXT}";op=version;out="{TEXT}"'
 DIE = f'cap:in="{TEXT}";op=die;out="{TEXT}"'
 DIE_AFTER_OUTPUT = f'cap:in="{TEXT}";op=die-after-output;out="{TEXT}"'
 BAD_INPUT = f'cap:in="{TEXT}";op=bad-input;out="{TEXT}"'
+DIE_ONCE = f'cap:in="{TEXT}";op=die-once;out="{TEXT}"'
 
 
 async def _text(wet: WetContext) -> str:
@@ -105,6 +106,18 @@ class DieAfterOutput(Op):
         os._exit(4)
 
 
+class DieOnce(Op):
+    """The input names a file: absent, it is made and the process ends; present, the answer
+    is ``survived``."""
+
+    async def perform(self, dry: DryContext, wet: WetContext) -> None:
+        marker = Path(await _text(wet))
+        if not marker.exists():
+            marker.write_text("died once")
+            os._exit(3)
+        await wet.request.output().write(b"survived")
+
+
 class BadInput(Op):
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
         raise OpError("BAD_TEXT", f"cannot use {await _text(wet)!r}", "input")
@@ -120,6 +133,7 @@ _OPS: dict[str, tuple[str, type[Op]]] = {
     DIE: ("die", Die),
     DIE_AFTER_OUTPUT: ("die-after-output", DieAfterOutput),
     BAD_INPUT: ("bad-input", BadInput),
+    DIE_ONCE: ("die-once", DieOnce),
 }
 
 
