@@ -13,10 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import anyio  # noqa: E402
+import anyio
 
-from cartridge_runtime.manifest import CapDef, Manifest  # noqa: E402
-from cartridge_runtime.runtime import (  # noqa: E402
+from cartridge_runtime.manifest import CapDef, Manifest
+from cartridge_runtime.runtime import (
     CartridgeRuntime,
     DryContext,
     Op,
@@ -111,9 +111,9 @@ class DieOnce(Op):
     is ``survived``."""
 
     async def perform(self, dry: DryContext, wet: WetContext) -> None:
-        marker = Path(await _text(wet))
-        if not marker.exists():
-            marker.write_text("died once")
+        marker = anyio.Path(await _text(wet))
+        if not await marker.exists():
+            await marker.write_text("died once")
             os._exit(3)
         await wet.request.output().write(b"survived")
 
@@ -146,7 +146,9 @@ def build_runtime(name: str = "ops", tag: str | None = None) -> CartridgeRuntime
     caps = []
     for urn, (alias, _) in _OPS.items():
         metadata = {"activity_timeout_secs": "0.2"} if urn == QUICK_SILENT else None
-        caps.append(CapDef.simple(tagged(urn, tag), alias.title(), aliases=alias, metadata=metadata))
+        caps.append(
+            CapDef.simple(tagged(urn, tag), alias.title(), aliases=alias, metadata=metadata)
+        )
     manifest = Manifest.build(
         name=name, version="1.0.0", description="Supervision test handlers", caps=caps
     )

@@ -127,7 +127,7 @@ def test_the_caps_metadata_sets_its_activity_timeout(backend: str) -> None:
         # The engine's default would wait two minutes; the cap says 0.2 s.
         async with Engine(heartbeat_interval=None) as engine:
             engine.add_cartridge(OPS.build_runtime())
-            with pytest.raises(CallTimeout, match="no activity for 0.2 s"):
+            with pytest.raises(CallTimeout, match=r"no activity for 0\.2 s"):
                 await engine.call(OPS.QUICK_SILENT, [(OPS.TEXT, b"x")])
 
     run(backend, main)
@@ -138,7 +138,7 @@ def test_the_calls_own_activity_timeout_wins(backend: str) -> None:
     async def main() -> None:
         async with Engine(heartbeat_interval=None, activity_timeout=None) as engine:
             engine.add_cartridge(OPS.build_runtime())
-            with pytest.raises(CallTimeout, match="no activity for 0.25 s"):
+            with pytest.raises(CallTimeout, match=r"no activity for 0\.25 s"):
                 await engine.call(OPS.QUICK_SILENT, [(OPS.TEXT, b"x")], activity_timeout=0.25)
             with pytest.raises(ValueError, match="activity_timeout must be a positive"):
                 engine.call(OPS.ECHO, [(OPS.TEXT, b"x")], activity_timeout=0)

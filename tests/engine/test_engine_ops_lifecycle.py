@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -128,9 +129,7 @@ def test_a_replace_under_32_calls_in_flight_loses_none(backend: str) -> None:
                     tg.start_soon(call, b"0.5", old)
                 await until(lambda: status_of(engine, name).served == 32)
                 tg.start_soon(
-                    lambda: engine.replace_cartridge(
-                        name, SCRIPT, drain=20, env=version_env("2")
-                    )
+                    lambda: engine.replace_cartridge(name, SCRIPT, drain=20, env=version_env("2"))
                 )
                 await until(lambda: any(isinstance(e, CartridgeReplaced) for e in seen(events)))
                 for _ in range(8):
@@ -190,12 +189,14 @@ def test_remove_drains_then_retires_what_is_left(backend: str) -> None:
             assert outcomes["quick"] == b"0"
             retired = outcomes["slow"]
             assert isinstance(retired, CartridgeRetired)
-            assert retired.code == "CARTRIDGE_RETIRED" and retired.attribution_class == "environment"
+            assert (
+                retired.code == "CARTRIDGE_RETIRED" and retired.attribution_class == "environment"
+            )
             assert "drain of 0.5 s" in retired.message
             assert engine.status() == []
             with pytest.raises(NoRoute):
                 await engine.call(OPS.ECHO, [(OPS.TEXT, b"x")])
-            got = events.pending()
+            got: list[Any] = events.pending()
             assert [type(e) for e in got] == [
                 CartridgeAdded,
                 InstanceChanged,
@@ -220,7 +221,7 @@ def test_a_replacement_that_cannot_start_leaves_the_old_version_serving() -> Non
             await engine.start(name)
             with pytest.raises(CallError) as caught:
                 await engine.replace_cartridge(
-                    name, [os.sys.executable, "-c", "import sys; sys.exit(5)"], drain=1
+                    name, [sys.executable, "-c", "import sys; sys.exit(5)"], drain=1
                 )
             assert caught.value.code == "SPAWN_FAILED"
             result = await engine.call(OPS.VERSION, [(OPS.TEXT, b"0")])

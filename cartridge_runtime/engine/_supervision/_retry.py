@@ -79,7 +79,7 @@ class Retry:
 
     def delay(self, retry: int, rand: Callable[[], float] = random.random) -> float:
         """Seconds to wait before retry number ``retry`` (1 for the first), rule 3."""
-        base = min(self.max_delay, self.backoff * 2 ** (retry - 1))
+        base = min(self.max_delay, self.backoff * 2.0 ** (retry - 1))
         return base * (1.0 + self.jitter * rand())
 
     def covers(self, code: str, attribution_class: str) -> bool:
