@@ -447,8 +447,12 @@ class Engine(CartridgeAdmin):
         """Tell ``observer`` about every call from now on: its start, the metrics and trace
         events its handler reports, its end (bytes in and out, outcome). The OpenTelemetry
         exporter (:class:`~cartridge_runtime.engine.OtelExporter`, extra ``otel``) is one.
-        Without observers a call costs nothing extra."""
+        Without observers a call costs nothing extra. An observer with a ``watch_status``
+        method is given :meth:`status` too (the exporter reports each replica from it)."""
         self._observers.append(observer)
+        watch_status = getattr(observer, "watch_status", None)
+        if callable(watch_status):
+            watch_status(self.status)
 
     def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
         link = PeerLink(self._router, origin, frame)
