@@ -53,7 +53,9 @@ def test_each_replica_reports_calls_memory_starts_and_its_last_exit(backend: str
                 assert [r.in_flight for r in status.replicas].count(1) == 1
                 assert all(r.queued == 0 for r in status.replicas)
                 assert all(r.resident_memory and r.resident_memory > MIB for r in status.replicas)
-                assert status.resident_memory == sum(r.resident_memory or 0 for r in status.replicas)
+                assert status.resident_memory == sum(
+                    r.resident_memory or 0 for r in status.replicas
+                )
                 assert status.memory_limit == 512 * MIB
                 assert all(r.last_exit is None for r in status.replicas)
             engine.kill(name, replica=1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
 import anyio
@@ -68,6 +68,8 @@ class Watchdog:
         self._hub = hub
         self._calls: dict[CallState, Silence] = {}
         self._idle: dict[Replica, IdleRecord] = {}
+        #: Replicas whose remote memory figure is being asked for.
+        self._asking: set[Replica] = set()
         self._next_sample = -math.inf
         #: When the task wakes next (``inf``: only when poked).
         self._wake = math.inf
@@ -106,6 +108,9 @@ class Watchdog:
                 and set_address_limit(pid, int(limit * factor))
             ):
                 replica.enforcement = "watchdog+rlimit_as"
+            remote = getattr(conn.process, "limit_address_space", None)
+            if factor is not None and pid is None and remote is not None and self._tg is not None:
+                self._tg.start_soon(self._limit_remote, replica, conn, remote, int(limit * factor))
         now = anyio.current_time()
         if slot.idle_timeout is not None or limit is not None:
             self._idle.pop(replica, None)
@@ -247,13 +252,53 @@ class Watchdog:
                 continue
             for replica in slot.replicas:
                 conn = replica.conn
-                if conn is None or conn.core.gone or conn.pid is None:
+                if conn is None or conn.core.gone:
                     continue
-                resident = resident_bytes(conn.pid)
-                replica.resident = resident
-                if memory_exceeded(resident, limit):
-                    assert resident is not None
-                    self._kill_for_memory(slot, replica, conn, resident, limit)
+                if conn.pid is None:
+                    # An instance on another host reads its own figure (a Ray actor does).
+                    remote = getattr(conn.process, "resident_memory", None)
+                    if remote is not None and self._tg is not None and replica not in self._asking:
+                        self._asking.add(replica)
+                        self._tg.start_soon(self._sample_remote, slot, replica, conn, remote)
+                    continue
+                self._judge_memory(slot, replica, conn, resident_bytes(conn.pid), limit)
+
+    def _judge_memory(
+        self,
+        slot: CartridgeSlot,
+        replica: Replica,
+        conn: Connection,
+        resident: int | None,
+        limit: int,
+    ) -> None:
+        replica.resident = resident
+        if memory_exceeded(resident, limit) and not conn.core.gone and replica.conn is conn:
+            assert resident is not None
+            self._kill_for_memory(slot, replica, conn, resident, limit)
+
+    async def _sample_remote(
+        self,
+        slot: CartridgeSlot,
+        replica: Replica,
+        conn: Connection,
+        remote: Callable[[], Awaitable[int | None]],
+    ) -> None:
+        try:
+            resident = await remote()
+        finally:
+            self._asking.discard(replica)
+        if slot.memory_limit is not None:
+            self._judge_memory(slot, replica, conn, resident, slot.memory_limit)
+
+    async def _limit_remote(
+        self,
+        replica: Replica,
+        conn: Connection,
+        remote: Callable[[int], Awaitable[bool]],
+        limit: int,
+    ) -> None:
+        if await remote(limit) and replica.conn is conn:
+            replica.enforcement = "watchdog+rlimit_as"
 
     def _kill_for_memory(
         self, slot: CartridgeSlot, replica: Replica, conn: Connection, resident: int, limit: int
