@@ -12,8 +12,8 @@ Rules
    so a process that grows between two samples fails an allocation instead of freezing the
    machine; address space runs well ahead of resident memory, hence the factor.
 
-The figures come from ``/proc`` (Linux); elsewhere from ``psutil`` when it is installed, else
-there are none and only the operating system's own limits apply.
+The figures come from ``/proc`` (Linux); elsewhere there are none yet, and only the operating
+system's own limits apply.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def resident_bytes(pid: int) -> int | None:
     read (the process is gone, or this platform has no source of figures)."""
     if _PROC.is_dir():
         return _proc_tree_rss(pid)
-    return _psutil_tree_rss(pid)
+    return None
 
 
 def _proc_rss(pid: int) -> int | None:
@@ -97,19 +97,6 @@ def _proc_tree_rss(pid: int) -> int | None:
             total += rss
             todo += _proc_children(child)
     return total
-
-
-def _psutil_tree_rss(pid: int) -> int | None:  # pragma: no cover - non-Linux only
-    try:
-        import psutil  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)[:_MAX_TREE]]
-        return int(sum(p.memory_info().rss for p in procs))
-    except psutil.Error:
-        return None
 
 
 def set_address_limit(pid: int, limit: int) -> bool:
