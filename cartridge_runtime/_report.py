@@ -53,7 +53,10 @@ class ErrorCode(enum.StrEnum):
     CARTRIDGE_DIED = "CARTRIDGE_DIED"
     CARTRIDGE_UNHEALTHY = "CARTRIDGE_UNHEALTHY"
     TOO_MANY_REQUESTS = "TOO_MANY_REQUESTS"
-    CARTRIDGE_RETIRED = "CARTRIDGE_RETIRED"
+    CARTRIDGE_RETIRED = (
+        "CARTRIDGE_RETIRED"  #: the cartridge was replaced or removed (HST-7, HST-21)
+    )
+    OOM_KILLED = "OOM_KILLED"  #: the instance passed its memory limit and was killed (HST-19)
     SPAWN_FAILED = "SPAWN_FAILED"
     CREDIT_VIOLATION = "CREDIT_VIOLATION"
     CHECKSUM_MISMATCH = "CHECKSUM_MISMATCH"

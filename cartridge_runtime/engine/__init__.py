@@ -71,6 +71,20 @@ from ._placements._seam import ByteSink, Instance, LaunchError, LaunchSpec, Plac
 from ._placements._subprocess import Subprocess
 from ._replicas import ReplicaStatus
 from ._response import CallContext, Response
+from ._supervision._errors import CartridgeRetired, OutOfMemory
+from ._supervision._lifecycle import (
+    CallRetried,
+    CallStalled,
+    CapsChanged,
+    CartridgeAdded,
+    CartridgeRemoved,
+    CartridgeReplaced,
+    EngineEvent,
+    InstanceChanged,
+    InstanceState,
+    Subscription,
+)
+from ._supervision._retry import Retry
 
 __all__ = (
     "Engine",
@@ -110,6 +124,20 @@ __all__ = (
     "CartridgeNotFound",
     "NoRoute",
     "EngineClosed",
+    "OutOfMemory",
+    "CartridgeRetired",
+    # supervision
+    "Retry",
+    "Subscription",
+    "EngineEvent",
+    "CartridgeAdded",
+    "CartridgeReplaced",
+    "CartridgeRemoved",
+    "CapsChanged",
+    "InstanceChanged",
+    "InstanceState",
+    "CallStalled",
+    "CallRetried",
     # placements
     "Placement",
     "FrameTap",

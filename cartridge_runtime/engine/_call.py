@@ -42,6 +42,14 @@ refused: the call is then cancelled on the wire (a CANCEL with code ``TIMEOUT``)
 once with :class:`~._errors.CallTimeout`, without waiting for the cartridge's answer. Calls
 without a timeout pay nothing for it.
 
+Activity
+--------
+Each frame a call receives adds one to :attr:`CallState.frames`: that is all the hot path
+pays. The engine's watchdog (:mod:`._supervision._activity`) looks at the count every quarter
+of the call's activity timeout and, after a whole timeout without a frame (and without events
+waiting for the caller), calls :meth:`CallState.expire_inactive`: a CANCEL with code
+``TIMEOUT`` goes out and the call fails at once with :class:`~._errors.CallTimeout` (HST-20).
+
 Cancel
 ------
 ``cancel()`` before any frame of the call left the process takes the frames back and fails the
@@ -136,6 +144,8 @@ class CallState:
         #: byte is counted and nothing is recorded.
         self.observation: Any = None
         self.bytes_out = 0
+        #: Frames received for this call (the activity the watchdog looks at).
+        self.frames = 0
 
     # -- start -----------------------------------------------------------------------------
 
@@ -213,6 +223,7 @@ class CallState:
     # -- frames from the cartridge ---------------------------------------------------------
 
     def on_frame(self, frame: Frame) -> None:
+        self.frames += 1
         ft = frame.frame_type
         if ft is _CREDIT:
             if self._sender is not None:
@@ -472,17 +483,30 @@ class CallState:
 
     def expire(self) -> None:
         """The caller's timeout ran out: cancel the call on the wire and fail it now."""
+        self.end_now(
+            CallTimeout(
+                f"the call to {self.cap} did not finish within its timeout of {self.timeout:g} s"
+            ),
+            "the caller's timeout ran out",
+        )
+
+    def expire_inactive(self, limit: float) -> None:
+        """No frame came for ``limit`` seconds: cancel the call and fail it now (HST-20)."""
+        self.end_now(
+            CallTimeout(
+                f"the call to {self.cap} timed out: no activity for {limit:g} s "
+                f"(cartridge {self.conn.name} sent no frame for it)"
+            ),
+            f"no activity for {limit:g} s",
+        )
+
+    def end_now(self, error: CallError, reason: str) -> None:
+        """Cancel the call on the wire (a CANCEL with ``error``'s code and class, ``reason``
+        its message) and fail it with ``error`` at once, without waiting for the cartridge."""
         if self.done:
             return
-        error = CallTimeout(
-            f"the call to {self.cap} did not finish within its timeout of {self.timeout:g} s"
-        )
         self.events.clear()
-        self.cancel(
-            code=ErrorCode.TIMEOUT,
-            attribution_class=AttributionClass.RESOURCE,
-            message="the caller's timeout ran out",
-        )
+        self.cancel(code=error.code, attribution_class=error.attribution_class, message=reason)
         if self.done:  # nothing had been sent yet: cancel() already failed it
             self.error = error
         else:

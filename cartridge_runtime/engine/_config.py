@@ -45,6 +45,23 @@ class EngineConfig:
     :ivar read_size: bytes asked for per read of a cartridge's stdout.
     :ivar placement: where cartridges added without a ``placement=`` run (``None``: each in a
         local subprocess, :class:`~cartridge_runtime.engine.Subprocess`).
+    :ivar activity_timeout: seconds a call may go without receiving a frame before it is
+        cancelled and fails with ``TIMEOUT`` ("no activity for N s"); a cap's metadata
+        ``activity_timeout_secs`` and a call's ``activity_timeout=`` override it; ``None``: off.
+        Each quarter of it without a frame is reported (:class:`CallStalled`).
+    :ivar memory_limit: resident bytes (of an instance's process tree) past which it is
+        killed and its calls fail with ``OOM_KILLED``, for cartridges added without their own
+        ``memory_limit=``; ``None``: no limit.
+    :ivar memory_interval: seconds between two samples of the instances' memory.
+    :ivar memory_backstop: on Linux, an instance with a memory limit also gets ``RLIMIT_AS`` at
+        this many times the limit (address space runs well ahead of resident memory); ``None``:
+        the watchdog alone.
+    :ivar idle_timeout: seconds without a call after which an instance is stopped (and started
+        again by the next call), for cartridges added without their own ``idle_timeout=``;
+        ``None``: never (the default).
+    :ivar retry_backoff: seconds before the first retry of a machine step with ``retry=N``
+        (doubling with each, capped at ``retry_max_delay``, with jitter).
+    :ivar retry_max_delay: the longest delay between two attempts of a machine step.
     :ivar frame_tap: told of every frame each connection sends and receives
         (:class:`~cartridge_runtime.engine.FrameTap`, for test tools and debugging); ``None``:
         no tap, and no cost per frame.
@@ -67,4 +84,11 @@ class EngineConfig:
     log_dir: Path | None = None
     read_size: int = 1 << 20  # several 256 KiB CHUNK frames per read: fewer calls and copies
     placement: Placement | None = None
+    activity_timeout: float | None = 120.0
+    memory_limit: int | None = None
+    memory_interval: float = 1.0
+    memory_backstop: float | None = 4.0
+    idle_timeout: float | None = None
+    retry_backoff: float = 0.5
+    retry_max_delay: float = 30.0
     frame_tap: FrameTap | None = attrs.field(default=None, eq=False)

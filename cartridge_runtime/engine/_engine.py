@@ -17,6 +17,15 @@ not running (never started, or dead), so a replica that died is respawned by the
 after its death while the others serve them. When none is ready, the call waits for the
 first replica's start-up.
 
+Supervision
+-----------
+An engine left running for days keeps itself healthy (:mod:`._supervision`): a call that
+receives no frame for its activity timeout is cancelled with ``TIMEOUT``; an instance past its
+cartridge's ``memory_limit`` is killed and its calls fail with ``OOM_KILLED``; an instance
+without calls for its ``idle_timeout`` is stopped; ``retry=`` tries a failed call again with
+backoff; :meth:`Engine.replace_cartridge` and :meth:`Engine.remove_cartridge` drain the calls in
+flight before retiring instances. :meth:`Engine.subscribe` reports all of it as events.
+
 Ids
 ---
 Every request the engine sends a cartridge (its own calls and forwarded peer calls) gets a
@@ -28,9 +37,10 @@ one counted as a protocol error.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -42,7 +52,6 @@ from ..discovery import Discovery, find_installed
 from ..planner import DEFAULT_LIMIT, DEFAULT_MAX_DEPTH, SourceLike, planning_source
 from ..protocol import (
     AttributionClass,
-    ConnState,
     ErrorCode,
     Frame,
     NetworkPolicy,
@@ -51,6 +60,7 @@ from ..protocol import (
 )
 from ._arguments import check_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
+from ._cartridges import CartridgeAdmin
 from ._config import EngineConfig
 from ._connection._counters import Counters
 from ._connection._health import set_capacities
@@ -64,23 +74,34 @@ from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
 from ._peer import PeerLink, run_peer_link
 from ._placements._command import describe_returncode
-from ._placements._seam import Placement
-from ._placements._subprocess import Subprocess
 from ._plans import plan_on
 from ._replica_start import ReplicaStarter
-from ._replicas import CartridgeSlot, Replica
-from ._response import CallContext
+from ._replicas import CartridgeSlot
+from ._response import CallContext, CallOptions
 from ._routing import CapRouter
 from ._status import CartridgeStatus, EngineStats, cartridge_status
+from ._supervision._activity import activity_limit, check_limit
+from ._supervision._errors import CartridgeRetired
+from ._supervision._lifecycle import (
+    CallRetried,
+    EventHub,
+)
+from ._supervision._retry import Retry
+from ._supervision._watchdog import Watchdog
+
+log = logging.getLogger("cartridge_runtime.engine")
+
+#: Times one call is routed again when the instance it was given stopped under it (retired
+#: or idle-stopped between routing and sending).
+_REROUTES = 4
 
 if TYPE_CHECKING:
     from ..machine import Machine, MachineSource
-    from ..manifest import Manifest
     from ..planner import Plan
     from ..urn import MediaUrn
 
 
-class Engine:
+class Engine(CartridgeAdmin):
     """Starts cartridges, routes calls to them, and keeps them healthy. Use as::
 
         async with Engine() as engine:
@@ -101,11 +122,16 @@ class Engine:
         self._closed = False
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._log_dir: Path | None = None
+        #: Replaced or removed cartridges whose calls drain.
+        self._draining: list[CartridgeSlot] = []
+        self._hub = EventHub()
+        self._watchdog = Watchdog(config=self.config, slots=self._supervised, hub=self._hub)
         self._starter = ReplicaStarter(
             config=self.config,
             counters=self._counters,
             on_peer_request=self._on_peer_request,
             on_started=self._caps_changed,
+            watchdog=self._watchdog,
         )
         self._router = CapRouter(self._slots, self._starter, self._counters)
 
@@ -123,6 +149,7 @@ class Engine:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._starter.run_in(self._tg, self._log_dir)
+        await self._tg.start(self._watchdog.run)
         for slot in self._slots.values():
             if slot.eager:
                 for replica in slot.replicas:
@@ -153,128 +180,11 @@ class Engine:
             return
         self._closed = True
         self._starter.close()
-        conns = [r.conn for s in self._slots.values() for r in s.replicas if r.conn is not None]
+        conns = [r.conn for s in self._supervised() for r in s.replicas if r.conn is not None]
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
                 for conn in conns:
                     tg.start_soon(conn.close, self.config.shutdown_grace)
-
-    # -- cartridges ------------------------------------------------------------------------
-
-    def add_cartridge(
-        self,
-        target: str | os.PathLike[str] | Sequence[str] | object,
-        *,
-        replicas: int = 1,
-        placement: Placement | None = None,
-        known_caps: Sequence[str] | None = None,
-        env: Mapping[str, str] | None = None,
-        eager: bool = False,
-        name: str | None = None,
-        manifest: Manifest | None = None,
-    ) -> str:
-        """Register a cartridge; returns its name (unique within the engine).
-
-        :param target: for a subprocess (the default placement), a ``.py`` script (run with
-            this interpreter), an executable, or a command list; for
-            ``InProcess(runtime)``, a name or the runtime. A ``CartridgeRuntime`` given
-            without a placement runs in process.
-        :param replicas: how many instances run it; each call goes to the least-loaded ready
-            one, and each is respawned on its own after its death.
-        :param placement: where the instances run: :class:`Subprocess` (the default, or
-            ``EngineConfig.placement``), :class:`InProcess`.
-        :param known_caps: its cap URNs, so calls route to it before it ever started.
-        :param env: the process environment (default: inherit).
-        :param eager: start its replicas as soon as the engine runs instead of at the first call.
-        :param manifest: its manifest, when known without starting it (a discovery's cache
-            gives it): planning and machine resolution read it instead of starting the
-            cartridge, and its caps route calls as ``known_caps`` do. The manifest the
-            cartridge sends at start-up takes its place.
-        :raises CartridgeNotFound: the script or program does not exist (nothing is added).
-        :raises TypeError: the placement cannot run this target, or ``placement`` is not one.
-        :raises ValueError: ``replicas`` is not a whole number of at least 1.
-        """
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-            raise ValueError(f"replicas must be a whole number of at least 1, not {replicas!r}")
-        if placement is None:
-            placement = self.config.placement or _default_placement(target)
-        elif not isinstance(placement, Placement):
-            raise TypeError(
-                "placement must be a placement such as Subprocess() or InProcess(runtime), "
-                f"not {type(placement).__name__}"
-            )
-        resolved = placement.resolve(target)
-        if name is None:
-            name = resolved.label
-        unique, n = name, 2
-        while unique in self._slots:
-            unique, n = f"{name}#{n}", n + 1
-        slot = CartridgeSlot(
-            unique,
-            placement=placement,
-            target=resolved,
-            replicas=replicas,
-            env=env,
-            known_caps=known_caps
-            if known_caps is not None or manifest is None
-            else [cap.urn for cap in manifest.iter_caps()],
-            eager=eager,
-            known_manifest=manifest,
-        )
-        self._slots[unique] = slot
-        self._caps_changed()
-        if eager:
-            for replica in slot.replicas:
-                self._starter.start_soon(slot, replica)
-        return unique
-
-    async def start(self, name: str) -> None:
-        """Start a cartridge now, every replica of it (no-op for those running).
-
-        :raises SpawnFailed: a start-up failed (the first replica's, in order).
-        """
-        await self._starter.each(self._slot(name), self._starter.ensure_started)
-
-    async def restart(self, name: str) -> None:
-        """Forget start-up failures and (re)start the cartridge's replicas, stopping those
-        running first.
-
-        :raises SpawnFailed: a start-up failed.
-        """
-
-        async def restart(slot: CartridgeSlot, replica: Replica) -> Connection:
-            replica.failure = None
-            if replica.conn is not None and replica.conn.state in (
-                ConnState.READY,
-                ConnState.STARTING,
-            ):
-                await replica.conn.close(self.config.shutdown_grace)
-            return await self._starter.ensure_started(slot, replica)
-
-        await self._starter.each(self._slot(name), restart)
-
-    async def stop(self, name: str) -> None:
-        """Shut one cartridge down, every replica of it (a later call starts it again)."""
-        slot = self._slot(name)
-        async with anyio.create_task_group() as tg:
-            for replica in slot.replicas:
-                if replica.conn is not None:
-                    tg.start_soon(replica.conn.close, self.config.shutdown_grace)
-
-    def kill(self, name: str, *, replica: int | None = None) -> None:
-        """Kill a cartridge's instances at once, or only replica ``replica`` (for tests and
-        operators).
-
-        :raises EngineError: no such cartridge or replica.
-        """
-        for one in self._replicas_of(self._slot(name), replica):
-            if one.conn is not None:
-                one.conn.kill("killed by the engine operator")
-
-    def manifest(self, name: str) -> Any:
-        """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, else the one
-        given to :meth:`add_cartridge`, or ``None``."""
-        return self._slot(name).manifest
 
     async def discover(
         self,
@@ -404,45 +314,7 @@ class Engine:
             machine = await self.machine(machine)
         return await run_to_end(self, machine, inputs, window=window, observers=self._observers)
 
-    async def probe(self, name: str, *, replica: int = 0) -> bool:
-        """Send one health probe now (to replica ``replica``, starting it if needed); returns
-        whether it answered in time.
-
-        :raises EngineError: no such cartridge or replica.
-        :raises SpawnFailed: it cannot start.
-        """
-        slot = self._slot(name)
-        (one,) = self._replicas_of(slot, replica)
-        conn = await self._starter.ensure_started(slot, one)
-        return await conn.probe()
-
-    def _replicas_of(self, slot: CartridgeSlot, index: int | None) -> tuple[Replica, ...]:
-        if index is None:
-            return slot.replicas
-        if (
-            isinstance(index, bool)
-            or not isinstance(index, int)
-            or not (0 <= index < len(slot.replicas))
-        ):
-            raise EngineError(
-                f"cartridge {slot.name} has no replica {index!r} "
-                f"(it has {len(slot.replicas)}: 0 to {len(slot.replicas) - 1})"
-            )
-        return (slot.replicas[index],)
-
-    def _slot(self, name: str) -> CartridgeSlot:
-        try:
-            return self._slots[name]
-        except KeyError:
-            raise EngineError(
-                f"no cartridge named {name!r}; known: {', '.join(self._slots) or 'none'}"
-            ) from None
-
     # -- routing ---------------------------------------------------------------------------
-
-    def _caps_changed(self) -> None:
-        """The routing table changed (a cartridge added, or its manifest became known)."""
-        self._router.changed()
 
     def route(self, cap: str) -> str | None:
         """The name of the cartridge a call to ``cap`` would go to now (``None``: unknown yet)."""
@@ -452,7 +324,13 @@ class Engine:
     # -- calls -----------------------------------------------------------------------------
 
     def call(
-        self, cap: str, inputs: Inputs | None = None, *, timeout: float | None = None
+        self,
+        cap: str,
+        inputs: Inputs | None = None,
+        *,
+        timeout: float | None = None,
+        activity_timeout: float | None = None,
+        retry: Retry | None = None,
     ) -> CallContext:
         """Call ``cap`` with ``inputs`` (``[(media_urn, value), ...]`` or a mapping).
 
@@ -467,7 +345,16 @@ class Engine:
 
         :param timeout: seconds for the whole call, start-up and queueing included (``None``:
             no limit). When it runs out the call is cancelled and fails with
-            :class:`CallTimeout` (code ``TIMEOUT``, class ``resource``).
+            :class:`CallTimeout` (code ``TIMEOUT``, class ``resource``). With ``retry=``, per
+            attempt.
+        :param activity_timeout: seconds the call may go without receiving a frame before it
+            is cancelled and fails with :class:`CallTimeout` ("no activity for N s");
+            ``None``: its cap's metadata ``activity_timeout_secs``, else
+            ``EngineConfig.activity_timeout``; ``math.inf``: none.
+        :param retry: a :class:`Retry` policy: a failure it covers (by default class
+            ``environment`` or code ``OOM_KILLED``) is tried again after an exponential
+            backoff with jitter, unless output already reached the caller or an input was a
+            stream; :attr:`Result.attempts` counts the attempts.
         :raises NoRoute: no cartridge provides ``cap`` (raised on awaiting or entering).
         :raises SpawnFailed: the chosen cartridge cannot start.
         :raises CallError: the call failed (when awaited).
@@ -475,8 +362,36 @@ class Engine:
             manifest (a required argument missing, an input no argument takes, a list for an
             argument taking one value); raised on awaiting or entering, before anything is sent.
         :raises TypeError: malformed ``inputs`` (at once).
+        :raises ValueError: ``activity_timeout`` is not positive seconds, or ``retry`` is not a
+            :class:`Retry` (at once).
         """
-        return CallContext(self._open, cap, normalize_inputs(inputs), timeout)
+        if activity_timeout is None and retry is None:
+            options = CallOptions(timeout=timeout)
+        else:
+            if retry is not None and not isinstance(retry, Retry):
+                raise ValueError(f"retry must be a Retry(...), not {type(retry).__name__}")
+            options = CallOptions(
+                timeout=timeout,
+                activity_timeout=check_limit(activity_timeout, "activity_timeout"),
+                retry=retry,
+            )
+        return CallContext(self._open, cap, normalize_inputs(inputs), options, self._on_retry)
+
+    def _on_retry(self, cap: str, attempt: int, delay: float, error: CallError) -> None:
+        log.info(
+            "a call to %s failed (%s); attempt %d in %.3g s", cap, error.code, attempt + 1, delay
+        )
+        if self._hub.active:
+            self._hub.emit(
+                CallRetried(
+                    cap=cap,
+                    attempt=attempt,
+                    delay=delay,
+                    code=error.code,
+                    message=error.message,
+                    at=_now(),
+                )
+            )
 
     async def call_bytes(
         self,
@@ -492,26 +407,38 @@ class Engine:
         """
         return await self.call(cap, inputs, timeout=timeout)
 
-    async def _open(self, cap: str, inputs: list[tuple[str, Any]]) -> CallState:
+    async def _open(
+        self, cap: str, inputs: list[tuple[str, Any]], activity_timeout: float | None = None
+    ) -> CallState:
         if self._closed:
             raise EngineClosed()
-        hit = self._router.cache.get(cap)
-        slot, handler = hit if hit is not None else await self._router.resolve(cap)
-        single = slot.single
-        conn = single.conn if single is not None else None
-        if conn is None or not conn.ready:
-            conn = await self._starter.connection(slot)
-        definition = conn.definition(handler)
-        if definition is not None:  # before anything is sent, even the REQ
-            check_call_inputs(cap, definition, inputs)
-        chain = await conn.gate.acquire(handler)
-        if not conn.ready:
+        for _ in range(_REROUTES):
+            hit = self._router.cache.get(cap)
+            slot, handler = hit if hit is not None else await self._router.resolve(cap)
+            single = slot.single
+            conn = single.conn if single is not None else None
+            if conn is None or not conn.ready:
+                try:
+                    conn = await self._starter.connection(slot)
+                except CartridgeRetired:
+                    continue  # replaced or removed meanwhile: route again
+            definition = conn.definition(handler)
+            if definition is not None:  # before anything is sent, even the REQ
+                check_call_inputs(cap, definition, inputs)
+            chain = await conn.gate.acquire(handler)
+            if conn.ready and not slot.retired:
+                break
             conn.gate.release(chain)
+            replica = slot.replica_of(conn)
+            if slot.retired or (replica is not None and replica.ending is not None):
+                continue  # retired or stopped idle under the call: route again
             raise conn.death or CallError(
                 ErrorCode.CARTRIDGE_DIED,
                 AttributionClass.ENVIRONMENT,
                 f"cartridge {slot.name} died",
             )
+        else:
+            raise CartridgeRetired(f"cartridge {slot.name} kept being retired under the call")
         state = CallState(
             conn,
             cap=cap,
@@ -524,7 +451,23 @@ class Engine:
         if self._observers:
             state.observation = observe_call(self._observers, state, slot.name)
         state.start()
+        replica = single if single is not None else slot.replica_of(conn)
+        if replica is not None:
+            replica.served += 1
+        limit = self._activity_limit(activity_timeout, definition, slot.name)
+        if limit is not None and not state.done:
+            self._watchdog.watch(state, limit)
         return state
+
+    def _activity_limit(
+        self, per_call: float | None, definition: Any, cartridge: str
+    ) -> float | None:
+        metadata = definition.metadata if definition is not None else None
+        try:
+            return activity_limit(per_call, metadata, self.config.activity_timeout)
+        except ValueError as exc:
+            log.warning("cartridge %s: cap %s: %s", cartridge, definition.urn, exc)
+            return self.config.activity_timeout
 
     # -- live control ----------------------------------------------------------------------
 
@@ -566,8 +509,12 @@ class Engine:
         """Tell ``observer`` about every call from now on: its start, the metrics and trace
         events its handler reports, its end (bytes in and out, outcome). The OpenTelemetry
         exporter (:class:`~cartridge_runtime.engine.OtelExporter`, extra ``otel``) is one.
-        Without observers a call costs nothing extra."""
+        Without observers a call costs nothing extra. An observer with a ``watch_status``
+        method is given :meth:`status` too (the exporter reports each replica from it)."""
         self._observers.append(observer)
+        watch_status = getattr(observer, "watch_status", None)
+        if callable(watch_status):
+            watch_status(self.status)
 
     def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
         link = PeerLink(self._router, origin, frame)
@@ -597,13 +544,8 @@ class Engine:
         )
 
 
-def _default_placement(target: object) -> Placement:
-    """A runtime object runs in process; anything else as a subprocess."""
-    if callable(getattr(target, "serve", None)):
-        from ._placements._inprocess import InProcess
-
-        return InProcess(target)  # type: ignore[arg-type]
-    return Subprocess()
+def _now() -> float:
+    return anyio.current_time()
 
 
 __all__ = ("CartridgeStatus", "Engine", "EngineStats", "describe_returncode")

@@ -144,6 +144,8 @@ class Result:
     #: The metrics and trace events the handler reported, in order (REQ-39).
     metrics: tuple[Metric, ...] = ()
     traces: tuple[TraceEvent, ...] = ()
+    #: Attempts the call took (more than 1 when ``retry=`` tried it again).
+    attempts: int = 1
 
     @property
     def main(self) -> OutputResult | None:

@@ -11,7 +11,12 @@
   that a step makes is a child of its step's span;
 * each handler trace event (``req.trace``) as an event on its call's span;
 * each handler metric (``req.metric``) on an OTel counter of the same name (``bifaci.`` in
-  front), with the labels and ``bifaci.cartridge`` as attributes.
+  front), with the labels and ``bifaci.cartridge`` as attributes;
+* once registered with an engine, each replica's status as observable instruments read at
+  every collection (attributes ``bifaci.cartridge`` and ``bifaci.replica``):
+  ``bifaci.replica.in_flight``, ``bifaci.replica.queued``, ``bifaci.replica.resident_memory``
+  (bytes, while sampled), ``bifaci.replica.served`` and ``bifaci.replica.starts`` (counters),
+  and ``bifaci.replica.state`` (1, with ``bifaci.state`` and ``bifaci.last_exit``).
 
 It needs only ``opentelemetry-api``: spans and instruments go to the tracer and meter providers
 given, or the global ones.
@@ -21,7 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 try:
     import opentelemetry.metrics as otel_metrics
@@ -35,6 +41,9 @@ from ._events import Metric, TraceEvent
 from ._machines._events import MachineRunError, StepFinished, StepStarted
 from ._machines._report import Reports
 from ._observe import CallInfo, CallOutcome
+
+if TYPE_CHECKING:
+    from ._status import CartridgeStatus
 
 __all__ = ("OtelExporter",)
 
@@ -56,6 +65,52 @@ class OtelExporter:
 
     def __repr__(self) -> str:
         return f"OtelExporter(instruments={sorted(self._counters)!r})"
+
+    # -- replica status ----------------------------------------------------------------------
+
+    def watch_status(self, status: Callable[[], Sequence[CartridgeStatus]]) -> None:
+        """Report the replicas ``status()`` describes as observable instruments (see the
+        module docstring); the engine calls this when the exporter is added to it."""
+
+        def replicas() -> Iterable[tuple[Any, dict[str, Any]]]:
+            for cartridge in status():
+                for replica in cartridge.replicas:
+                    attributes = {
+                        "bifaci.cartridge": cartridge.name,
+                        "bifaci.replica": replica.index,
+                    }
+                    yield replica, attributes
+
+        def reader(field: str) -> Callable[[Any], Iterable[Any]]:
+            def observe(options: Any) -> Iterable[Any]:
+                for replica, attributes in replicas():
+                    value = getattr(replica, field)
+                    if value is not None:
+                        yield otel_metrics.Observation(value, attributes)
+
+            return observe
+
+        def states(options: Any) -> Iterable[Any]:
+            for replica, attributes in replicas():
+                attributes = attributes | {
+                    "bifaci.state": replica.state,
+                    "bifaci.last_exit": replica.last_exit or "",
+                }
+                yield otel_metrics.Observation(1, attributes)
+
+        meter = self._meter
+        for field, word in (("in_flight", "requests"), ("queued", "calls")):
+            meter.create_observable_gauge(
+                f"bifaci.replica.{field}", callbacks=[reader(field)], unit=f"{{{word}}}"
+            )
+        meter.create_observable_gauge(
+            "bifaci.replica.resident_memory", callbacks=[reader("resident_memory")], unit="By"
+        )
+        for field, word in (("served", "calls"), ("starts", "starts")):
+            meter.create_observable_counter(
+                f"bifaci.replica.{field}", callbacks=[reader(field)], unit=f"{{{word}}}"
+            )
+        meter.create_observable_gauge("bifaci.replica.state", callbacks=[states])
 
     # -- calls -----------------------------------------------------------------------------
 

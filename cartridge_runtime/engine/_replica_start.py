@@ -28,6 +28,8 @@ from ._connection._shell import Connection
 from ._errors import CallError, EngineClosed, SpawnFailed
 from ._placements._seam import LaunchSpec
 from ._replicas import CartridgeSlot, Replica
+from ._supervision._errors import CartridgeRetired
+from ._supervision._watchdog import Watchdog
 
 __all__ = ("ReplicaStarter",)
 
@@ -41,6 +43,7 @@ class ReplicaStarter:
     :param on_peer_request: given to every connection, for the peer REQs its cartridge sends.
     :param on_started: called after each start-up, whatever its outcome (the caps known may
         have changed).
+    :param watchdog: told of every instance that starts, fails to start, and ends.
     """
 
     def __init__(
@@ -50,7 +53,9 @@ class ReplicaStarter:
         counters: Counters,
         on_peer_request: Callable[[Connection, Frame], None],
         on_started: Callable[[], None],
+        watchdog: Watchdog,
     ) -> None:
+        self._watchdog = watchdog
         self._config = config
         self._counters = counters
         self._on_peer_request = on_peer_request
@@ -134,7 +139,10 @@ class ReplicaStarter:
 
         :raises SpawnFailed: its start-up failed (now, or before and not to be retried yet).
         :raises EngineClosed: the engine is not running.
+        :raises CartridgeRetired: the cartridge was replaced or removed.
         """
+        if slot.retired:
+            raise CartridgeRetired(f"cartridge {slot.name} was retired: it starts no instance")
         if self._closed:
             raise EngineClosed()
         if self._tg is None:
@@ -161,11 +169,19 @@ class ReplicaStarter:
                 replica.failure = None
             if self._closed or self._tg is None:
                 raise EngineClosed()
+            if slot.retired:
+                raise CartridgeRetired(f"cartridge {slot.name} was retired: it starts no instance")
             assert self._log_dir is not None
             replica.starts += 1
             if replica.starts > 1:
                 self._counters.respawns += 1
             log_name = slot.name if replica.index == 0 else f"{slot.name}.{replica.index}"
+            watchdog = self._watchdog
+
+            def ended(conn: Connection) -> None:
+                watchdog.ended(slot, replica, conn)
+
+            caps_before = slot.caps or ()
             conn = Connection(
                 placement=slot.placement,
                 spec=LaunchSpec(
@@ -175,14 +191,17 @@ class ReplicaStarter:
                 counters=self._counters,
                 log_path=self._log_dir / f"{log_name}.stderr.log",
                 on_peer_request=self._on_peer_request,
-                on_dead=lambda c: None,
+                on_dead=ended,
             )
             conn.metric_totals = slot.metric_totals  # the sums survive a restart
             replica.conn = conn
             self._tg.start_soon(conn.run)
             await conn.started.wait()
             self._on_started()
-            if not conn.ready:
+            if conn.ready:
+                watchdog.started(slot, replica, conn)
+                watchdog.caps_changed(slot, caps_before, slot.caps or ())
+            else:
                 failure = conn.startup_error or SpawnFailed(
                     f"cartridge {slot.name} stopped during start-up",
                     step="spawn",
@@ -190,5 +209,6 @@ class ReplicaStarter:
                 )
                 replica.failure = failure
                 replica.failed_at = anyio.current_time()
+                watchdog.failed(slot, replica, failure.message)
                 raise failure
             return conn

@@ -36,8 +36,8 @@ class ReplicaStatus:
     """A snapshot of one replica of a cartridge (see :attr:`CartridgeStatus.replicas`).
 
     :ivar index: 0, 1, ... in the order the replicas were declared.
-    :ivar state: ``stopped``, ``starting``, ``running``, ``failed`` or ``dead`` (as for the
-        cartridge).
+    :ivar state: ``stopped``, ``starting``, ``running``, ``idle`` (stopped for want of calls,
+        ``idle_timeout``), ``failed`` or ``dead`` (as for the cartridge).
     :ivar placement_id: who runs it (``pid 1234``, ``in-process NAME/1``...), while it runs.
     :ivar pid: its process id, when it is a local process and runs.
     :ivar in_flight: requests it is serving (calls and peer calls).
@@ -46,6 +46,14 @@ class ReplicaStatus:
     :ivar healthy: whether its last health probe was answered.
     :ivar last_error: why it last failed to start or died.
     :ivar returncode: its last exit status, if it ended.
+    :ivar served: calls routed to it since the cartridge was added (every start of it).
+    :ivar resident_memory: the resident memory of its process tree at the last sample, bytes
+        (sampled only for a cartridge with a ``memory_limit``; ``None``: no figure).
+    :ivar memory_enforcement: how its memory limit is enforced: ``watchdog`` (the engine's
+        samples), ``watchdog+rlimit_as`` (also the process's address-space limit), or
+        ``None`` without a limit.
+    :ivar last_exit: how its last instance ended (died, stopped, idle, OOM-killed, retired),
+        in words; ``None`` before any ended.
     """
 
     index: int
@@ -58,6 +66,10 @@ class ReplicaStatus:
     healthy: bool
     last_error: str | None
     returncode: int | None
+    served: int = 0
+    resident_memory: int | None = None
+    memory_enforcement: str | None = None
+    last_exit: str | None = None
 
 
 class Replica:
@@ -70,6 +82,18 @@ class Replica:
         self.failed_at = 0.0
         self.starts = 0
         self.lock = anyio.Lock()
+        #: Calls routed to it, over every start.
+        self.served = 0
+        #: Resident memory of its process tree at the last sample, bytes.
+        self.resident: int | None = None
+        #: How its memory limit is enforced now (see :class:`ReplicaStatus`).
+        self.enforcement: str | None = None
+        #: Whether it was stopped for want of calls (until its next start).
+        self.idle = False
+        #: How its last instance ended, in words.
+        self.last_exit: str | None = None
+        #: Why the engine is ending it, while it does (the state its end is reported as).
+        self.ending: str | None = None
 
     def status(self) -> ReplicaStatus:
         """A snapshot for :meth:`Engine.status`."""
@@ -92,14 +116,20 @@ class Replica:
             healthy=conn.healthy if conn is not None and state == "running" else state != "failed",
             last_error=last_error,
             returncode=conn.returncode if conn is not None else None,
+            served=self.served,
+            resident_memory=self.resident if live else None,
+            memory_enforcement=self.enforcement,
+            last_exit=self.last_exit,
         )
 
 
 def replica_state(replica: Replica) -> str:
-    """``stopped``, ``starting``, ``running``, ``failed`` or ``dead``."""
+    """``stopped``, ``starting``, ``running``, ``idle``, ``failed`` or ``dead``."""
     conn = replica.conn
     if conn is None:
         return "failed" if replica.failure else "stopped"
+    if replica.idle and conn.core.gone:
+        return "idle"
     state = conn.state
     if state is ConnState.READY or state is ConnState.CLOSING:
         return "running"
@@ -127,6 +157,8 @@ class CartridgeSlot:
         known_caps: Sequence[str] | None,
         eager: bool,
         known_manifest: Any = None,
+        memory_limit: int | None = None,
+        idle_timeout: float | None = None,
     ) -> None:
         self.name = name
         self.placement = placement
@@ -137,6 +169,12 @@ class CartridgeSlot:
         #: A manifest known before any start (read from a discovery's cache), or None.
         self.known_manifest = known_manifest
         self.replicas = tuple(Replica(i) for i in range(replicas))
+        #: Resident bytes past which an instance is killed (``None``: no limit).
+        self.memory_limit = memory_limit
+        #: Seconds without a call after which an instance is stopped (``None``: never).
+        self.idle_timeout = idle_timeout
+        #: Replaced or removed: it takes no new call and starts no instance.
+        self.retired = False
         #: Metric name -> the sum of every value its handlers reported (all replicas, across
         #: restarts).
         self.metric_totals: dict[str, float] = {}
@@ -164,6 +202,13 @@ class CartridgeSlot:
             if conn is not None and conn.manifest is not None:
                 return conn.manifest
         return self.known_manifest
+
+    def replica_of(self, conn: Connection) -> Replica | None:
+        """The replica whose current connection is ``conn``."""
+        for replica in self.replicas:
+            if replica.conn is conn:
+                return replica
+        return None
 
     def least_loaded(self) -> Connection | None:
         """The ready connection with the fewest requests in flight and queued (healthy ones

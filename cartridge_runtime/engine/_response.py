@@ -1,19 +1,31 @@
 """What a caller holds while a call runs: the :class:`CallContext` that ``engine.call()``
-returns (awaitable, or an async context manager), the :class:`Response` and ``collect()``."""
+returns (awaitable, or an async context manager), the :class:`Response` and ``collect()``.
+
+Retries
+-------
+A call made with ``retry=`` (a :class:`~._supervision._retry.Retry`) is opened again after a
+failure the policy covers, after its backoff: when the open itself failed (no instance could
+start, it died before answering), and while the caller reads, as long as no output reached the
+caller (an event of an output stream) and every input can be sent again (none was a stream).
+The error that ends a call that is not retried says why when a retry was possible in
+principle. Each attempt has its own ``timeout=``.
+"""
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import attrs
 import cbor2
 
 from ..protocol import MessageId
 from ._call import CallState
-from ._errors import CallTimeout, EngineError
+from ._errors import CallError, CallTimeout, EngineError
 from ._events import (
     CallEvent,
     Item,
@@ -27,12 +39,30 @@ from ._events import (
     Result,
     TraceEvent,
 )
+from ._supervision._retry import Retry, retry_refusal
 
-__all__ = ("CallContext", "OpenCall", "Response")
+__all__ = ("CallContext", "CallOptions", "OnRetry", "OpenCall", "Response")
 
 #: How a call is opened (the engine's): route ``cap``, start its cartridge if needed, take a
-#: pool slot and send the request with ``inputs``; the running call.
-OpenCall = Callable[[str, list[tuple[str, Any]]], Awaitable[CallState]]
+#: pool slot and send the request with ``inputs``, watched for ``activity_timeout``; the
+#: running call.
+OpenCall = Callable[[str, list[tuple[str, Any]], float | None], Awaitable[CallState]]
+
+#: Told of each retry: the cap, the attempt that failed (1 for the first), the delay before
+#: the next, and the failure.
+OnRetry = Callable[[str, int, float, CallError], None]
+
+_OUTPUT_EVENTS = (OutputStarted, OutputData, OutputItem)
+
+
+@attrs.frozen(kw_only=True)
+class CallOptions:
+    """How one call runs: ``timeout`` per attempt, ``activity_timeout`` (``None``: the cap's
+    or the engine's), ``retry`` (``None``: one attempt)."""
+
+    timeout: float | None = None
+    activity_timeout: float | None = None
+    retry: Retry | None = None
 
 
 class Response:
@@ -42,8 +72,16 @@ class Response:
     :class:`CallError`), or ``await response.collect()`` for everything at once.
     """
 
-    def __init__(self, state: CallState) -> None:
+    def __init__(self, state: CallState, context: CallContext | None = None) -> None:
         self._state = state
+        #: The context that retries the call, when it has a retry policy.
+        self._retrying = context if context is not None and context.retries else None
+        self._output_began = False
+
+    @property
+    def attempts(self) -> int:
+        """Attempts made so far (more than 1 after a retry)."""
+        return self._retrying.attempt if self._retrying is not None else 1
 
     @property
     def cap(self) -> str:
@@ -78,6 +116,8 @@ class Response:
 
     async def __anext__(self) -> CallEvent:
         state = self._state
+        if self._retrying is not None:
+            return await self._next_retrying()
         if state.events and state.deadline is None:
             return state.take_queued()  # already queued: no second coroutine
         ev = await state.next_event()
@@ -85,11 +125,38 @@ class Response:
             raise StopAsyncIteration
         return ev
 
+    async def _next_retrying(self) -> CallEvent:
+        context = self._retrying
+        assert context is not None
+        while True:
+            try:
+                ev = await self._state.next_event()
+            except CallError as exc:
+                self._state = await context.again(exc, output_began=self._output_began)
+                continue
+            if ev is None:
+                raise StopAsyncIteration
+            if isinstance(ev, _OUTPUT_EVENTS):
+                self._output_began = True
+            return ev
+
     async def collect(self) -> Result:
         """Read the rest of the response and join it per output.
 
         :raises CallError: the call failed (ERR, death, cancel).
         """
+        context = self._retrying
+        if context is None:
+            return await self._collect_once()
+        while True:
+            try:
+                result = await self._collect_once()
+            except CallError as exc:
+                self._state = await context.again(exc, output_began=self._output_began)
+                continue
+            return attrs.evolve(result, attempts=context.attempt)
+
+    async def _collect_once(self) -> Result:
         parts: dict[str | None, list[bytes]] = {}
         values: dict[str | None, list[Any]] = {}
         odd: set[str | None] = set()
@@ -181,13 +248,23 @@ class CallContext:
         open_call: OpenCall,
         cap: str,
         inputs: list[tuple[str, Any]],
-        timeout: float | None = None,
+        options: CallOptions | None = None,
+        on_retry: OnRetry | None = None,
     ) -> None:
         self._open_call = open_call
         self._cap = cap
         self._inputs = inputs
-        self._timeout = timeout
+        self._options = options or CallOptions()
+        self._on_retry = on_retry
         self._state: CallState | None = None
+        #: The attempt running now (1 for the first).
+        self.attempt = 1
+
+    @property
+    def retries(self) -> bool:
+        """Whether the call has a retry policy allowing more than one attempt."""
+        retry = self._options.retry
+        return retry is not None and retry.attempts > 1
 
     def __await__(self) -> Generator[Any, None, Result]:
         return self._collect().__await__()
@@ -199,13 +276,26 @@ class CallContext:
     async def __aenter__(self) -> Response:
         if self._state is not None:
             raise EngineError("a call runs once: make a new engine.call(...) to call again")
-        timeout = self._timeout
+        if self.retries:
+            while True:
+                try:
+                    state = await self._open_once()
+                    break
+                except CallError as exc:
+                    await self._before_retry(exc, output_began=False)
+        else:
+            state = await self._open_once()
+        return Response(state, self)
+
+    async def _open_once(self) -> CallState:
+        options = self._options
+        timeout = options.timeout
         if timeout is None:
-            state = await self._open_call(self._cap, self._inputs)
+            state = await self._open_call(self._cap, self._inputs, options.activity_timeout)
         else:
             deadline = anyio.current_time() + timeout
             with anyio.move_on_after(timeout) as scope:
-                state = await self._open_call(self._cap, self._inputs)
+                state = await self._open_call(self._cap, self._inputs, options.activity_timeout)
             if scope.cancelled_caught:
                 raise CallTimeout(
                     f"the call to {self._cap} could not start within its timeout of "
@@ -214,8 +304,53 @@ class CallContext:
             state.deadline = deadline
             state.timeout = timeout
         self._state = state
-        return Response(state)
+        return state
+
+    async def again(self, error: CallError, *, output_began: bool) -> CallState:
+        """The running attempt failed with ``error``: the next attempt's call, once its backoff
+        passed and it opened.
+
+        :raises CallError: ``error`` (saying why when a retry was possible in principle), when
+            the policy does not retry it; or the last attempt's failure.
+        """
+        while True:
+            await self._before_retry(error, output_began=output_began)
+            output_began = False
+            try:
+                return await self._open_once()
+            except CallError as exc:
+                error = exc
+
+    async def _before_retry(self, error: CallError, *, output_began: bool) -> None:
+        """Return after the backoff when the policy retries ``error``; raise it otherwise."""
+        policy = self._options.retry
+        assert policy is not None
+        refusal = retry_refusal(
+            policy,
+            self.attempt,
+            error.code,
+            error.attribution_class,
+            output_began=output_began,
+            replayable=not any(hasattr(value, "__aiter__") for _, value in self._inputs),
+        )
+        if refusal is not None:
+            if refusal:
+                raise _noted(error, refusal) from error
+            raise error
+        delay = policy.delay(self.attempt)
+        if self._on_retry is not None:
+            self._on_retry(self._cap, self.attempt, delay, error)
+        await anyio.sleep(delay)
+        self.attempt += 1
 
     async def __aexit__(self, *exc_info: Any) -> None:
         if self._state is not None:
             self._state.abandon()
+
+
+def _noted(error: CallError, note: str) -> CallError:
+    """A copy of ``error`` whose message ends with ``note`` in brackets."""
+    noted = copy.copy(error)
+    noted.message = f"{error.message} ({note})"
+    noted.args = (noted.message,)
+    return noted

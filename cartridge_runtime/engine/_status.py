@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -17,12 +17,17 @@ class CartridgeStatus:
     """A snapshot of one cartridge, as :meth:`Engine.status` reports it.
 
     ``state`` is ``stopped`` (never started or exited cleanly), ``starting``, ``running``,
+    ``idle`` (stopped after its ``idle_timeout`` without calls; the next call starts it),
     ``failed`` (its start-up failed; see ``last_error``) or ``dead`` (it died; the next call
     respawns it).
 
     With several replicas, ``state`` is the best of theirs (running, starting, dead, failed,
     stopped, in that order), ``in_flight``, ``queued`` and ``starts`` are their sums, the
-    other fields are those of the first replica in that state, and ``replicas`` has each one.
+    other fields are those of the first replica in that state, and ``replicas`` has each one
+    (``served`` and ``resident_memory`` are sums too).
+
+    :ivar memory_limit: resident bytes past which an instance is killed (``None``: none).
+    :ivar idle_timeout: seconds without a call after which an instance stops (``None``: never).
     """
 
     name: str
@@ -45,6 +50,12 @@ class CartridgeStatus:
     #: every process of this cartridge since it was added.
     metrics: Mapping[str, float] = attrs.field(factory=dict)
     replicas: tuple[ReplicaStatus, ...] = ()
+    served: int = 0
+    resident_memory: int | None = None
+    memory_limit: int | None = None
+    memory_enforcement: str | None = None
+    idle_timeout: float | None = None
+    last_exit: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -70,7 +81,7 @@ class EngineStats:
 
 
 #: Cartridge states from best to worst, for a cartridge's state over its replicas.
-_STATE_ORDER = ("running", "starting", "dead", "failed", "stopped")
+_STATE_ORDER = ("running", "starting", "idle", "dead", "failed", "stopped")
 
 
 def cartridge_status(slot: CartridgeSlot) -> CartridgeStatus:
@@ -100,4 +111,15 @@ def cartridge_status(slot: CartridgeSlot) -> CartridgeStatus:
         pools=conn.gate.snapshot() if conn is not None else {},
         replicas=replicas,
         metrics=dict(slot.metric_totals),
+        served=sum(r.served for r in replicas),
+        resident_memory=_sum_known(r.resident_memory for r in replicas),
+        memory_limit=slot.memory_limit,
+        memory_enforcement=first.memory_enforcement,
+        idle_timeout=slot.idle_timeout,
+        last_exit=first.last_exit,
     )
+
+
+def _sum_known(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None

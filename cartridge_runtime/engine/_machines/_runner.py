@@ -17,7 +17,8 @@ as a task of the instance:
 
 The first step that fails cancels the run (every call in flight is cancelled, so CANCEL
 reaches each cartridge) and the run raises :class:`MachineRunError`; a step with ``retry=N``
-calls again after an environment-class failure, and one with ``on_error=absent`` makes its
+calls again after an environment-class failure (or ``OOM_KILLED``), after an exponential
+backoff with jitter (``EngineConfig.retry_backoff``), and one with ``on_error=absent`` makes its
 outputs absent instead of failing. Such steps hold their inputs and outputs whole, since a
 stream cannot be sent twice.
 """
@@ -46,7 +47,6 @@ from ...machine import (
     constant_text,
     plan_machine,
 )
-from ...protocol import AttributionClass
 from ...urn import MediaUrn, UrnError
 from .._errors import CallError
 from .._events import (
@@ -60,6 +60,7 @@ from .._events import (
     Progress,
 )
 from .._inputs import ItemStream, ValueStream, Verified
+from .._supervision._retry import Retry
 from ._events import (
     ItemFinished,
     ItemStarted,
@@ -352,6 +353,11 @@ class MachineRunner:
             await self._finished(label, instance.item, "skipped", time.monotonic())
             return
         attempts = 1 + step.policy.retry
+        config = getattr(self.engine, "config", None)  # a test's fake engine has none
+        retry = Retry(
+            backoff=getattr(config, "retry_backoff", 0.5),
+            max_delay=getattr(config, "retry_max_delay", 30.0),
+        )
         started = time.monotonic()
         for attempt in range(attempts):
             await self._emit(StepStarted(step=label, cap=step.cap.text, item=instance.item))
@@ -359,10 +365,8 @@ class MachineRunner:
                 await self._call(instance, sp, given, outflows)
             except CallError as error:
                 self.reports.failed_call(step, time.monotonic() - started)
-                if (
-                    attempt + 1 < attempts
-                    and error.attribution_class == AttributionClass.ENVIRONMENT
-                ):
+                if attempt + 1 < attempts and retry.covers(error.code, error.attribution_class):
+                    await anyio.sleep(retry.delay(attempt + 1))
                     continue
                 if step.policy.on_error is OnError.ABSENT:
                     for flow in outflows.values():

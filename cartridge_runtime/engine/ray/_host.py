@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from cartridge_runtime._plumbing import grow_pipe
+from cartridge_runtime.engine._supervision._memory import resident_bytes, set_address_limit
 
 __all__ = ("THREADS", "CartridgeHost")
 
@@ -138,6 +139,19 @@ class CartridgeHost:
     def wait(self) -> int:
         """Wait for the cartridge's end; its exit status (negative: killed by that signal)."""
         return self._process().wait()
+
+    def resident(self) -> int | None:
+        """The resident memory of the cartridge's process tree on this node, bytes (``None``:
+        it ended, or the node has no source of figures)."""
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return None
+        return resident_bytes(proc.pid)
+
+    def limit_address_space(self, limit: int) -> bool:
+        """Set the cartridge's ``RLIMIT_AS`` (Linux nodes); whether that was allowed."""
+        proc = self._proc
+        return proc is not None and set_address_limit(proc.pid, limit)
 
 
 def _blocks(fd: int, size: int) -> Iterator[bytes]:

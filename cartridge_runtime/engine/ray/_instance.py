@@ -209,6 +209,7 @@ class RayInstance:
     :param kill_actor: ends the actor (``ray.kill``; a test's fake backend passes its own).
     :param take_ready: a block's bytes if they are already here, else ``None`` (``ray.get``
         without waiting; a fake backend passes its own).
+    :param on_end: called once when the instance is closed (its resources are free again).
     """
 
     def __init__(
@@ -218,8 +219,10 @@ class RayInstance:
         *,
         kill_actor: Callable[[Any], None] | None = None,
         take_ready: Callable[[Any], bytes | None] | None = None,
+        on_end: Callable[[], None] | None = None,
     ) -> None:
         self._actor = actor
+        self._on_end = on_end
         self._kill_actor = kill_actor or _ray_kill
         self._take_ready = take_ready or _take_ready
         self._where = where
@@ -329,7 +332,28 @@ class RayInstance:
             return "still running"
         return describe_returncode(self._returncode)
 
+    async def resident_memory(self) -> int | None:
+        """The resident memory of the cartridge's process tree on its node, bytes, as its
+        actor reads it (``None``: no figure); what the engine's memory guard samples."""
+        if self._ended:
+            return None
+        try:
+            value = await self._actor.resident.remote()
+        except RayError:
+            return None
+        return value if isinstance(value, int) else None
+
+    async def limit_address_space(self, limit: int) -> bool:
+        """Set the cartridge's ``RLIMIT_AS`` on its node; whether that was allowed."""
+        try:
+            return bool(await self._actor.limit_address_space.remote(limit))
+        except RayError:
+            return False
+
     async def aclose(self) -> None:
+        if self._on_end is not None:
+            self._on_end()
+            self._on_end = None
         self._stdin.closed = True
         # The process ended: free the actor (and the resources it holds on its node).
         self._kill_actor(self._actor)

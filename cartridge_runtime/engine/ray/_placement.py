@@ -10,6 +10,15 @@ futures: on another anyio backend a launch is refused with that reason.
 
 A dead actor is not restarted by Ray: the connection sees its death like a cartridge's, and
 the engine starts a new instance (a new actor) for the calls after it, as for any placement.
+
+Each instance reserves **a quarter of a CPU** by default (``num_cpus=0.25``): replicas and
+other cartridges share a small node, as local processes would. Ask for whole CPUs when a
+cartridge computes hard. When no node can take an instance, the error names what the cluster
+lacks and which instances of this process hold the resources.
+
+The engine's memory guard, idle stop and drain work on Ray instances too: the actor reads its
+cartridge's memory on its node (:meth:`~._instance.RayInstance.resident_memory`) and sets its
+``RLIMIT_AS`` there.
 """
 
 from __future__ import annotations
@@ -29,10 +38,16 @@ import sniffio
 from .._placements._seam import Instance, LaunchError, LaunchSpec, Target
 from .._placements._subprocess import Subprocess
 
-__all__ = ("RayPlacement", "INIT_TIMEOUT")
+__all__ = ("DEFAULT_CPUS", "INIT_TIMEOUT", "RayPlacement")
 
 #: Seconds allowed for connecting to Ray (or starting a local instance: about 6 s here).
 INIT_TIMEOUT = 120.0
+
+#: CPUs an instance reserves unless told otherwise: a share, so that several fit on one CPU.
+DEFAULT_CPUS = 0.25
+
+#: What the live instances launched by this process hold: label -> resources, by actor.
+_holders: dict[int, tuple[str, dict[str, float]]] = {}
 
 _init_lock = threading.Lock()
 _init_future: concurrent.futures.Future[None] | None = None
@@ -58,7 +73,8 @@ class RayPlacement:
     :param address: the cluster: ``None`` starts (or joins) a local Ray instance, ``"auto"``
         joins the one running on this host, ``"ray://host:10001"`` a remote one through Ray
         Client. Ignored when Ray is already initialised in this process.
-    :param num_cpus: CPUs each instance reserves on its node.
+    :param num_cpus: CPUs each instance reserves on its node (default a quarter,
+        :data:`DEFAULT_CPUS`, so replicas and other cartridges share a small node).
     :param num_gpus: GPUs each instance reserves (the cartridge sees them in
         ``CUDA_VISIBLE_DEVICES``).
     :param resources: custom resources each instance reserves (``{"big-memory": 1}``).
@@ -69,7 +85,7 @@ class RayPlacement:
     """
 
     address: str | None = None
-    num_cpus: float = 1
+    num_cpus: float = DEFAULT_CPUS
     num_gpus: float = 0
     resources: Mapping[str, float] = attrs.field(factory=dict, converter=dict)
     placement_timeout: float = 60.0
@@ -144,7 +160,7 @@ class RayPlacement:
             ray.kill(actor, no_restart=True)
             # Untyped in Ray: the cluster's total resources by name.
             totals = cast(Callable[[], Mapping[str, float]], ray.cluster_resources)()
-            raise LaunchError(self._unplaced(totals)) from None
+            raise LaunchError(self._unplaced(totals, _holding())) from None
         except RayError as exc:
             ray.kill(actor, no_restart=True)
             raise LaunchError(
@@ -153,10 +169,17 @@ class RayPlacement:
         except BaseException:
             ray.kill(actor, no_restart=True)
             raise
-        return RayInstance(actor, where)
+        key = id(actor)
+        _holders[key] = (f"{spec.name}/{spec.replica}", self.request())
 
-    def _unplaced(self, cluster: Mapping[str, float]) -> str:
-        """Why no node took the actor: the resources the cluster lacks, if any."""
+        def released() -> None:
+            _holders.pop(key, None)
+
+        return RayInstance(actor, where, on_end=released)
+
+    def _unplaced(self, cluster: Mapping[str, float], holders: str = "") -> str:
+        """Why no node took the actor: the resources the cluster lacks, if any, and who of
+        this process holds them (``holders``)."""
         wanted = self.request()
         missing = [
             f"{name}={amount:g} (the cluster has {cluster.get(name, 0):g})"
@@ -164,10 +187,11 @@ class RayPlacement:
             if cluster.get(name, 0) < amount
         ]
         within = f"within placement_timeout={self.placement_timeout:g}s"
+        held = f"; held by this engine: {holders}" if holders else ""
         if missing:
-            return f"no Ray node can take the instance {within}: missing {', '.join(missing)}"
+            return f"no Ray node can take the instance {within}: missing {', '.join(missing)}{held}"
         asked = ", ".join(f"{k}={v:g}" for k, v in wanted.items()) or "nothing"
-        return f"no Ray node had {asked} free {within} (all taken by other work)"
+        return f"no Ray node had {asked} free {within} (all taken by other work{held})"
 
     async def _connect(self) -> None:
         """Initialise Ray in this process once (in a thread of its own: it blocks for seconds).
@@ -188,6 +212,14 @@ class RayPlacement:
             raise LaunchError(f"Ray at {where} did not answer") from None
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise LaunchError(f"cannot connect to Ray at {self.address!r}: {exc}") from exc
+
+
+def _holding() -> str:
+    """The instances this process launched and what each holds, for a placement error."""
+    return ", ".join(
+        f"{label} ({', '.join(f'{k}={v:g}' for k, v in held.items())})"
+        for label, held in _holders.values()
+    )
 
 
 def _start_init(address: str | None) -> concurrent.futures.Future[None]:

@@ -1,0 +1,70 @@
+"""Retiring a cartridge: let its calls in flight finish within a drain, then end the rest with
+``CARTRIDGE_RETIRED`` and stop its instances (HST-21).
+
+Rules
+-----
+1. A retired cartridge takes no new call and starts no instance: routing has already moved to
+   its successor (a replacement) or forgotten it (a removal) when the drain begins.
+2. Calls in flight, and calls queued for a pool of one of its instances, finish on it for up to
+   the drain; a call never moves to another version.
+3. When the drain ends, every call still running gets a CANCEL with code ``CARTRIDGE_RETIRED``
+   and fails with it at once; then each instance is shut down (stdin closed, a kill after the
+   shutdown grace).
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from .._call import CallState
+from .._replicas import CartridgeSlot
+from ._errors import CartridgeRetired
+from ._lifecycle import InstanceState
+
+__all__ = ("retire",)
+
+#: The longest wait between two looks at a draining cartridge's calls, seconds.
+_POLL = 0.05
+
+
+def _busy(slot: CartridgeSlot) -> bool:
+    for replica in slot.replicas:
+        conn = replica.conn
+        if conn is not None and not conn.core.gone and (conn.in_flight or conn.gate.queued):
+            return True
+    return False
+
+
+async def retire(slot: CartridgeSlot, *, drain: float, grace: float) -> int:
+    """Drain and stop ``slot`` (see the module's rules); how many calls the drain ended."""
+    slot.retired = True
+    step = min(_POLL, max(drain / 20, 0.005))
+    with anyio.move_on_after(drain):
+        # The counters belong to the connections' tasks: looked at, not waited on.
+        while _busy(slot):  # noqa: ASYNC110
+            await anyio.sleep(step)
+    ended = 0
+    error = CartridgeRetired(
+        f"cartridge {slot.name} was retired (replaced or removed) and the call did not finish "
+        f"within the drain of {drain:g} s"
+    )
+    live = []
+    for replica in slot.replicas:
+        conn = replica.conn
+        if conn is None or conn.core.gone:
+            continue
+        replica.ending = InstanceState.RETIRED
+        replica.last_exit = f"retired after a drain of {drain:g} s"
+        for flow in list(conn.core.calls.values()):
+            ended += 1
+            if isinstance(flow, CallState):
+                flow.end_now(error, "the cartridge was retired")
+            else:
+                flow.on_death(error)
+        conn.gate.abort(error)
+        live.append(conn)
+    with anyio.CancelScope(shield=True):
+        async with anyio.create_task_group() as tg:
+            for conn in live:
+                tg.start_soon(conn.close, grace)
+    return ended
