@@ -1,7 +1,8 @@
 """The ``cartridge`` command-line tool (typer app).
 
 Sub-commands are registered by their own modules (``call``, ``manifest``, ``conform``,
-``trace``, ``tee``, ``new``, ``machine``) so that each stays small; this module only assembles the app.
+``trace``, ``tee``, ``new``, ``machine``, ``run``, ``runs``, ``cache``) so that each stays
+small; this module only assembles the app.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def _register_subcommands() -> None:
         "new",
         "machine_cmd",
         "run_cmd",
+        "runs_cmd",
+        "cache_cmd",
     ):
         try:
             importlib.import_module(f"{__name__}.{name}")

@@ -276,6 +276,15 @@ class RunRecorder:
             self._run["stderr"] = self._stderr_tails()
         _write_json(self.folder / "run.json", self._run)
 
+    def amend(self, **facts: Any) -> None:
+        """Add or correct facts of the ended run (a caller's own reason, such as its timeout)."""
+        if not self._run:
+            return
+        self._run.update(facts)
+        if facts.get("status") == "failed" and "stderr" not in self._run:
+            self._run["stderr"] = self._stderr_tails()
+        _write_json(self.folder / "run.json", self._run)
+
     def _stderr_tails(self) -> dict[str, str]:
         tails: dict[str, str] = {}
         status = getattr(self._engine, "status", None)
