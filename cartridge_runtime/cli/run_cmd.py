@@ -144,7 +144,9 @@ def _fail(as_json: bool, payload: dict[str, Any], line: str, code: int) -> int:
     return code
 
 
-def _places(opts: _Options, outputs: list[str], names: list[str]) -> tuple[dict[str, Path], str | None]:
+def _places(
+    opts: _Options, outputs: list[str], names: list[str], inputs: list[str]
+) -> tuple[dict[str, Path], str | None]:
     """Where each value goes: files by node name, and the one value for stdout (or None).
 
     :raises Usage: ``--output`` names no node.
@@ -159,7 +161,7 @@ def _places(opts: _Options, outputs: list[str], names: list[str]) -> tuple[dict[
             files.setdefault(name, opts.output_dir / name)
     if opts.keep is not None:
         for name in names:
-            if name not in outputs:
+            if name not in outputs and name not in inputs:
                 files.setdefault(name, opts.keep / name)
     stdout = None
     if opts.output_dir is None and not opts.as_json and len(outputs) == 1:
@@ -220,7 +222,9 @@ async def _run(opts: _Options, held: _Held) -> int:
         outputs = [node.label or node.name for node in machine.outputs]
         names = [node.label or node.name for node in machine.nodes]
         try:
-            files, stdout = _places(opts, outputs, names)
+            files, stdout = _places(
+                opts, outputs, names, [n.label or n.name for n in machine.inputs]
+            )
         except Usage as error:
             return fail({"error": "usage"}, f"error: {error}", _USAGE)
         if stdout is None and not files and len(outputs) > 1 and not as_json:
