@@ -31,8 +31,8 @@ class Usage(Exception):
 
 async def stdin_pieces() -> AsyncIterator[bytes]:
     """Standard input, streamed in pieces (read in a worker thread)."""
-    stream = sys.stdin.buffer
-    while block := await anyio.to_thread.run_sync(stream.read1, STDIN_PIECE):
+    read = getattr(sys.stdin.buffer, "read1", sys.stdin.buffer.read)
+    while block := await anyio.to_thread.run_sync(read, STDIN_PIECE):
         yield block
 
 

@@ -81,7 +81,7 @@ def _graph_svg(graph: Mapping[str, Any]) -> str:
     columns: dict[int, list[tuple[str, str]]] = {}
     for node in nodes:
         columns.setdefault(depth.get(node["name"], 0), []).append(("node", node["name"]))
-    for index, step in enumerate(steps):
+    for index in range(len(steps)):
         columns.setdefault(step_depth[index], []).append(("step", str(index)))
     where: dict[tuple[str, str], tuple[int, int]] = {}
     for col, members in columns.items():
@@ -120,7 +120,7 @@ def _graph_svg(graph: Mapping[str, Any]) -> str:
         x, y = where[("step", str(index))]
         parts.append(
             f'<rect x="{x}" y="{y}" width="130" height="30" fill="#fff7e0" stroke="#a67c00">'
-            f'<title>{_e(step["cap"])}</title></rect>'
+            f"<title>{_e(step['cap'])}</title></rect>"
             f'<text x="{x + 65}" y="{y + 19}" text-anchor="middle">{_e(step["name"])}</text>'
         )
     parts.append("</svg>")
@@ -217,10 +217,10 @@ def render_report(run: RunRecord, events: Sequence[Mapping[str, Any]], machine_t
         for name, f in facts.get("inputs", {}).items()
     )
     parts = [
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         f"<title>run {_e(run.id)}</title><style>{_STYLE}</style>",
         f"<script>{_SCRIPT}</script></head><body>",
-        f"<h1>Run {_e(run.id)}: <span class=\"{_e(run.status)}\">{_e(run.status)}</span></h1>",
+        f'<h1>Run {_e(run.id)}: <span class="{_e(run.status)}">{_e(run.status)}</span></h1>',
         f'<p class="meta">{_e(run.machine)}, started {_e(started)}, {_e(seconds)}',
         f"{', step cache ' + _e(facts['cache']) if facts.get('cache') else ''}</p>",
         f"<h2>Machine</h2>{_graph_svg(facts.get('graph', {}))}",
@@ -234,7 +234,7 @@ def render_report(run: RunRecord, events: Sequence[Mapping[str, Any]], machine_t
         if error.get("item") is not None:
             where += f", item {error['item']}"
         parts.append(
-            f"<h2>Error</h2><p class=\"failed\">{_e(where)}: {_e(error.get('code'))} "
+            f'<h2>Error</h2><p class="failed">{_e(where)}: {_e(error.get("code"))} '
             f"({_e(error.get('class'))}): {_e(error.get('message'))}</p>"
         )
     stderr = facts.get("stderr") or {}

@@ -21,7 +21,6 @@ from ..engine._machines._records import (
     default_runs_dir,
     list_runs,
     read_events,
-    read_run,
     step_totals,
 )
 from . import app
@@ -132,12 +131,14 @@ def log_command(
         print(f"{name:<16} {t['calls']:>5} {t['items']:>5} {t['hits']:>5} {t['misses']:>6} "
               f"{t['skipped']:>7} {t['bytes_in']:>12} {t['bytes_out']:>12} "
               f"{t['seconds']:>8.3f}")  # fmt: skip
-    error = facts.get("error")
-    if error:
-        where = f"step {error.get('step')}" if error.get("step") else "run"
-        if error.get("item") is not None:
-            where += f" item {error['item']}"
-        print(f"error at {where}: {error.get('code')} ({error.get('class')}): {error.get('message')}")
+    failure = facts.get("failure")
+    if failure:
+        where = f"step {failure.get('step')}" if failure.get("step") else "run"
+        if failure.get("item") is not None:
+            where += f" item {failure['item']}"
+        print(
+            f"failure at {where}: {failure.get('code')} ({failure.get('class')}): {failure.get('message')}"
+        )
     if events:
         for e in log:
             fields = " ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "event"))

@@ -56,8 +56,8 @@ from ._errors import CallError, EngineClosed, EngineError
 from ._events import Result
 from ._machines._api import MachineRun, open_run, run_to_end
 from ._machines._cache import CacheStore
-from ._machines._records import RunRecorder
 from ._machines._events import MachineResult
+from ._machines._records import RunRecorder
 from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
 from ._peer import PeerLink, run_peer_link

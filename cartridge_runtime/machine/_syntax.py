@@ -210,9 +210,7 @@ class _Reader:
                     raise refused(f"cache takes 'true' or 'false', not '{value}'")
                 cache = value == "true"
             else:
-                raise refused(
-                    f"unknown key '{key}' (a policy takes retry, on_error and cache)"
-                )
+                raise refused(f"unknown key '{key}' (a policy takes retry, on_error and cache)")
             seen.add(key)
         return StepPolicy(retry=retry, on_error=on_error, cache=cache)
 

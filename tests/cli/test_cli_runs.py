@@ -269,7 +269,9 @@ def test_an_interrupted_run_says_so_on_stderr(home: Home) -> None:
 def test_cache_ls_gc_and_clear(home: Home) -> None:
     machine = home.machine(CHAIN)
     assert home.cartridge("run", str(machine), "-c", str(KIT), "-i", "doc=xyz").returncode == 0
-    listed = [json.loads(line) for line in home.cartridge("cache", "ls", "--json").stdout.splitlines()]
+    listed = [
+        json.loads(line) for line in home.cartridge("cache", "ls", "--json").stdout.splitlines()
+    ]
     assert sorted(e["step"] for e in listed) == ["fin", "s1", "s2"]
     assert all(e["size"] == 3 for e in listed)
     # The three steps echo: one blob holds what they all stored, counted once.

@@ -15,6 +15,8 @@ import os
 import sys
 from typing import Final
 
+import anyio
+
 from cartridge_runtime.manifest import ArgDef, CapDef, Manifest, OutputDef
 from cartridge_runtime.runtime import CartridgeRuntime, OpError, Request
 
@@ -104,7 +106,7 @@ for _n, _urn in enumerate(STAGES, 1):
 async def final(req: Request) -> None:
     _log("final")
     fail = os.environ.get("RUNSKIT_FAIL")
-    if fail and os.path.exists(fail):
+    if fail and await anyio.Path(fail).exists():
         print("final: failing on purpose", file=sys.stderr, flush=True)
         raise OpError("FAILED_ON_PURPOSE", "the fail file exists", "input")
     await _echo(req)

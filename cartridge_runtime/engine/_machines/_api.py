@@ -15,9 +15,9 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ...machine import Machine
-from ._events import MachineEvent, MachineResult
 from ._cache import CacheStore
 from ._cache_step import StepCache
+from ._events import MachineEvent, MachineResult
 from ._records import RunRecorder
 from ._runner import Caller, MachineRunner
 

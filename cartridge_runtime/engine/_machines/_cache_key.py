@@ -152,7 +152,9 @@ async def hashing(source: AsyncIterator[Any], hasher: PieceHasher) -> AsyncItera
     hasher.complete = True
 
 
-def step_key(cap: str, cartridge: str, policy: str, inputs: Sequence[tuple[str, InputDigest]]) -> str:
+def step_key(
+    cap: str, cartridge: str, policy: str, inputs: Sequence[tuple[str, InputDigest]]
+) -> str:
     """The key of one call (module rule 1): hex SHA-256 of a canonical JSON text."""
     recipe = {
         "format": KEY_FORMAT,

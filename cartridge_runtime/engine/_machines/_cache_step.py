@@ -19,16 +19,20 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.to_thread
 import cbor2
 
+from ...machine import Step
 from ...manifest import CapDef
 from .._events import CallEvent, Item, OutputData, OutputEnded, OutputItem, OutputStarted
 from ._cache import CacheEntry, CacheStore, EntryWriter, StoredOutput
 from ._cache_key import InputDigest, PieceHasher, step_key
+
+if TYPE_CHECKING:
+    from ._step_call import CallInputs
 
 __all__ = (
     "DETERMINISTIC_KEY",
@@ -37,6 +41,8 @@ __all__ = (
     "cartridge_identity",
     "is_deterministic",
     "replay",
+    "open_call",
+    "store_call",
 )
 
 #: The cap metadata key a manifest sets to ``"false"`` for a cap whose outputs may differ
@@ -143,9 +149,7 @@ class StepCache:
         return self._identities[name]
 
     @staticmethod
-    def key(
-        cap: str, identity: str, policy: str, inputs: Sequence[tuple[str, InputDigest]]
-    ) -> str:
+    def key(cap: str, identity: str, policy: str, inputs: Sequence[tuple[str, InputDigest]]) -> str:
         return step_key(cap, identity, policy, inputs)
 
     async def lookup(self, key: str) -> CacheEntry | None:
@@ -294,3 +298,49 @@ def recording(
 def output_digests(entry: CacheEntry) -> Mapping[str, InputDigest]:
     """Each replayed stream's digest, by its replay stream id."""
     return {stream_id_of(i): out.digest for i, out in enumerate(entry.outputs)}
+
+
+# -- one call ------------------------------------------------------------------------------------
+
+
+async def open_call(
+    engine: Any,
+    cache: StepCache | None,
+    step: Step,
+    inputs: list[tuple[str, Any]],
+    call: CallInputs,
+) -> AbstractAsyncContextManager[Any]:
+    """A step call's response: the engine's, replayed from the step cache (a hit), or the
+    engine's recorded into it (a miss)."""
+    if cache is None or not call.active:
+        return engine.call(step.cap.text, inputs)  # type: ignore[no-any-return]
+    call.set_urns(inputs)
+    identity = await cache.identity(step.cap.text)
+    if identity is None:
+        return engine.call(step.cap.text, inputs)  # type: ignore[no-any-return]
+    call.identity = identity
+    key = call.key(step)
+    if key is not None:
+        entry = await cache.lookup(key)
+        if entry is not None:
+            call.tally.cache = "hit"
+            call.entry = entry
+            for reader in call.readers:
+                reader.close()  # a hit reads none of its inputs
+            return replay(cache.store, entry, call.wanted)
+    call.tally.cache = "miss"
+    call.writer = cache.store.writer(step.cap.text, step.label or step.alias)
+    return recording(engine.call(step.cap.text, inputs), call.writer, call.recordings)
+
+
+async def store_call(cache: StepCache | None, step: Step, call: CallInputs) -> None:
+    """A miss that ran to its end goes into the store under its key (computed now when a
+    streamed input's digest was not known before the call)."""
+    writer = call.writer
+    if writer is None or cache is None:
+        return
+    key = call.key(step, after=True)
+    if key is None or not all(r.finished for r in call.recordings):
+        writer.discard()
+        return
+    await cache.commit(writer, key)

@@ -374,9 +374,7 @@ def step_totals(events: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]
     def of(step: str) -> dict[str, Any]:
         return totals.setdefault(
             step,
-            dict.fromkeys(
-                ("calls", "runs", "items", "skipped", "absent", "hits", "misses"), 0
-            )
+            dict.fromkeys(("calls", "runs", "items", "skipped", "absent", "hits", "misses"), 0)
             | {"bytes_in": 0, "bytes_out": 0, "seconds": 0.0},
         )
 

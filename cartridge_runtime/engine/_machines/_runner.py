@@ -41,9 +41,7 @@ from ...machine import (
     OnError,
     Plan,
     ScopePlan,
-    Step,
     StepPlan,
-    constant_text,
     plan_machine,
 )
 from ...protocol import AttributionClass
@@ -59,7 +57,8 @@ from .._events import (
     OutputStarted,
     Progress,
 )
-from .._inputs import ItemStream, ValueStream, Verified
+from .._inputs import Verified
+from ._cache_step import StepCache, open_call, store_call
 from ._events import (
     ItemFinished,
     ItemStarted,
@@ -71,13 +70,12 @@ from ._events import (
     StepFinished,
     StepStarted,
 )
-from ._cache_key import digest_of
-from ._cache_step import StepCache, recording, replay
 from ._inputs import check_inputs, feed_input
 from ._node_stream import NodeCollector, NodeReader, NodeStream
 from ._report import Reports
-from ._scope import ScopeRun, Window, as_items, item_value, label_of
+from ._scope import ScopeRun, Window, as_items, label_of
 from ._step_call import CallInputs, StepTally
+from ._step_inputs import step_inputs
 from ._taps import given_back, with_taps
 
 
@@ -435,89 +433,6 @@ class MachineRunner:
             return _ABSENT
         return ("stream", reader)
 
-    def _inputs(
-        self, sp: StepPlan, given: Sequence[tuple[Feed, Any]], call: CallInputs
-    ) -> list[tuple[str, Any]]:
-        step = sp.step
-        by_arg: dict[str, list[tuple[Feed, Any]]] = {}
-        for feed, value in given:
-            by_arg.setdefault(feed.binding.arg, []).append((feed, value))
-        inputs: list[tuple[str, Any]] = []
-        for arg_name, values in by_arg.items():
-            arg = step.definition.arg_named(arg_name)
-            assert arg is not None
-            if len(values) > 1:
-                items: list[Item] = []
-                for feed, value in values:
-                    items += self._items_of(feed, value)
-                call.known(digest_of, items, True)
-                inputs.append((arg.stream_urn, items))
-                continue
-            feed, value = values[0]
-            inputs.append((arg.stream_urn, self._input_of(step, feed, value, call)))
-        return inputs
-
-    def _items_of(self, feed: Feed, value: Any) -> list[Item]:
-        if feed.node is None:
-            return [Item(value=value)]
-        kind, payload = value
-        if kind == "item":
-            return [payload if isinstance(payload, Item) else Item(value=payload)]
-        return as_items(payload, bool(feed.node.is_sequence or feed.kind is FeedKind.COLLECTED))
-
-    def _input_of(self, step: Step, feed: Feed, value: Any, call: CallInputs) -> Any:
-        if feed.node is None:
-            text = value if isinstance(value, str) else constant_text(value)
-            call.known(digest_of, [text.encode("utf-8")], False)
-            return text.encode("utf-8")
-        kind, payload = value
-        if kind == "item":
-            call.tally.bytes_in += self.reports.count_in(step, [payload])
-            call.known(digest_of, [item_value(payload)], False)
-            return item_value(payload)
-        sequence = feed.node.is_sequence or feed.kind is FeedKind.COLLECTED
-        if kind == "stream":
-            call.readers.append(payload)
-            counted = self.reports.counting_in(step, payload.pieces(), call.tally)
-            counted = call.streamed(payload.flow.digest, counted, sequence)
-            return ItemStream(counted) if sequence else ValueStream(counted)
-        call.tally.bytes_in += self.reports.count_in(step, payload)
-        if sequence:
-            call.known(digest_of, as_items(payload, True), True)
-            return as_items(payload, True)
-        call.known(digest_of, payload, False)
-        if all(isinstance(p, bytes | bytearray | memoryview) for p in payload):
-            return b"".join(payload)
-        return ValueStream(_iterate(payload))
-
-    async def _open(
-        self, sp: StepPlan, inputs: list[tuple[str, Any]], call: CallInputs
-    ) -> AbstractAsyncContextManager[Any]:
-        """The call's response: the engine's, replayed from the step cache (a hit), or the
-        engine's recorded into it (a miss)."""
-        step = sp.step
-        real = self.engine.call(step.cap.text, inputs)
-        cache = self.cache
-        if cache is None or not call.active:
-            return real
-        call.set_urns(inputs)
-        identity = await cache.identity(step.cap.text)
-        if identity is None:
-            return real
-        call.identity = identity
-        key = call.key(step)
-        if key is not None:
-            entry = await cache.lookup(key)
-            if entry is not None:
-                call.tally.cache = "hit"
-                call.entry = entry
-                for reader in call.readers:
-                    reader.close()  # a hit reads none of its inputs
-                return replay(cache.store, entry, call.wanted)
-        call.tally.cache = "miss"
-        call.writer = cache.store.writer(step.cap.text, step.label or step.alias)
-        return recording(real, call.writer, call.recordings)
-
     async def _call(
         self,
         instance: ScopeRun,
@@ -532,7 +447,7 @@ class MachineRunner:
         call = CallInputs(
             tally, cache is not None and cache.applies(step.definition, step.policy.cache)
         )
-        inputs = self._inputs(sp, given, call)
+        inputs = step_inputs(self.reports, sp, given, call)
         outputs = {o.node: o for o in step.outputs}
         targets = self._targets.setdefault(id(step), {})
         stream_to: dict[str, NodeStream | None] = {}
@@ -552,7 +467,7 @@ class MachineRunner:
             targets[key] = found
             return found
 
-        source = await self._open(sp, inputs, call)
+        source = await open_call(self.engine, self.cache, step, inputs, call)
         try:
             async with source as response:
                 if call.entry is None:
@@ -560,19 +475,17 @@ class MachineRunner:
                 async for ev in response:
                     kind = type(ev)
                     if kind is OutputData or kind is OutputItem:
-                        flow = stream_to.get(ev.stream_id)  # type: ignore[union-attr]
+                        flow = stream_to.get(ev.stream_id)
                         if flow is None:
                             continue
                         piece = (
-                            Item(value=ev.value, meta=ev.meta)  # type: ignore[union-attr]
-                            if kind is OutputItem
-                            else ev.value  # type: ignore[union-attr]
+                            Item(value=ev.value, meta=ev.meta) if kind is OutputItem else ev.value
                         )
                         tally.bytes_out += self.reports.count_out(step, piece)
                         if sp.buffered:
                             held[flow.name].append(piece)
                         else:
-                            await flow.put(piece, ev.wire if kind is OutputData else None)  # type: ignore[union-attr]
+                            await flow.put(piece, ev.wire if kind is OutputData else None)
                     elif isinstance(ev, OutputStarted):
                         node = target(ev.output)
                         stream_to[ev.stream_id] = outflows[node] if node is not None else None
@@ -612,7 +525,7 @@ class MachineRunner:
             self.reports.cache_hit(step)
         else:
             self.reports.call_finished(step, cached=call.writer is not None)
-        await self._store(step, call)
+        await store_call(self.cache, step, call)
         for node, flow in outflows.items():
             if node in opened:
                 if sp.buffered:
@@ -625,20 +538,3 @@ class MachineRunner:
             else:
                 flow.start()
                 flow.close()
-
-    async def _store(self, step: Step, call: CallInputs) -> None:
-        """A miss that ran to its end goes into the store under its key (computed now when a
-        streamed input's digest was not known before)."""
-        writer = call.writer
-        if writer is None or self.cache is None:
-            return
-        key = call.key(step, after=True)
-        if key is None or not all(r.finished for r in call.recordings):
-            writer.discard()
-            return
-        await self.cache.commit(writer, key)
-
-
-async def _iterate(pieces: list[Any]) -> AsyncIterator[Any]:
-    for piece in pieces:
-        yield piece

@@ -17,7 +17,6 @@ from ._cache_key import InputDigest, PieceHasher, hashing, step_key
 
 if TYPE_CHECKING:
     from ._cache import CacheEntry, EntryWriter
-    from ._cache_step import Recording
     from ._node_stream import NodeReader, NodeStream
 
 __all__ = ("StepTally", "CallInputs")
@@ -44,7 +43,8 @@ class CallInputs:
         self.identity: str | None = None
         self.entry: CacheEntry | None = None
         self.writer: EntryWriter | None = None
-        self.recordings: list[Recording] = []
+        #: The :class:`Recording` of a miss's response (it says whether the response ended).
+        self.recordings: list[Any] = []
         self.stream_to: dict[str, NodeStream | None] = {}
 
     # -- while the inputs are built ---------------------------------------------------------
