@@ -208,7 +208,7 @@ async def test_a_step_with_cache_false_is_called_every_time(kit: Kit) -> None:
     await run(kit, text, {"doc": b"z"})
     kit.reset()
     result = await run(kit, text, {"doc": b"z"})
-    # The step after it streams from a call, so its key is known only at the end (RUN-6):
+    # The step after it streams from a call, so its key is known only at the end (MCH-25):
     # it is called too, and stored.
     assert kit.calls() == Counter({"stage-2": 1, "final": 1})
     assert result.steps["s1"].cache_hits == 1

@@ -1,6 +1,6 @@
 """The step cache on disk: content-addressed blobs, one small entry per cached call.
 
-Rules (RUN-3, RUN-4):
+Rules (MCH-22, MCH-23):
 
 1. Every file lands under its final name by a rename from ``tmp/``: a blob is written whole,
    then renamed to ``blobs/ab/<sha256>``; the entry naming the blobs is written last, then

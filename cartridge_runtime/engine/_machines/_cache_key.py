@@ -1,6 +1,6 @@
 """What a cached step call is known by: digests of its inputs and the key made of them.
 
-Rules (RUN-1, RUN-2):
+Rules (MCH-19, MCH-21):
 
 1. A call's key is a SHA-256 over its cap URN, the serving cartridge's identity, its step
    policy and, for every input in the order sent, the input's media URN and its digest.

@@ -2,8 +2,8 @@
 recorded.
 
 A :class:`StepCache` lives for one run. For a step it may cache (the step's policy allows it
-and its cap is not marked non-deterministic, RUN-5) it names the serving cartridge by an
-identity (RUN-2) and turns the call's input digests into a key. A hit becomes a response read
+and its cap is not marked non-deterministic, MCH-24) it names the serving cartridge by an
+identity (MCH-20) and turns the call's input digests into a key. A hit becomes a response read
 from disk (:func:`replay`), with the same events a call yields; a miss wraps the real response
 (:class:`Recording`) so each output stream goes to the store as it passes.
 """
@@ -83,7 +83,7 @@ def _installed(path: Path) -> str | None:
 
 
 def cartridge_identity(command: Sequence[str], manifest_json: bytes) -> str:
-    """A cartridge's identity (RUN-2): its manifest's digest, then per word of its command the
+    """A cartridge's identity (MCH-20): its manifest's digest, then per word of its command the
     installed version (a capdag install), the interpreter's version (this Python), the
     content digest of a file, or the word itself. Reads files: run it in a worker thread."""
     words: list[list[str]] = []

@@ -1,6 +1,6 @@
 """Run records: a folder per machine run, written as the run goes, read back by the tools.
 
-Rules (RUN-9, RUN-10):
+Rules (MCH-26, MCH-27):
 
 1. A run folder holds ``machine.txt`` (the machine's text), ``events.jsonl`` (one JSON object
    per event, in order, each with ``t``: seconds since the run started) and ``run.json`` (what

@@ -4,7 +4,7 @@
 :class:`CallInputs` gathers, while the runner builds a call's inputs, each input's digest: a
 value held whole is hashed only if the key is wanted (lazily); a streamed value either came
 with its digest (a replayed output, a machine input) or is hashed as it passes, so its key is
-known only once it ended (RUN-6).
+known only once it ended (MCH-25).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Taps: any named node of a machine given back by a run, not only its outputs (RUN-8).
+"""Taps: any named node of a machine given back by a run, not only its outputs (MCH-28).
 
 A run gives back the machine's outputs; ``outputs=[names]`` asks for other nodes too (an
 intermediate node, or a node made per item of a map, which comes back as the sequence of its
