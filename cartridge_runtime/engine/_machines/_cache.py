@@ -319,7 +319,7 @@ class _OpenOutput:
 
     def finish(self, store: CacheStore) -> StoredOutput:
         self.file.close()
-        digest = self.hasher.digest()
+        digest = self.hasher.digest()  # cheap: hashlib copies its state
         kind = self.kind or "bytes"
         blob = self.content.hexdigest() if kind == "values" else digest.sha256
         final = store.blob_path(blob)
@@ -367,6 +367,11 @@ class EntryWriter:
         opened = self._open.get(stream_id)
         if opened is not None:
             opened.write(piece, value, meta)
+
+    def digest(self, stream_id: str) -> InputDigest | None:
+        """The digest of a stream that ended (what a step it feeds sees as its input)."""
+        opened = self._open.get(stream_id)
+        return opened.hasher.digest() if opened is not None else None
 
     def commit(self, key: str) -> bool:
         """Store the entry under ``key``; False (nothing stored) when a stream could not be."""

@@ -99,6 +99,9 @@ class NodeStream:
         #: The value's digest as a step cache knows it before the pieces come (a replayed
         #: output, a machine input held whole), set before :meth:`start`; None: not known.
         self.digest: Any = None
+        #: The producer is a call being stored: it sets :attr:`digest` when the value ended
+        #: (a consumer need not hash the pieces itself).
+        self.digest_later = False
 
     def collector(self) -> NodeCollector:
         """A new whole-value consumer (taken, like readers, before the producer starts)."""

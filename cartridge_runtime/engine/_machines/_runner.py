@@ -492,12 +492,15 @@ class MachineRunner:
                         if node is not None:
                             opened.add(node)
                             outflows[node].digest = call.digest_of(ev.stream_id)
+                            outflows[node].digest_later = call.writer is not None
                             if sp.buffered:
                                 held.setdefault(node, [])
                             else:
                                 outflows[node].start()
                     elif isinstance(ev, OutputEnded):
                         flow = stream_to.get(ev.stream_id)
+                        if flow is not None and call.writer is not None:
+                            flow.digest = call.writer.digest(ev.stream_id)
                         if flow is not None and not sp.buffered:
                             flow.close()
                     elif isinstance(ev, Progress):

@@ -31,13 +31,31 @@ class StepTally:
         self.cache = ""  #: "hit", "miss", or "" (not cached)
 
 
+class _Later:
+    """A streamed input whose producer gives its digest once the value ended."""
+
+    def __init__(self, flow: NodeStream) -> None:
+        self.flow = flow
+        self.complete = False
+
+    def digest(self) -> InputDigest | None:
+        digest: InputDigest | None = self.flow.digest
+        return digest
+
+
+async def _watching(pieces: AsyncIterator[Any], later: _Later) -> AsyncIterator[Any]:
+    async for piece in pieces:
+        yield piece
+    later.complete = True
+
+
 class CallInputs:
     """What one call's inputs are, for the step cache (see the module docstring)."""
 
     def __init__(self, tally: StepTally, active: bool) -> None:
         self.tally = tally
         self.active = active
-        self._digests: list[Callable[[], InputDigest] | InputDigest | PieceHasher] = []
+        self._digests: list[Callable[[], InputDigest] | InputDigest | PieceHasher | _Later] = []
         self.urns: list[str] = []
         self.readers: list[NodeReader] = []
         self.identity: str | None = None
@@ -57,14 +75,19 @@ class CallInputs:
             self._digests.append(lambda: digest(pieces, seq))
 
     def streamed(
-        self, given: InputDigest | None, pieces: AsyncIterator[Any], sequence: bool
+        self, flow: NodeStream, pieces: AsyncIterator[Any], sequence: bool
     ) -> AsyncIterator[Any]:
-        """A streamed input: its digest as it came, or a hasher its pieces pass through."""
+        """A streamed input: the digest its flow came with, the one its producer (a call being
+        stored) gives when the value ended, or else a hasher its pieces pass through."""
         if not self.active:
             return pieces
-        if given is not None:
-            self._digests.append(given)
+        if flow.digest is not None:
+            self._digests.append(flow.digest)
             return pieces
+        if flow.digest_later:
+            later = _Later(flow)
+            self._digests.append(later)
+            return _watching(pieces, later)
         hasher = PieceHasher(sequence)
         self._digests.append(hasher)
         return hashing(pieces, hasher)
@@ -76,14 +99,19 @@ class CallInputs:
         call), or when a streamed input was not read to its end (after it)."""
         assert self.identity is not None
         known: list[tuple[str, InputDigest]] = []
-        for urn, digest in zip(self.urns, self._digests, strict=True):
-            if isinstance(digest, PieceHasher):
-                if not (after and digest.complete):
+        for index, (urn, source) in enumerate(zip(self.urns, self._digests, strict=True)):
+            digest: InputDigest | None
+            if isinstance(source, PieceHasher | _Later):
+                if not (after and source.complete):
                     return None
-                digest = digest.digest()
-            elif not isinstance(digest, InputDigest):
-                digest = digest()
-                self._digests[len(known)] = digest
+                digest = source.digest()
+                if digest is None:
+                    return None
+            elif isinstance(source, InputDigest):
+                digest = source
+            else:
+                digest = source()
+                self._digests[index] = digest
             known.append((urn, digest))
         return step_key(step.cap.text, self.identity, step.policy.to_notation(), known)
 

@@ -70,7 +70,7 @@ def _input_of(reports: Reports, step: Step, feed: Feed, value: Any, call: CallIn
     if kind == "stream":
         call.readers.append(payload)
         counted = reports.counting_in(step, payload.pieces(), call.tally)
-        counted = call.streamed(payload.flow.digest, counted, sequence)
+        counted = call.streamed(payload.flow, counted, sequence)
         return ItemStream(counted) if sequence else ValueStream(counted)
     call.tally.bytes_in += reports.count_in(step, payload)
     if sequence:
