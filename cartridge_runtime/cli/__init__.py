@@ -1,8 +1,8 @@
 """The ``cartridge`` command-line tool (typer app).
 
 Sub-commands are registered by their own modules (``call``, ``manifest``, ``conform``,
-``trace``, ``tee``, ``new``, ``machine``, ``list``) so that each stays small; this module only
-assembles the app.
+``trace``, ``tee``, ``new``, ``machine``, ``run``, ``runs``, ``cache``, ``list``, ``plan``) so
+that each stays small; this module only assembles the app.
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ def _register_subcommands() -> None:
         "run_cmd",
         "list_cmd",
         "plan_cmd",
+        "runs_cmd",
+        "cache_cmd",
     ):
         try:
             importlib.import_module(f"{__name__}.{name}")

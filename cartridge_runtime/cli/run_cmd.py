@@ -1,12 +1,17 @@
-"""``cartridge run FILE --cartridge PATH ... --input NAME=VALUE|NAME=@PATH ... [--output-dir DIR]``.
+"""``cartridge run FILE --cartridge PATH ... --input NAME=VALUE|NAME=@PATH|NAME=@- ...``.
 
 Runs a machine (its notation in FILE) on the cartridges given: every ``--input`` names an input
-node of the machine as the text writes it. The outputs go to ``DIR/NAME``, each written to a
-temporary file and renamed when the run succeeded (nothing partial is left behind), or, for a
-machine with one output and no ``--output-dir``, to stdout. On a terminal a live table shows
-each step (its state, runs and items, bytes); at the end a summary table goes to stderr.
-``--json`` prints one JSON object instead. Exit status: 0 success, 1 a refused machine or a
-failed step (one line on stderr), 2 a usage error (nothing is started).
+node of the machine as the text writes it. The outputs go to ``DIR/NAME`` (``--output-dir``),
+any node to a file of its own (``--output NAME=FILE``, an inner node too), every inner node to
+``--keep-intermediates DIR``; each file is written to a temporary name and renamed when the run
+succeeded (nothing partial is left behind). A machine with one output and no other place for
+it writes it to stdout. On a terminal a live table shows each step; at the end a summary table
+goes to stderr. ``--json`` prints one JSON object instead.
+
+Every run writes a run record (``cartridge runs``, ``cartridge log``) and stores its step calls
+in the step cache; ``--cache DIR`` and ``--resume`` also look them up, so a run after a failure
+calls only what did not finish (see ``docs/runs.md``). Exit status: 0 success, 1 a refused
+machine, a failed step or ``--timeout``, 2 a usage error (nothing is started), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,92 +20,21 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
+import attrs
 import typer
 
+from ..engine._machines._cache import CacheError
+from ..engine._machines._records import RunRecorder, default_runs_dir, read_run
 from . import app
+from ._run_setup import Sinks, Usage, choose_cache, parse_inputs, parse_targets
 
 _USAGE = 2
 _FAILED = 1
-
-
-class _Usage(Exception):
-    """A usage error: one line, exit 2."""
-
-
-def _parse_inputs(given: list[str]) -> dict[str, Any]:
-    inputs: dict[str, Any] = {}
-    for text in given:
-        name, sep, value = text.partition("=")
-        if not sep or not name:
-            raise _Usage(f"--input {text!r}: expected NAME=VALUE or NAME=@PATH")
-        if name in inputs:
-            raise _Usage(f"--input {name!r} is given twice")
-        if value.startswith("@"):
-            path = Path(value[1:])
-            if not path.is_file():
-                raise _Usage(f"--input {name}: no file at {path}")
-            inputs[name] = path
-        else:
-            inputs[name] = value.encode("utf-8")
-    return inputs
-
-
-class _Sinks:
-    """Where each output goes: a temporary file in the output folder (renamed at the end), or
-    stdout for the one output of a machine run without an output folder."""
-
-    def __init__(self, outputs: list[str], folder: Path | None) -> None:
-        self.folder = folder
-        self.files: dict[str, tuple[IO[bytes], Path]] = {}
-        self.written: dict[str, int] = {}
-        self.stdout = sys.stdout.buffer
-        if folder is not None:
-            folder.mkdir(parents=True, exist_ok=True)
-            for name in outputs:
-                handle, temp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
-                self.files[name] = (os.fdopen(handle, "wb"), Path(temp))
-
-    def write(self, name: str, value: Any, is_item: bool) -> None:
-        data = _bytes_of(value, is_item)
-        self.written[name] = self.written.get(name, 0) + len(data)
-        if self.folder is None:
-            self.stdout.write(data)
-            self.stdout.flush()
-        else:
-            self.files[name][0].write(data)
-
-    def commit(self, absent: tuple[str, ...]) -> dict[str, str]:
-        paths = {}
-        for name, (handle, temp) in self.files.items():
-            handle.close()
-            if name in absent:
-                temp.unlink()
-                continue
-            final = self.folder / name  # type: ignore[operator]
-            temp.replace(final)
-            paths[name] = str(final)
-        return paths
-
-    def discard(self) -> None:
-        for handle, temp in self.files.values():
-            handle.close()
-            with contextlib.suppress(FileNotFoundError):
-                temp.unlink()
-
-
-def _bytes_of(value: Any, is_item: bool) -> bytes:
-    if isinstance(value, bytes | bytearray | memoryview):
-        data = bytes(value)
-    elif isinstance(value, str):
-        data = value.encode("utf-8")
-    else:
-        data = json.dumps(value, default=repr).encode("utf-8")
-    return data + b"\n" if is_item else data
+_INTERRUPTED = 130
 
 
 class _View:
@@ -151,13 +85,15 @@ def _summary(result: Any) -> None:
     from rich.table import Table
 
     table = Table(title=f"machine run: {result.seconds:.2f} s")
-    for column in ("step", "calls", "items", "skipped", "absent", "bytes in", "bytes out", "s"):
+    columns = ("step", "calls", "items", "hits", "skipped", "absent", "bytes in", "bytes out", "s")
+    for column in columns:
         table.add_column(column, justify="left" if column == "step" else "right")
     for name, report in result.steps.items():
         table.add_row(
             name,
             str(report.calls),
             str(report.items),
+            str(report.cache_hits),
             str(report.skipped),
             str(report.absent),
             str(report.bytes_in),
@@ -167,19 +103,38 @@ def _summary(result: Any) -> None:
     Console(stderr=True).print(table)
 
 
-def _usage(file: Path, cartridges: list[str], inputs_text: list[str]) -> dict[str, Any]:
-    """The parsed inputs, once the arguments are checked (before anything is started).
+@attrs.frozen(kw_only=True)
+class _Options:
+    """Everything ``cartridge run`` was asked, checked."""
 
-    :raises _Usage: a missing file or cartridge, a malformed input.
-    """
+    file: Path
+    cartridges: tuple[str, ...]
+    inputs: dict[str, Any]
+    output_dir: Path | None
+    targets: dict[str, Path]
+    keep: Path | None
+    as_json: bool
+    cache: Path | None
+    resume: bool
+    no_cache: bool
+    report: Path | None
+    timeout: float | None
+    verbose: bool
+    log_dir: Path | None
+    runs_dir: Path
+
+
+def _check(file: Path, cartridges: list[str], timeout: float | None) -> None:
+    """:raises Usage: a missing file or cartridge, a timeout that is not positive."""
     if not file.is_file():
-        raise _Usage(f"no machine file at {file}")
+        raise Usage(f"no machine file at {file}")
     if not cartridges:
-        raise _Usage("give at least one --cartridge")
+        raise Usage("give at least one --cartridge")
     for path in cartridges:
         if not Path(path).exists():
-            raise _Usage(f"no cartridge at {path}")
-    return _parse_inputs(inputs_text)
+            raise Usage(f"no cartridge at {path}")
+    if timeout is not None and not timeout > 0:
+        raise Usage("--timeout must be a positive number of seconds")
 
 
 def _fail(as_json: bool, payload: dict[str, Any], line: str, code: int) -> int:
@@ -189,26 +144,68 @@ def _fail(as_json: bool, payload: dict[str, Any], line: str, code: int) -> int:
     return code
 
 
-async def _run(
-    file: Path,
-    cartridges: list[str],
-    inputs: dict[str, Any],
-    output_dir: Path | None,
-    as_json: bool,
-) -> int:
+def _places(
+    opts: _Options, outputs: list[str], names: list[str], inputs: list[str]
+) -> tuple[dict[str, Path], str | None]:
+    """Where each value goes: files by node name, and the one value for stdout (or None).
+
+    :raises Usage: ``--output`` names no node.
+    """
+    for name in opts.targets:
+        if name not in names:
+            raise Usage(f"--output {name}: the machine has no such node (its nodes: "
+                        f"{', '.join(names)})")  # fmt: skip
+    files = dict(opts.targets)
+    if opts.output_dir is not None:
+        for name in outputs:
+            files.setdefault(name, opts.output_dir / name)
+    if opts.keep is not None:
+        for name in names:
+            if name not in outputs and name not in inputs:
+                files.setdefault(name, opts.keep / name)
+    stdout = None
+    if opts.output_dir is None and not opts.as_json and len(outputs) == 1:
+        stdout = outputs[0] if outputs[0] not in files else None
+    return files, stdout
+
+
+def _stderr_tails(engine: Any) -> None:
+    for status in engine.status():
+        if status.stderr_tail:
+            print(f"--- {status.name} stderr (last lines) ---", file=sys.stderr)
+            print(status.stderr_tail.rstrip("\n"), file=sys.stderr)
+        if status.log_path:
+            print(f"--- {status.name} log: {status.log_path}", file=sys.stderr)
+
+
+class _Held:
+    """What the command needs after ``anyio.run`` returns or is interrupted."""
+
+    recorder: RunRecorder | None = None
+
+
+async def _run(opts: _Options, held: _Held) -> int:
     from ..engine import Engine, MachineInputError, MachineOutputData, MachineRunError, SpawnFailed
     from ..machine import MachineError
 
     err = sys.stderr
+    as_json = opts.as_json
 
     def fail(payload: dict[str, Any], line: str, code: int) -> int:
         return _fail(as_json, payload, line, code)
 
-    async with Engine() as engine:
-        for path in cartridges:
+    text = opts.file.read_text(encoding="utf-8")
+    try:
+        store = choose_cache(text, opts.runs_dir, opts.cache, opts.resume, opts.no_cache)
+    except Usage as error:
+        return fail({"error": "usage"}, f"error: {error}", _USAGE)
+    except CacheError as error:
+        return fail({"error": "usage"}, f"error: {error}", _USAGE)
+    async with Engine(log_dir=opts.log_dir) as engine:
+        for path in opts.cartridges:
             engine.add_cartridge(path)
         try:
-            machine = await engine.machine(file)
+            machine = await engine.machine(opts.file)
         except MachineError as error:
             return fail(
                 {
@@ -223,34 +220,61 @@ async def _run(
         except SpawnFailed as error:
             return fail({"code": error.code, "message": error.message}, error.one_line(), _FAILED)
         outputs = [node.label or node.name for node in machine.outputs]
-        if output_dir is None and len(outputs) > 1 and not as_json:
+        names = [node.label or node.name for node in machine.nodes]
+        try:
+            files, stdout = _places(
+                opts, outputs, names, [n.label or n.name for n in machine.inputs]
+            )
+        except Usage as error:
+            return fail({"error": "usage"}, f"error: {error}", _USAGE)
+        if stdout is None and not files and len(outputs) > 1 and not as_json:
             return fail(
                 {"error": "usage"},
                 f"error: the machine has {len(outputs)} outputs "
                 f"({', '.join(outputs)}); give --output-dir",
                 _USAGE,
             )
+        taps: list[str] | str = "all" if opts.keep is not None else list(opts.targets)
+        recorder = RunRecorder(
+            opts.runs_dir,
+            engine=engine,
+            text=text,
+            source=str(opts.file),
+            extra={"cache": str(store.root) if store is not None else None,
+                   "cache_lookup": bool(store is not None and store.lookup_enabled)},
+        )  # fmt: skip
+        held.recorder = recorder
+        keep_outputs = as_json and not files
         try:
             run = engine.stream_machine(
-                machine, inputs, keep_outputs=as_json and output_dir is None
+                machine,
+                opts.inputs,
+                keep_outputs=keep_outputs,
+                cache=store,
+                outputs=taps,
+                record=recorder,
             )
         except MachineInputError as error:
             return fail({"error": "usage", "node": error.node}, f"error: {error}", _USAGE)
-        sinks = _Sinks(outputs, output_dir) if not (as_json and output_dir is None) else None
+        sinks = Sinks(files, stdout) if not keep_outputs else None
         # The live table redraws stderr: never while the data goes to the same terminal.
-        data_on_terminal = output_dir is None and sys.stdout.isatty()
+        data_on_terminal = stdout is not None and sys.stdout.isatty()
         live = err.isatty() and not as_json and not data_on_terminal
         view = _View([s.label or s.alias for s in machine.steps], live)
         try:
-            async with run:
-                async for event in run:
-                    view.on(event)
-                    if isinstance(event, MachineOutputData) and sinks is not None:
-                        sinks.write(event.output, event.value, event.is_item)
+            with anyio.fail_after(opts.timeout):
+                async with run:
+                    async for event in run:
+                        view.on(event)
+                        if isinstance(event, MachineOutputData) and sinks is not None:
+                            sinks.write(event.output, event.value, event.is_item)
         except MachineRunError as error:
             view.stop()
             if sinks is not None:
                 sinks.discard()
+            if opts.verbose:
+                _stderr_tails(engine)
+            _write_report(opts, recorder)
             return fail(
                 {
                     "code": error.code,
@@ -259,13 +283,27 @@ async def _run(
                     "step": error.step,
                     "item": error.item,
                     "arg_urn": error.arg_urn,
+                    "run": recorder.run_id,
                 },
                 error.one_line(),
                 _FAILED,
             )
+        except TimeoutError:
+            view.stop()
+            if sinks is not None:
+                sinks.discard()
+            line = f"TIMEOUT (resource): the run did not end within {opts.timeout:g} s (--timeout)"
+            recorder.amend(status="failed", error={"code": "TIMEOUT", "class": "resource",
+                                                   "message": line})  # fmt: skip
+            if opts.verbose:
+                _stderr_tails(engine)
+            _write_report(opts, recorder)
+            return fail({"code": "TIMEOUT", "message": line, "run": recorder.run_id}, line,
+                        _FAILED)  # fmt: skip
         view.stop()
         result = run.result
         paths = sinks.commit(result.absent) if sinks is not None else {}
+    _write_report(opts, recorder)
     if as_json:
         report: dict[str, Any] = {}
         for name in outputs:
@@ -287,21 +325,40 @@ async def _run(
                 "absent": r.absent,
                 "bytes_in": r.bytes_in,
                 "bytes_out": r.bytes_out,
+                "cache_hits": r.cache_hits,
+                "cache_misses": r.cache_misses,
             }
             for n, r in result.steps.items()
         }
         print(
             json.dumps(
-                {"ok": True, "outputs": report, "absent": list(result.absent), "steps": steps}
+                {
+                    "ok": True,
+                    "outputs": report,
+                    "absent": list(result.absent),
+                    "steps": steps,
+                    "run": recorder.run_id,
+                }
             )
         )
     else:
         for name in result.absent:
             print(f"output {name}: absent (an optional output upstream did not fire)", file=err)
-        if output_dir is None and sys.stdout.isatty() and sinks is not None:
+        if stdout is not None and sys.stdout.isatty():
             sys.stdout.write("\n")
         _summary(result)
     return 0
+
+
+def _write_report(opts: _Options, recorder: RunRecorder) -> None:
+    if opts.report is None:
+        return
+    from .runs_cmd import write_report
+
+    try:
+        write_report(read_run(recorder.folder), opts.report)
+    except OSError as error:
+        print(f"error: --report {opts.report}: {error.strerror or error}", file=sys.stderr)
 
 
 def _jsonable(value: Any) -> Any:
@@ -320,20 +377,75 @@ def run_command(
         [], "--cartridge", "-c", help="A cartridge the machine's caps come from; repeat it."
     ),
     input_: list[str] = typer.Option(  # noqa: B008
-        [], "--input", "-i", help="An input node: NAME=TEXT, or NAME=@PATH for a file."
+        [], "--input", "-i", help="An input node: NAME=TEXT, NAME=@PATH, or NAME=@- for stdin."
     ),
     output_dir: Path | None = typer.Option(  # noqa: B008
         None, "--output-dir", "-o", help="Write each output to DIR/NAME (atomically)."
     ),
+    output: list[str] = typer.Option(  # noqa: B008
+        [], "--output", help="Write any node (an inner one too) to a file: NAME=FILE; repeat it."
+    ),
+    keep_intermediates: Path | None = typer.Option(  # noqa: B008
+        None, "--keep-intermediates", help="Write every node that is not an output to DIR/NAME."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object as the result."),
+    cache: Path | None = typer.Option(  # noqa: B008
+        None, "--cache", help="A step cache folder: look each step call up, store it after."
+    ),
+    resume: bool = typer.Option(
+        False, "--resume", help="Use the step cache of the last run of this machine."
+    ),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither look up nor store steps."),
+    report: Path | None = typer.Option(  # noqa: B008
+        None, "--report", help="Write the run's HTML report to this file."
+    ),
+    timeout: float | None = typer.Option(
+        None, "--timeout", help="Seconds for the whole run; then it is cancelled."
+    ),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="On failure, show the cartridges' stderr."
+    ),
+    log_dir: Path | None = typer.Option(  # noqa: B008
+        None, "--log-dir", help="Keep each cartridge's stderr log in this folder."
+    ),
+    runs_dir: Path | None = typer.Option(  # noqa: B008
+        None, "--runs-dir", help="Where run records go (default: $CARTRIDGE_HOME/runs)."
+    ),
 ) -> None:
     """Run a machine across cartridges and write its outputs."""
     try:
-        inputs = _usage(file, list(cartridge), list(input_))
-    except _Usage as error:
+        _check(file, list(cartridge), timeout)
+        opts = _Options(
+            file=file,
+            cartridges=tuple(cartridge),
+            inputs=parse_inputs(list(input_)),
+            output_dir=output_dir,
+            targets=parse_targets(list(output)),
+            keep=keep_intermediates,
+            as_json=as_json,
+            cache=cache,
+            resume=resume,
+            no_cache=no_cache,
+            report=report,
+            timeout=timeout,
+            verbose=verbose,
+            log_dir=log_dir,
+            runs_dir=runs_dir or default_runs_dir(),
+        )
+    except Usage as error:
         raise typer.Exit(_fail(as_json, {"error": "usage"}, f"error: {error}", _USAGE)) from None
+    held = _Held()
     try:
-        code = anyio.run(_run, file, list(cartridge), inputs, output_dir, as_json)
+        code = anyio.run(_run, opts, held)
+    except KeyboardInterrupt:
+        recorder = held.recorder
+        if recorder is not None:
+            recorder.end(KeyboardInterrupt())
+            print(f"interrupted: run {recorder.run_id} stopped; `cartridge run --resume ...` "
+                  "reuses the steps it finished", file=sys.stderr)  # fmt: skip
+        else:
+            print("interrupted", file=sys.stderr)
+        code = _INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`| head`): end quietly, as a pipeline expects.
         with contextlib.suppress(OSError):

@@ -40,7 +40,7 @@ import functools
 import logging
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -69,7 +69,9 @@ from ._discover import probe
 from ._errors import CallError, EngineClosed, EngineError
 from ._events import Result
 from ._machines._api import MachineRun, open_run, run_to_end
+from ._machines._cache import CacheStore
 from ._machines._events import MachineResult
+from ._machines._records import RunRecorder
 from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
 from ._peer import PeerLink, run_peer_link
@@ -269,6 +271,9 @@ class Engine(CartridgeAdmin):
         *,
         window: int = DEFAULT_WINDOW,
         keep_outputs: bool = False,
+        cache: str | os.PathLike[str] | CacheStore | None = None,
+        outputs: Sequence[str] | str = (),
+        record: str | os.PathLike[str] | RunRecorder | None = None,
     ) -> MachineRun:
         """Run a resolved machine, streaming: ``async with engine.stream_machine(m, inputs) as
         run: async for event in run``. The events are the steps' and items' starts and ends,
@@ -280,8 +285,15 @@ class Engine(CartridgeAdmin):
             or a ``(media_urn, value)`` pair that states the value's type.
         :param window: items of one map in flight at once.
         :param keep_outputs: also keep the output data in ``run.result``.
-        :raises MachineInputError: an input missing, unknown or not of its node's type
-            (before anything starts).
+        :param cache: a step cache (a folder or a :class:`CacheStore`): each step call is
+            looked up before it is made and stored after (see ``docs/runs.md``).
+        :param outputs: more nodes to give back than the machine's outputs: node names (an
+            inner node too; a node made per item comes back as its items), or ``"all"``.
+        :param record: a folder to write this run's record in (a new sub-folder per run), or
+            a :class:`RunRecorder`.
+        :raises MachineInputError: an input missing, unknown or not of its node's type, or a
+            tap naming no node (before anything starts).
+        :raises CacheError: the cache folder cannot be used.
         :raises MachineRunError: (while iterating) a step failed; names the step, its cap, the
             item, and carries the call's code, attribution class and ``arg_urn``.
         """
@@ -292,6 +304,9 @@ class Engine(CartridgeAdmin):
             window=window,
             keep_outputs=keep_outputs,
             observers=self._observers,
+            cache=cache,
+            outputs=outputs,
+            record=record,
         )
 
     async def run_machine(
@@ -300,8 +315,12 @@ class Engine(CartridgeAdmin):
         inputs: Mapping[str, Any],
         *,
         window: int = DEFAULT_WINDOW,
+        cache: str | os.PathLike[str] | CacheStore | None = None,
+        outputs: Sequence[str] | str = (),
+        record: str | os.PathLike[str] | RunRecorder | None = None,
     ) -> MachineResult:
-        """Run a machine (a :class:`Machine`, its notation, or a file of it) to the end.
+        """Run a machine (a :class:`Machine`, its notation, or a file of it) to the end;
+        ``cache``, ``outputs`` and ``record`` as for :meth:`stream_machine`.
 
         :returns: every output by the node name the text wrote, and per step what it did.
         :raises MachineError: the text is refused.
@@ -312,7 +331,16 @@ class Engine(CartridgeAdmin):
 
         if not isinstance(machine, Machine):
             machine = await self.machine(machine)
-        return await run_to_end(self, machine, inputs, window=window, observers=self._observers)
+        return await run_to_end(
+            self,
+            machine,
+            inputs,
+            window=window,
+            observers=self._observers,
+            cache=cache,
+            outputs=outputs,
+            record=record,
+        )
 
     # -- routing ---------------------------------------------------------------------------
 

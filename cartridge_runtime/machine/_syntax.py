@@ -58,18 +58,22 @@ class StepPolicy:
 
     retry: int = 0
     on_error: OnError = OnError.FAIL
+    #: ``cache=false``: a run with a step cache never looks this step up nor stores it.
+    cache: bool = True
 
     @property
     def is_default(self) -> bool:
-        return self.retry == 0 and self.on_error is OnError.FAIL
+        return self.retry == 0 and self.on_error is OnError.FAIL and self.cache
 
     def to_notation(self) -> str:
-        """``{retry=3}``, ``{on_error=absent}``, both in that order, or ``""``."""
+        """``{retry=3}``, ``{on_error=absent}``, ``{cache=false}``, in that order, or ``""``."""
         entries = []
         if self.retry:
             entries.append(f"retry={self.retry}")
         if self.on_error is OnError.ABSENT:
             entries.append("on_error=absent")
+        if not self.cache:
+            entries.append("cache=false")
         return "{" + ", ".join(entries) + "}" if entries else ""
 
 
@@ -178,7 +182,7 @@ class _Reader:
             ) from None
 
     def policy(self, raw: RawWiring, step: str, position: int) -> StepPolicy:
-        retry, on_error = 0, OnError.FAIL
+        retry, on_error, cache = 0, OnError.FAIL, True
         seen: set[str] = set()
         for entry in raw.policy or ():
             key, value = self.word(entry.key), self.word(entry.value)
@@ -201,10 +205,14 @@ class _Reader:
                 if value != OnError.ABSENT.value:
                     raise refused(f"on_error takes 'absent', not '{value}'")
                 on_error = OnError.ABSENT
+            elif key == "cache":
+                if value not in ("true", "false"):
+                    raise refused(f"cache takes 'true' or 'false', not '{value}'")
+                cache = value == "true"
             else:
-                raise refused(f"unknown key '{key}' (a policy takes retry and on_error)")
+                raise refused(f"unknown key '{key}' (a policy takes retry, on_error and cache)")
             seen.add(key)
-        return StepPolicy(retry=retry, on_error=on_error)
+        return StepPolicy(retry=retry, on_error=on_error, cache=cache)
 
     def wiring(self, raw: RawWiring, position: int) -> Wiring:
         sources = []

@@ -15,10 +15,13 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ...machine import Machine
+from ._cache import CacheStore
+from ._cache_step import StepCache
 from ._events import MachineEvent, MachineResult
+from ._records import RunRecorder
 from ._runner import Caller, MachineRunner
 
-__all__ = ("MachineRun", "open_run", "run_to_end")
+__all__ = ("MachineRun", "open_run", "run_to_end", "step_cache")
 
 
 class MachineRun:
@@ -83,6 +86,27 @@ class MachineRun:
         return self._runner.reports.result
 
 
+def step_cache(engine: Caller, cache: Any) -> StepCache | None:
+    """The run's use of ``cache``: a folder, a :class:`CacheStore`, or None/False (none).
+
+    :raises CacheError: the folder cannot be made or written.
+    """
+    if cache is None or cache is False:
+        return None
+    store = cache if isinstance(cache, CacheStore) else CacheStore(cache)
+    return StepCache(store, engine)
+
+
+def recorder(engine: Caller, record: Any) -> tuple[RunRecorder, ...]:
+    """The run's recorder: ``record`` itself, or a new one writing under the folder
+    ``record`` names; none for None."""
+    if record is None:
+        return ()
+    if isinstance(record, RunRecorder):
+        return (record,)
+    return (RunRecorder(record, engine=engine),)
+
+
 def open_run(
     engine: Caller,
     machine: Machine,
@@ -92,14 +116,29 @@ def open_run(
     keep_outputs: bool,
     observers: Sequence[Any] = (),
     buffer: int = 64,
+    cache: Any = None,
+    outputs: Sequence[str] | str = (),
+    record: Any = None,
 ) -> MachineRun:
     """A run of ``machine``; the inputs are checked here, before anything starts.
 
-    :raises MachineInputError: an input missing, unknown, or not of its node's type.
+    :raises MachineInputError: an input missing, unknown, or not of its node's type; a tap
+        that names no node.
+    :raises CacheError: the cache folder cannot be used.
     """
     send, receive = anyio.create_memory_object_stream[MachineEvent](buffer)
     try:
-        runner = MachineRunner(engine, machine, inputs, send, window, keep_outputs, observers)
+        runner = MachineRunner(
+            engine,
+            machine,
+            inputs,
+            send,
+            window,
+            keep_outputs,
+            (*observers, *recorder(engine, record)),
+            cache=step_cache(engine, cache),
+            taps=outputs,
+        )
     except BaseException:
         send.close()
         receive.close()
@@ -114,13 +153,27 @@ async def run_to_end(
     *,
     window: int,
     observers: Sequence[Any] = (),
+    cache: Any = None,
+    outputs: Sequence[str] | str = (),
+    record: Any = None,
 ) -> MachineResult:
     """Run ``machine`` and gather its outputs, with no event stream in between.
 
     :raises MachineInputError: the inputs do not fit (nothing is started).
+    :raises CacheError: the cache folder cannot be used.
     :raises MachineRunError: the first step that failed.
     """
-    runner = MachineRunner(engine, machine, inputs, None, window, True, observers)
+    runner = MachineRunner(
+        engine,
+        machine,
+        inputs,
+        None,
+        window,
+        True,
+        (*observers, *recorder(engine, record)),
+        cache=step_cache(engine, cache),
+        taps=outputs,
+    )
     try:
         await runner.run()
     except BaseException:

@@ -47,12 +47,16 @@ class StepStarted:
 @attrs.frozen(kw_only=True)
 class StepFinished:
     """A step's run ended: ``outcome`` is ``"ok"``, ``"skipped"`` (an input was absent) or
-    ``"absent"`` (it failed under ``on_error=absent``)."""
+    ``"absent"`` (it failed under ``on_error=absent``). ``cache`` is ``"hit"`` (replayed from
+    the step cache, no call made), ``"miss"`` (called and stored) or ``""`` (not cached)."""
 
     step: str
     item: int | None
     outcome: str
     seconds: float
+    cache: str = ""
+    bytes_in: int = 0
+    bytes_out: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -124,6 +128,8 @@ class StepReport:
     bytes_in: int
     bytes_out: int
     seconds: float  #: wall time from its first call's start to its last call's end
+    cache_hits: int = 0  #: runs replayed from the step cache (no call made)
+    cache_misses: int = 0  #: runs called and stored into the step cache
 
 
 @attrs.frozen(kw_only=True)

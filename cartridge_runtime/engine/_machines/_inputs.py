@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
+import anyio.to_thread
 
 from ...machine import Machine
 from ...urn import MediaUrn
 from .._arguments import media_problem, shape_problem
 from .._events import Item
+from ._cache_key import InputDigest, PieceHasher, digest_of
 from ._events import MachineInputError
 from ._node_stream import NodeStream
 
@@ -74,9 +76,13 @@ def check_inputs(machine: Machine, given: Mapping[str, Any]) -> dict[str, tuple[
     return checked
 
 
-async def feed_input(flow: NodeStream, value: Any) -> None:
+async def feed_input(flow: NodeStream, value: Any, digest: bool = False) -> None:
     """Put a checked input value into its flow: bytes and files in pieces, text whole, a list
-    item by item, an async iterable as it yields."""
+    item by item, an async iterable as it yields. With ``digest`` (a run with a step cache),
+    the flow first gets the value's digest when it can be known before the pieces go (not for
+    an async iterable)."""
+    if digest:
+        flow.digest = await _digest(value)
     flow.start()
     try:
         if isinstance(value, str):  # text travels as UTF-8 in byte strings (REQ-38)
@@ -97,3 +103,23 @@ async def feed_input(flow: NodeStream, value: Any) -> None:
                 await flow.put(piece.encode("utf-8") if isinstance(piece, str) else piece)
     finally:
         flow.close()
+
+
+async def _digest(value: Any) -> InputDigest | None:
+    if isinstance(value, str):
+        return digest_of([value.encode("utf-8")], False)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return digest_of([value], False)
+    if isinstance(value, list | tuple):
+        return digest_of(value, True)
+    if isinstance(value, os.PathLike):
+        return await anyio.to_thread.run_sync(_file_digest, Path(value))
+    return None
+
+
+def _file_digest(path: Path) -> InputDigest:
+    hasher = PieceHasher(False)
+    with path.open("rb", buffering=0) as f:
+        while block := f.read(1 << 20):
+            hasher.add(block)
+    return hasher.digest()

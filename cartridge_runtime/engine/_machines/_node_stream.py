@@ -32,6 +32,10 @@ class NodeReader:
         self._flow = flow
         self._receive = receive
 
+    @property
+    def flow(self) -> NodeStream:
+        return self._flow
+
     async def present(self) -> bool:
         """Wait until the flow's producer decided; whether the value is present."""
         await self._flow.wait_decided()
@@ -92,6 +96,12 @@ class NodeStream:
         self._senders: list[MemoryObjectSendStream[Any]] = []
         self._collectors: list[NodeCollector] = []
         self._sealed = False
+        #: The value's digest as a step cache knows it before the pieces come (a replayed
+        #: output, a machine input held whole), set before :meth:`start`; None: not known.
+        self.digest: Any = None
+        #: The producer is a call being stored: it sets :attr:`digest` when the value ended
+        #: (a consumer need not hash the pieces itself).
+        self.digest_later = False
 
     def collector(self) -> NodeCollector:
         """A new whole-value consumer (taken, like readers, before the producer starts)."""
@@ -110,6 +120,13 @@ class NodeStream:
     @property
     def readers(self) -> int:
         return len(self._senders) + len(self._collectors)
+
+    @property
+    def wanted(self) -> bool:
+        """Whether a consumer still takes the pieces (every reader may have stopped early)."""
+        return bool(self._collectors) or any(
+            send.statistics().open_receive_streams for send in self._senders
+        )
 
     async def wait_decided(self) -> None:
         if not self.is_decided:

@@ -43,6 +43,7 @@ class _StepCount:
         self.step = step
         self.name = name
         self.calls = self.runs = self.skipped = self.absent = 0
+        self.hits = self.misses = 0
         self.bytes_in = self.bytes_out = 0
         self.first: float | None = None
         self.last = 0.0
@@ -80,10 +81,22 @@ class Reports:
         if count.first is None:
             count.first = time.monotonic()
 
-    def call_finished(self, step: Step) -> None:
+    def call_finished(self, step: Step, cached: bool = False) -> None:
         count = self._count(step)
         count.runs += 1
+        count.misses += cached
         count.last = time.monotonic()
+        count.fraction = 1.0
+
+    def cache_hit(self, step: Step) -> None:
+        """A run answered from the step cache: no call was made."""
+        count = self._count(step)
+        now = time.monotonic()
+        if count.first is None:
+            count.first = now
+        count.runs += 1
+        count.hits += 1
+        count.last = now
         count.fraction = 1.0
 
     def failed_call(self, step: Step, seconds: float) -> None:
@@ -103,17 +116,26 @@ class Reports:
         key = (scope.strand, scope.index)
         self._items[key] = self._items.get(key, 0) + 1
 
-    def count_in(self, step: Step, pieces: list[Any]) -> None:
-        self._count(step).bytes_in += sum(_size(p) for p in pieces)
+    def count_in(self, step: Step, pieces: list[Any]) -> int:
+        n = sum(_size(p) for p in pieces)
+        self._count(step).bytes_in += n
+        return n
 
-    async def counting_in(self, step: Step, pieces: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async def counting_in(
+        self, step: Step, pieces: AsyncIterator[Any], tally: Any = None
+    ) -> AsyncIterator[Any]:
         count = self._count(step)
         async for piece in pieces:
-            count.bytes_in += _size(piece)
+            n = _size(piece)
+            count.bytes_in += n
+            if tally is not None:
+                tally.bytes_in += n
             yield piece
 
-    def count_out(self, step: Step, piece: Any) -> None:
-        self._count(step).bytes_out += _size(piece)
+    def count_out(self, step: Step, piece: Any) -> int:
+        n = _size(piece)
+        self._count(step).bytes_out += n
+        return n
 
     def progress(self, step: Step, item: int | None, fraction: float | None) -> float:
         """Record a call's progress; the run's overall fraction."""
@@ -181,6 +203,8 @@ class Reports:
                 bytes_in=count.bytes_in,
                 bytes_out=count.bytes_out,
                 seconds=(count.last - count.first) if count.first is not None else 0.0,
+                cache_hits=count.hits,
+                cache_misses=count.misses,
             )
             for count in self._steps.values()
         }

@@ -42,9 +42,7 @@ from ...machine import (
     OnError,
     RunPlan,
     ScopePlan,
-    Step,
     StepPlan,
-    constant_text,
     plan_machine,
 )
 from ...urn import MediaUrn, UrnError
@@ -59,8 +57,9 @@ from .._events import (
     OutputStarted,
     Progress,
 )
-from .._inputs import ItemStream, ValueStream, Verified
+from .._inputs import Verified
 from .._supervision._retry import Retry
+from ._cache_step import StepCache, open_call, store_call
 from ._events import (
     ItemFinished,
     ItemStarted,
@@ -75,7 +74,10 @@ from ._events import (
 from ._inputs import check_inputs, feed_input
 from ._node_stream import NodeCollector, NodeReader, NodeStream
 from ._report import Reports
-from ._scope import ScopeRun, Window, as_items, item_value, label_of
+from ._scope import ScopeRun, Window, as_items, label_of
+from ._step_call import CallInputs, StepTally
+from ._step_inputs import step_inputs
+from ._taps import given_back, with_taps
 
 
 class _Events(Protocol):
@@ -109,6 +111,9 @@ class MachineRunner:
         window: int,
         keep_outputs: bool,
         observers: Sequence[Any] = (),
+        *,
+        cache: StepCache | None = None,
+        taps: Sequence[str] | str = (),
     ) -> None:
         self.engine = engine
         self.machine = machine
@@ -116,8 +121,11 @@ class MachineRunner:
         self.events = events
         self.window = max(1, window)
         self.inputs = check_inputs(machine, inputs)
+        self.cache = cache
+        #: Per strand, the nodes the run gives back: its outputs, then the taps asked for.
+        self._given_back = given_back(machine, taps)
         self.reports = Reports(machine, keep_outputs)
-        self._exported = self.plan.collected
+        self._exported = with_taps(machine, self.plan.collected, self._given_back)
         #: The first step failure of the run (the one the run reports).
         self.failure: MachineRunError | None = None
         #: Who sees every event of the run (``Engine.add_observer``), with ``None`` when it
@@ -139,7 +147,12 @@ class MachineRunner:
                     instance = ScopeRun(root, None, None, {})
                     self._setup(instance)
                     for node in self.machine.strands[root.strand].inputs:
-                        tg.start_soon(feed_input, instance.flows[node], self.inputs[node][1])
+                        tg.start_soon(
+                            feed_input,
+                            instance.flows[node],
+                            self.inputs[node][1],
+                            self.cache is not None,
+                        )
                     self._start(instance, tg)
         except BaseException as exc:
             self._observe(self.failure or exc)
@@ -187,8 +200,7 @@ class MachineRunner:
             handed = self._exported.get((sp.strand, instance.parent.scope.index), frozenset())
             instance.exports = [(n, flows[n].collector()) for n in sorted(handed) if n in flows]
         else:
-            strand = self.machine.strands[sp.strand]
-            instance.outputs = [(n, flows[n].reader()) for n in strand.outputs]
+            instance.outputs = [(n, flows[n].reader()) for n in self._given_back[sp.strand]]
 
     def _steps_within(self, sp: ScopePlan) -> list[StepPlan]:
         steps = list(sp.steps)
@@ -359,10 +371,11 @@ class MachineRunner:
             max_delay=getattr(config, "retry_max_delay", 30.0),
         )
         started = time.monotonic()
+        tally = StepTally()
         for attempt in range(attempts):
             await self._emit(StepStarted(step=label, cap=step.cap.text, item=instance.item))
             try:
-                await self._call(instance, sp, given, outflows)
+                await self._call(instance, sp, given, outflows, tally)
             except CallError as error:
                 self.reports.failed_call(step, time.monotonic() - started)
                 if attempt + 1 < attempts and retry.covers(error.code, error.attribution_class):
@@ -372,18 +385,36 @@ class MachineRunner:
                     for flow in outflows.values():
                         flow.absent()
                     self.reports.absent(step)
-                    await self._finished(label, instance.item, "absent", started)
+                    await self._finished(label, instance.item, "absent", started, tally)
                     return
                 failure = MachineRunError(label, step.cap.text, instance.item, error)
                 if self.failure is None:
                     self.failure = failure
                 raise failure from None
             break
-        await self._finished(label, instance.item, "ok", started)
+        await self._finished(label, instance.item, "ok", started, tally)
 
-    async def _finished(self, label: str, item: int | None, outcome: str, started: float) -> None:
+    async def _finished(
+        self,
+        label: str,
+        item: int | None,
+        outcome: str,
+        started: float,
+        tally: StepTally | None = None,
+    ) -> None:
         seconds = time.monotonic() - started
-        await self._emit(StepFinished(step=label, item=item, outcome=outcome, seconds=seconds))
+        tally = tally or StepTally()
+        await self._emit(
+            StepFinished(
+                step=label,
+                item=item,
+                outcome=outcome,
+                seconds=seconds,
+                cache=tally.cache,
+                bytes_in=tally.bytes_in,
+                bytes_out=tally.bytes_out,
+            )
+        )
         overall = self.reports.overall()
         await self._emit(MachineProgress(step=label, item=item, fraction=1.0, overall=overall))
 
@@ -406,65 +437,25 @@ class MachineRunner:
             return _ABSENT
         return ("stream", reader)
 
-    def _inputs(self, sp: StepPlan, given: Sequence[tuple[Feed, Any]]) -> list[tuple[str, Any]]:
-        step = sp.step
-        by_arg: dict[str, list[tuple[Feed, Any]]] = {}
-        for feed, value in given:
-            by_arg.setdefault(feed.binding.arg, []).append((feed, value))
-        inputs: list[tuple[str, Any]] = []
-        for arg_name, values in by_arg.items():
-            arg = step.definition.arg_named(arg_name)
-            assert arg is not None
-            if len(values) > 1:
-                items: list[Item] = []
-                for feed, value in values:
-                    items += self._items_of(feed, value)
-                inputs.append((arg.stream_urn, items))
-                continue
-            feed, value = values[0]
-            inputs.append((arg.stream_urn, self._input_of(step, feed, value)))
-        return inputs
-
-    def _items_of(self, feed: Feed, value: Any) -> list[Item]:
-        if feed.node is None:
-            return [Item(value=value)]
-        kind, payload = value
-        if kind == "item":
-            return [payload if isinstance(payload, Item) else Item(value=payload)]
-        return as_items(payload, bool(feed.node.is_sequence or feed.kind is FeedKind.COLLECTED))
-
-    def _input_of(self, step: Step, feed: Feed, value: Any) -> Any:
-        if feed.node is None:
-            text = value if isinstance(value, str) else constant_text(value)
-            return text.encode("utf-8")
-        kind, payload = value
-        if kind == "item":
-            self.reports.count_in(step, [payload])
-            return item_value(payload)
-        sequence = feed.node.is_sequence or feed.kind is FeedKind.COLLECTED
-        if kind == "stream":
-            counted = self.reports.counting_in(step, payload.pieces())
-            return ItemStream(counted) if sequence else ValueStream(counted)
-        self.reports.count_in(step, payload)
-        if sequence:
-            return as_items(payload, True)
-        if all(isinstance(p, bytes | bytearray | memoryview) for p in payload):
-            return b"".join(payload)
-        return ValueStream(_iterate(payload))
-
     async def _call(
         self,
         instance: ScopeRun,
         sp: StepPlan,
         given: Sequence[tuple[Feed, Any]],
         outflows: Mapping[str, NodeStream],
+        tally: StepTally,
     ) -> None:
         step = sp.step
         label = step.label or step.alias
-        inputs = self._inputs(sp, given)
+        cache = self.cache
+        call = CallInputs(
+            tally, cache is not None and cache.applies(step.definition, step.policy.cache)
+        )
+        inputs = step_inputs(self.reports, sp, given, call)
         outputs = {o.node: o for o in step.outputs}
         targets = self._targets.setdefault(id(step), {})
         stream_to: dict[str, NodeStream | None] = {}
+        call.stream_to = stream_to
         opened: set[str] = set()
         held: dict[str, list[Any]] = {}
 
@@ -480,55 +471,68 @@ class MachineRunner:
             targets[key] = found
             return found
 
-        async with self.engine.call(step.cap.text, inputs) as response:
-            self.reports.call_started(step)
-            async for ev in response:
-                kind = type(ev)
-                if kind is OutputData or kind is OutputItem:
-                    flow = stream_to.get(ev.stream_id)  # type: ignore[union-attr]
-                    if flow is None:
-                        continue
-                    piece = (
-                        Item(value=ev.value, meta=ev.meta)  # type: ignore[union-attr]
-                        if kind is OutputItem
-                        else ev.value  # type: ignore[union-attr]
-                    )
-                    self.reports.count_out(step, piece)
-                    if sp.buffered:
-                        held[flow.name].append(piece)
-                    else:
-                        await flow.put(piece, ev.wire if kind is OutputData else None)  # type: ignore[union-attr]
-                elif isinstance(ev, OutputStarted):
-                    node = target(ev.output)
-                    stream_to[ev.stream_id] = outflows[node] if node is not None else None
-                    if node is not None:
-                        opened.add(node)
+        source = await open_call(self.engine, self.cache, step, inputs, call)
+        try:
+            async with source as response:
+                if call.entry is None:
+                    self.reports.call_started(step)
+                async for ev in response:
+                    kind = type(ev)
+                    if kind is OutputData or kind is OutputItem:
+                        flow = stream_to.get(ev.stream_id)
+                        if flow is None:
+                            continue
+                        piece = (
+                            Item(value=ev.value, meta=ev.meta) if kind is OutputItem else ev.value
+                        )
+                        tally.bytes_out += self.reports.count_out(step, piece)
                         if sp.buffered:
-                            held.setdefault(node, [])
+                            held[flow.name].append(piece)
                         else:
-                            outflows[node].start()
-                elif isinstance(ev, OutputEnded):
-                    flow = stream_to.get(ev.stream_id)
-                    if flow is not None and not sp.buffered:
-                        flow.close()
-                elif isinstance(ev, Progress):
-                    fraction = self.reports.progress(step, instance.item, ev.progress)
-                    await self._emit(
-                        MachineProgress(
-                            step=label,
-                            item=instance.item,
-                            fraction=ev.progress,
-                            overall=fraction,
-                            message=ev.message,
+                            await flow.put(piece, ev.wire if kind is OutputData else None)
+                    elif isinstance(ev, OutputStarted):
+                        node = target(ev.output)
+                        stream_to[ev.stream_id] = outflows[node] if node is not None else None
+                        if node is not None:
+                            opened.add(node)
+                            outflows[node].digest = call.digest_of(ev.stream_id)
+                            outflows[node].digest_later = call.writer is not None
+                            if sp.buffered:
+                                held.setdefault(node, [])
+                            else:
+                                outflows[node].start()
+                    elif isinstance(ev, OutputEnded):
+                        flow = stream_to.get(ev.stream_id)
+                        if flow is not None and call.writer is not None:
+                            flow.digest = call.writer.digest(ev.stream_id)
+                        if flow is not None and not sp.buffered:
+                            flow.close()
+                    elif isinstance(ev, Progress):
+                        fraction = self.reports.progress(step, instance.item, ev.progress)
+                        await self._emit(
+                            MachineProgress(
+                                step=label,
+                                item=instance.item,
+                                fraction=ev.progress,
+                                overall=fraction,
+                                message=ev.message,
+                            )
                         )
-                    )
-                elif isinstance(ev, Log):
-                    await self._emit(
-                        MachineLog(
-                            step=label, item=instance.item, level=ev.level, message=ev.message
+                    elif isinstance(ev, Log):
+                        await self._emit(
+                            MachineLog(
+                                step=label, item=instance.item, level=ev.level, message=ev.message
+                            )
                         )
-                    )
-        self.reports.call_finished(step)
+        except BaseException:
+            if call.writer is not None:
+                call.writer.discard()
+            raise
+        if call.entry is not None:
+            self.reports.cache_hit(step)
+        else:
+            self.reports.call_finished(step, cached=call.writer is not None)
+        await store_call(self.cache, step, call)
         for node, flow in outflows.items():
             if node in opened:
                 if sp.buffered:
@@ -541,8 +545,3 @@ class MachineRunner:
             else:
                 flow.start()
                 flow.close()
-
-
-async def _iterate(pieces: list[Any]) -> AsyncIterator[Any]:
-    for piece in pieces:
-        yield piece

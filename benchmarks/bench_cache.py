@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""The step cache measured side by side in one run (not a test).
+
+A 3-step echo chain (``cartridges/interop.py``) over SIZE MiB, on one engine, each round in
+this order:
+
+1. **plain**: no step cache (the baseline);
+2. **cold**: an empty step cache, every call stored (target: at most 1.10x plain);
+3. **warm**: the same cache, every call a hit: the output streams from disk;
+4. **disk**: the stored output's blob read start to end with 4 MiB reads, the disk's (or the
+   page cache's) sequential rate measured alongside (target: warm reaches at least 0.5 of it).
+
+Medians over ROUNDS rounds. Usage: ``.venv/bin/python benchmarks/bench_cache.py [--size MIB]
+[--rounds N] [--json FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+INTEROP = ROOT / "cartridges" / "interop.py"
+MIB = 1 << 20
+CHAIN = "e1 cap:echo\ne2 cap:echo\ne3 cap:echo\ndoc -> e1 -> a\na -> e2 -> b\nb -> e3 -> out"
+
+
+async def _run(engine: Any, machine: Any, doc: bytes, cache: Path | None) -> tuple[float, int]:
+    from cartridge_runtime.engine import MachineOutputData
+
+    size = 0
+    began = time.perf_counter()
+    async with engine.stream_machine(machine, {"doc": doc}, cache=cache) as run:
+        async for event in run:
+            if isinstance(event, MachineOutputData):
+                size += len(event.value)
+    return time.perf_counter() - began, size
+
+
+def _read_rate(path: Path) -> float:
+    """Bytes per second reading ``path`` with 4 MiB reads into one buffer."""
+    buffer = bytearray(4 * MIB)
+    view = memoryview(buffer)
+    total = 0
+    began = time.perf_counter()
+    with path.open("rb", buffering=0) as f:
+        while n := f.readinto(view):
+            total += n
+    return total / (time.perf_counter() - began)
+
+
+async def _bench(size_mib: int, rounds: int) -> dict[str, Any]:
+    from cartridge_runtime.engine import Engine
+
+    doc = bytes(range(256)) * (size_mib * MIB // 256)
+    figures: dict[str, list[float]] = {"plain": [], "cold": [], "warm": [], "disk": []}
+    folder = Path(tempfile.mkdtemp(prefix="bench-cache-"))
+    try:
+        async with Engine() as engine:
+            engine.add_cartridge(INTEROP)
+            machine = await engine.machine(CHAIN)
+            await _run(engine, machine, doc[: MIB], None)  # started and warmed up
+            for n in range(rounds):
+                cache = folder / f"cache{n}"
+                for name, where in (("plain", None), ("cold", cache), ("warm", cache)):
+                    seconds, got = await _run(engine, machine, doc, where)
+                    assert got == len(doc), (name, got)
+                    figures[name].append(seconds)
+                blob = max((cache / "blobs").glob("*/*"), key=lambda p: p.stat().st_size)
+                figures["disk"].append(_read_rate(blob))
+                shutil.rmtree(cache)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    median = {name: statistics.median(values) for name, values in figures.items()}
+    warm_rate = len(doc) / median["warm"]
+    return {
+        "size_mib": size_mib,
+        "rounds": rounds,
+        "plain_s": median["plain"],
+        "cold_s": median["cold"],
+        "warm_s": median["warm"],
+        "cold_overhead": median["cold"] / median["plain"] - 1.0,
+        "warm_rate_mb_s": warm_rate / 1e6,
+        "disk_rate_mb_s": median["disk"] / 1e6,
+        "warm_over_disk": warm_rate / median["disk"],
+        "warm_speedup": median["plain"] / median["warm"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=256, help="MiB through the chain")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (medians are reported)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+    if args.size < 1 or args.rounds < 1:
+        print("error: --size and --rounds take a whole number of at least 1", file=sys.stderr)
+        return 2
+    r = anyio.run(_bench, args.size, args.rounds)
+    print(f"chain: 3 echo steps over {r['size_mib']} MiB, median of {r['rounds']} rounds")
+    print(f"plain: {r['plain_s']:.3f} s (no step cache)")
+    cold_verdict = "meets it" if r["cold_overhead"] <= 0.10 else "misses it"
+    print(f"cold:  {r['cold_s']:.3f} s, overhead {r['cold_overhead']:+.1%} "
+          f"(target at most +10%: {cold_verdict})")  # fmt: skip
+    warm_verdict = "meets it" if r["warm_over_disk"] >= 0.5 else "misses it"
+    print(f"warm:  {r['warm_s']:.3f} s, {r['warm_rate_mb_s']:.0f} MB/s, "
+          f"{r['warm_speedup']:.1f}x faster than plain")  # fmt: skip
+    print(f"disk:  {r['disk_rate_mb_s']:.0f} MB/s sequential read of the stored blob; "
+          f"warm/disk {r['warm_over_disk']:.2f} (target at least 0.5: {warm_verdict})")  # fmt: skip
+    if args.json is not None:
+        args.json.write_text(json.dumps(r, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

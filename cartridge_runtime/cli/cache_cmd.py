@@ -1,0 +1,104 @@
+"""``cartridge cache ls|clear|gc``: the step cache of machine runs.
+
+The cache folder is ``--dir``, else ``$CARTRIDGE_HOME/steps`` (default
+``~/.cache/cartridge/steps``), the one ``cartridge run`` stores into. ``ls`` lists the entries
+(most recently used first), ``clear`` removes them all, ``gc`` removes blobs no entry names and
+stale temporary files, then, with ``--max-size``, the least recently used entries until the
+blobs fit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..engine._machines._cache import CacheError, CacheStore
+from ..engine._machines._records import default_cache_dir
+from . import app
+
+__all__ = ("parse_size",)
+
+cache_app = typer.Typer(
+    name="cache",
+    help="Manage the step cache of machine runs.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.add_typer(cache_app)
+
+_Dir = Annotated[
+    Path | None, typer.Option("--dir", help="The cache folder (default: $CARTRIDGE_HOME/steps).")
+]
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """``500M``, ``2G``, ``1024`` (bytes), ``10KiB``... as bytes.
+
+    :raises ValueError: not a size.
+    """
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgtb]?)(?:i?b)?\s*", text.lower())
+    if found is None:
+        raise ValueError(f"{text!r} is not a size (such as 500M or 2G)")
+    return int(float(found.group(1)) * _UNITS[found.group(2)])
+
+
+def _store(folder: Path | None) -> CacheStore:
+    try:
+        return CacheStore(folder or default_cache_dir())
+    except CacheError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise typer.Exit(2) from None
+
+
+@cache_app.command("ls")
+def ls_command(
+    folder: _Dir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:
+    """List cached step calls: step, cap, size, when stored."""
+    store = _store(folder)
+    entries = store.entries()
+    if as_json:
+        for entry in entries:
+            print(json.dumps({"key": entry.key, "step": entry.step, "cap": entry.cap,
+                              "size": entry.size, "created": entry.created}))  # fmt: skip
+        return
+    for entry in entries:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(entry.created))
+        print(f"{entry.key[:12]}  {when}  {entry.size:>12}  {entry.step:<16} {entry.cap}")
+    print(f"{len(entries)} entries, {store.size()} bytes in {store.root}", file=sys.stderr)
+
+
+@cache_app.command("clear")
+def clear_command(folder: _Dir = None) -> None:
+    """Remove every cached step call."""
+    store = _store(folder)
+    store.clear()
+    print(f"cleared {store.root}", file=sys.stderr)
+
+
+@cache_app.command("gc")
+def gc_command(
+    folder: _Dir = None,
+    max_size: Annotated[
+        str | None,
+        typer.Option("--max-size", help="Keep the most recently used entries within this size."),
+    ] = None,
+) -> None:
+    """Remove unreferenced blobs, stale temporary files and, with --max-size, old entries."""
+    try:
+        limit = parse_size(max_size) if max_size is not None else None
+    except ValueError as error:
+        print(f"error: --max-size: {error}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    store = _store(folder)
+    removed, freed = store.gc(limit)
+    print(f"removed {removed} entries, freed {freed} bytes; {store.size()} bytes left",
+          file=sys.stderr)  # fmt: skip

@@ -1,0 +1,181 @@
+"""``cartridge runs``, ``cartridge log RUN`` and ``cartridge report RUN``: the run records.
+
+Every ``cartridge run`` writes a run folder (see ``docs/runs.md``) under ``$CARTRIDGE_HOME/runs``
+(default ``~/.cache/cartridge/runs``, or ``--runs-dir``). ``runs`` lists the recent ones, ``log``
+shows one (its outcome, per-step totals and events; ``--json`` for one JSON object), and
+``report`` writes its HTML page. ``RUN`` is a run id, a unique prefix of one, or ``last``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..engine._machines._records import (
+    RunRecord,
+    default_runs_dir,
+    list_runs,
+    read_events,
+    step_totals,
+)
+from . import app
+
+__all__ = ("find_run", "write_report")
+
+_RunsDir = Annotated[
+    Path | None, typer.Option("--runs-dir", help="The runs folder (default: $CARTRIDGE_HOME/runs).")
+]
+
+
+class _NoRun(Exception):
+    """RUN names no run (one line, exit 2)."""
+
+
+def find_run(runs_dir: Path, wanted: str) -> RunRecord:
+    """The run ``wanted`` names: an id, a unique prefix of one, or ``last``.
+
+    :raises _NoRun: none, or several, match.
+    """
+    runs = list_runs(runs_dir)
+    if not runs:
+        raise _NoRun(f"no runs recorded in {runs_dir}")
+    if wanted == "last":
+        return runs[0]
+    exact = [r for r in runs if r.id == wanted]
+    if exact:
+        return exact[0]
+    found = [r for r in runs if r.id.startswith(wanted)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise _NoRun(f"no run {wanted!r} in {runs_dir} (see `cartridge runs`)")
+    raise _NoRun(f"{wanted!r} names {len(found)} runs; give more of the id")
+
+
+def _when(started: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started))
+
+
+def _summary(run: RunRecord) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "machine": run.machine,
+        "started": run.started,
+        "seconds": run.seconds,
+        "status": run.status,
+    }
+
+
+def _fail(line: str) -> typer.Exit:
+    print(f"error: {line}", file=sys.stderr)
+    return typer.Exit(2)
+
+
+@app.command("runs")
+def runs_command(
+    runs_dir: _RunsDir = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most N runs.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+) -> None:
+    """List recent machine runs: id, machine, start, duration, status."""
+    folder = runs_dir or default_runs_dir()
+    runs = list_runs(folder)[: max(limit, 0)]
+    if as_json:
+        for run in runs:
+            print(json.dumps(_summary(run)))
+        return
+    if not runs:
+        print(f"no runs recorded in {folder}", file=sys.stderr)
+        return
+    print(f"{'id':<24} {'started (UTC)':<19} {'duration':>9}  {'status':<11} machine")
+    for run in runs:
+        seconds = f"{run.seconds:.2f}s" if run.seconds is not None else "-"
+        print(f"{run.id:<24} {_when(run.started):<19} {seconds:>9}  {run.status:<11} {run.machine}")
+
+
+@app.command("log")
+def log_command(
+    run: Annotated[str, typer.Argument(help="A run id, a prefix of one, or 'last'.")],
+    runs_dir: _RunsDir = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The record as one JSON object.")] = False,
+    events: Annotated[bool, typer.Option("--events", help="List every event too.")] = False,
+) -> None:
+    """Show one run: what it was given, how each step went, how it ended."""
+    folder = runs_dir or default_runs_dir()
+    try:
+        record = find_run(folder, run)
+    except _NoRun as error:
+        raise _fail(str(error)) from None
+    log = read_events(record.folder)
+    totals = step_totals(log)
+    if as_json:
+        print(json.dumps({**record.facts, "steps": totals, "events": log}, default=str))
+        return
+    facts = record.facts
+    seconds = f"{record.seconds:.3f} s" if record.seconds is not None else "not ended"
+    print(f"run {record.id}: {record.status} ({seconds})")
+    print(f"machine: {record.machine}  started {_when(record.started)} UTC")
+    if facts.get("cache"):
+        print(f"step cache: {facts['cache']}")
+    for name, given in facts.get("inputs", {}).items():
+        digest = str(given.get("sha256", ""))[:16]
+        print(f"input {name}: {given.get('size', '?')} bytes {digest}")
+    print(f"{'step':<16} {'calls':>5} {'items':>5} {'hits':>5} {'misses':>6} {'skipped':>7} "
+          f"{'bytes in':>12} {'bytes out':>12} {'s':>8}")  # fmt: skip
+    for name, t in totals.items():
+        print(f"{name:<16} {t['calls']:>5} {t['items']:>5} {t['hits']:>5} {t['misses']:>6} "
+              f"{t['skipped']:>7} {t['bytes_in']:>12} {t['bytes_out']:>12} "
+              f"{t['seconds']:>8.3f}")  # fmt: skip
+    failure = facts.get("failure")
+    if failure:
+        where = f"step {failure.get('step')}" if failure.get("step") else "run"
+        if failure.get("item") is not None:
+            where += f" item {failure['item']}"
+        print(
+            f"failure at {where}: {failure.get('code')} ({failure.get('class')}): {failure.get('message')}"
+        )
+    if events:
+        for e in log:
+            fields = " ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "event"))
+            print(f"{e['t']:>10.4f} {e['event']} {fields}")
+
+
+def write_report(record: RunRecord, path: Path) -> None:
+    """Write ``record``'s HTML report to ``path`` (a temporary file renamed)."""
+    from .report_html import render_report
+
+    try:
+        text = (record.folder / "machine.txt").read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    page = render_report(record, read_events(record.folder), text)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(page, encoding="utf-8")
+    temp.replace(path)
+
+
+@app.command("report")
+def report_command(
+    run: Annotated[str, typer.Argument(help="A run id, a prefix of one, or 'last'.")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="The HTML file (default: RUN.html).")
+    ] = None,
+    runs_dir: _RunsDir = None,
+) -> None:
+    """Write one run's HTML report: graph, timeline, per-step totals, errors."""
+    folder = runs_dir or default_runs_dir()
+    try:
+        record = find_run(folder, run)
+    except _NoRun as error:
+        raise _fail(str(error)) from None
+    path = output or Path(f"{record.id}.html")
+    try:
+        write_report(record, path)
+    except OSError as error:
+        raise _fail(f"cannot write {path}: {error.strerror or error}") from None
+    print(path)

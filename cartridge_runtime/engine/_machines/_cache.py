@@ -1,0 +1,391 @@
+"""The step cache on disk: content-addressed blobs, one small entry per cached call.
+
+Rules (MCH-22, MCH-23):
+
+1. Every file lands under its final name by a rename from ``tmp/``: a blob is written whole,
+   then renamed to ``blobs/ab/<sha256>``; the entry naming the blobs is written last, then
+   renamed to ``entries/ab/<key>.json``. A crash at any moment leaves at most files in
+   ``tmp/``, never an entry whose blobs are missing or short.
+2. An entry is used only when it parses and each of its blobs has the size it records;
+   anything else is a miss. Concurrent runs may share a store: equal blobs are equal bytes,
+   and whichever rename lands last wins.
+
+Layout::
+
+    DIR/blobs/ab/abcdef...      one output stream's content
+    DIR/entries/12/1234....json  {"format", "key", "cap", "step", "created", "outputs": [...]}
+    DIR/tmp/                     files being written
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any, Final
+
+import attrs
+import cbor2
+
+from .._errors import EngineError
+from ._cache_key import InputDigest, PieceHasher, item_bytes
+
+__all__ = ("CacheStore", "CacheEntry", "StoredOutput", "EntryWriter", "CacheError")
+
+#: The entry format this code writes and reads.
+ENTRY_FORMAT: Final = 1
+
+
+class CacheError(EngineError):
+    """A step cache folder cannot be used (not a folder, not writable)."""
+
+
+@attrs.frozen(kw_only=True)
+class StoredOutput:
+    """One output stream of a cached call.
+
+    :ivar output: the stream's output key as the call's events named it (None: the main one).
+    :ivar kind: ``bytes`` (the blob is the bytes), ``values`` (a CBOR sequence of the scalar's
+        pieces) or ``items`` (a CBOR sequence of ``[value, meta]``).
+    :ivar digest: the stream's value as a later step's input digest sees it.
+    """
+
+    output: str | None
+    media_urn: str
+    is_sequence: bool
+    meta: Mapping[str, Any] | None
+    kind: str
+    blob: str
+    size: int
+    digest: InputDigest
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "output": self.output,
+            "media_urn": self.media_urn,
+            "is_sequence": self.is_sequence,
+            "meta_cbor": cbor2.dumps(dict(self.meta), canonical=True).hex() if self.meta else None,
+            "kind": self.kind,
+            "blob": self.blob,
+            "size": self.size,
+            "digest": self.digest.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> StoredOutput:
+        meta = obj.get("meta_cbor")
+        return cls(
+            output=obj["output"],
+            media_urn=str(obj["media_urn"]),
+            is_sequence=bool(obj["is_sequence"]),
+            meta=cbor2.loads(bytes.fromhex(meta)) if meta else None,
+            kind=str(obj["kind"]),
+            blob=str(obj["blob"]),
+            size=int(obj["size"]),
+            digest=InputDigest.from_json(obj["digest"]),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class CacheEntry:
+    """A cached call: its key, what it was, and its output streams in the order they opened."""
+
+    key: str
+    cap: str
+    step: str
+    created: float
+    outputs: tuple[StoredOutput, ...]
+    path: Path = attrs.field(eq=False, repr=False)
+
+    @property
+    def size(self) -> int:
+        return sum(o.size for o in self.outputs)
+
+
+class CacheStore:
+    """A step cache folder (see the module docstring); ``lookup=False`` stores without ever
+    replaying (a run that records for a later ``--resume``).
+
+    :raises CacheError: the folder cannot be made or written.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, lookup: bool = True) -> None:
+        self.root = Path(root)
+        self.lookup_enabled = lookup
+        try:
+            for sub in ("blobs", "entries", "tmp"):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CacheError(f"step cache {self.root}: {error.strerror or error}") from None
+
+    def __repr__(self) -> str:
+        return f"CacheStore({str(self.root)!r})"
+
+    # -- paths ------------------------------------------------------------------------------
+
+    def blob_path(self, sha256: str) -> Path:
+        return self.root / "blobs" / sha256[:2] / sha256
+
+    def _entry_path(self, key: str) -> Path:
+        return self.root / "entries" / key[:2] / f"{key}.json"
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def lookup(self, key: str) -> CacheEntry | None:
+        """The usable entry of ``key``, or None (module rule 2). A hit refreshes the entry's
+        time, which ``gc`` keeps the most recent of."""
+        if not self.lookup_enabled:
+            return None
+        path = self._entry_path(key)
+        entry = self._read(path)
+        if entry is None or entry.key != key:
+            return None
+        for out in entry.outputs:
+            try:
+                if self.blob_path(out.blob).stat().st_size != out.size:
+                    return None
+            except OSError:
+                return None
+        with contextlib.suppress(OSError):
+            os.utime(path)
+        return entry
+
+    def _read(self, path: Path) -> CacheEntry | None:
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+            if obj.get("format") != ENTRY_FORMAT:
+                return None
+            return CacheEntry(
+                key=str(obj["key"]),
+                cap=str(obj["cap"]),
+                step=str(obj.get("step", "")),
+                created=float(obj["created"]),
+                outputs=tuple(StoredOutput.from_json(o) for o in obj["outputs"]),
+                path=path,
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, cbor2.CBORDecodeError):
+            return None
+
+    def entries(self) -> list[CacheEntry]:
+        """Every readable entry, the most recently used first."""
+        found: list[tuple[float, CacheEntry]] = []
+        for path in (self.root / "entries").glob("*/*.json"):
+            entry = self._read(path)
+            if entry is not None:
+                with contextlib.suppress(OSError):
+                    found.append((path.stat().st_mtime, entry))
+        found.sort(key=lambda pair: pair[0], reverse=True)
+        return [entry for _, entry in found]
+
+    def size(self) -> int:
+        """Bytes the blobs take."""
+        total = 0
+        for path in (self.root / "blobs").glob("*/*"):
+            with contextlib.suppress(OSError):
+                total += path.stat().st_size
+        return total
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def writer(self, cap: str, step: str) -> EntryWriter:
+        return EntryWriter(self, cap, step)
+
+    def commit(self, key: str, cap: str, step: str, outputs: list[StoredOutput]) -> None:
+        """Write the entry of ``key`` (its blobs already in place)."""
+        body = {
+            "format": ENTRY_FORMAT,
+            "key": key,
+            "cap": cap,
+            "step": step,
+            "created": time.time(),
+            "outputs": [o.to_json() for o in outputs],
+        }
+        final = self._entry_path(key)
+        final.parent.mkdir(exist_ok=True)
+        self._place(json.dumps(body, indent=1).encode("utf-8"), final)
+
+    def _place(self, data: bytes, final: Path) -> None:
+        handle, temp = tempfile.mkstemp(dir=self.root / "tmp", prefix="entry.")
+        try:
+            with os.fdopen(handle, "wb") as f:
+                f.write(data)
+            os.replace(temp, final)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+
+    def new_temp(self) -> tuple[IO[bytes], Path]:
+        handle, temp = tempfile.mkstemp(dir=self.root / "tmp", prefix="blob.")
+        return os.fdopen(handle, "wb"), Path(temp)
+
+    # -- upkeep -----------------------------------------------------------------------------
+
+    def clear(self) -> None:
+        """Remove every entry and blob (files being written by a live run are left)."""
+        for sub in ("entries", "blobs"):
+            shutil.rmtree(self.root / sub, ignore_errors=True)
+            (self.root / sub).mkdir(exist_ok=True)
+
+    def gc(self, max_size: int | None = None, *, temp_age: float = 3600.0) -> tuple[int, int]:
+        """Remove blobs no entry names, temp files older than ``temp_age`` seconds, then the
+        least recently used entries until the blobs take at most ``max_size`` bytes. Returns
+        ``(entries removed, bytes freed)``."""
+        removed = freed = 0
+        now = time.time()
+        for path in (self.root / "tmp").iterdir():
+            with contextlib.suppress(OSError):
+                stat = path.stat()
+                if now - stat.st_mtime > temp_age:
+                    path.unlink()
+                    freed += stat.st_size
+        entries = self.entries()
+        if max_size is not None:
+            # Keep the most recently used entries whose blobs fit (shared blobs counted once).
+            kept: list[CacheEntry] = []
+            held: set[str] = set()
+            total = 0
+            for entry in entries:
+                extra = sum(o.size for o in entry.outputs if o.blob not in held)
+                if total + extra <= max_size:
+                    kept.append(entry)
+                    held.update(o.blob for o in entry.outputs)
+                    total += extra
+                else:
+                    with contextlib.suppress(OSError):
+                        entry.path.unlink()
+                        removed += 1
+            entries = kept
+        named = {o.blob for entry in entries for o in entry.outputs}
+        for path in (self.root / "blobs").glob("*/*"):
+            if path.name not in named:
+                with contextlib.suppress(OSError):
+                    size = path.stat().st_size
+                    path.unlink()
+                    freed += size
+        return removed, freed
+
+    def read_blob(self, out: StoredOutput, piece: int) -> Iterator[bytes]:
+        """A ``bytes`` blob in pieces of ``piece`` bytes (a synchronous reader; the replay
+        runs it in a worker thread)."""
+        with self.blob_path(out.blob).open("rb", buffering=0) as f:
+            while block := f.read(piece):
+                yield block
+
+
+class _OpenOutput:
+    """One output stream being written to a temporary file."""
+
+    def __init__(
+        self, store: CacheStore, output: str | None, media_urn: str, is_sequence: bool, meta: Any
+    ) -> None:
+        self.output = output
+        self.media_urn = media_urn
+        self.is_sequence = is_sequence
+        self.meta = dict(meta) if meta else None
+        self.file, self.temp = store.new_temp()
+        self.hasher = PieceHasher(is_sequence)
+        self.kind = "items" if is_sequence else ""  # a scalar's kind: set by its first piece
+        self.content = hashlib.sha256()  # a values blob's own name (other kinds reuse the digest)
+        self.size = 0
+        self.unstorable = False
+
+    def write(self, piece: Any, value: Any, meta: Any) -> None:
+        self.hasher.add(piece)
+        if self.is_sequence:
+            data = item_bytes(value, meta)
+        else:
+            is_bytes = isinstance(value, bytes | bytearray | memoryview)
+            if not self.kind:
+                self.kind = "bytes" if is_bytes else "values"
+            if self.kind == "bytes":
+                if not is_bytes:
+                    # Bytes then another value: kept out of the cache rather than rewritten.
+                    self.unstorable = True
+                    return
+                data = value
+            else:
+                data = cbor2.dumps(bytes(value) if isinstance(value, bytearray | memoryview)
+                                   else value, canonical=True)  # fmt: skip
+                self.content.update(data)
+        self.file.write(data)
+        self.size += len(data) if not isinstance(data, memoryview) else data.nbytes
+
+    def finish(self, store: CacheStore) -> StoredOutput:
+        self.file.close()
+        digest = self.hasher.digest()  # cheap: hashlib copies its state
+        kind = self.kind or "bytes"
+        blob = self.content.hexdigest() if kind == "values" else digest.sha256
+        final = store.blob_path(blob)
+        final.parent.mkdir(exist_ok=True)
+        os.replace(self.temp, final)
+        return StoredOutput(
+            output=self.output,
+            media_urn=self.media_urn,
+            is_sequence=self.is_sequence,
+            meta=self.meta,
+            kind=kind,
+            blob=blob,
+            size=self.size,
+            digest=digest,
+        )
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+        with contextlib.suppress(OSError):
+            self.temp.unlink()
+
+
+class EntryWriter:
+    """The outputs of one call on their way into the store: each stream to a temporary file
+    as it comes, then :meth:`commit` (blobs renamed, the entry written last) or
+    :meth:`discard`."""
+
+    def __init__(self, store: CacheStore, cap: str, step: str) -> None:
+        self.store = store
+        self.cap = cap
+        self.step = step
+        self._open: dict[str, _OpenOutput] = {}
+        self._order: list[_OpenOutput] = []
+        self.unstorable = False
+
+    def started(
+        self, stream_id: str, output: str | None, media_urn: str, is_sequence: bool, meta: Any
+    ) -> None:
+        opened = _OpenOutput(self.store, output, media_urn, is_sequence, meta)
+        self._open[stream_id] = opened
+        self._order.append(opened)
+
+    def piece(self, stream_id: str, piece: Any, value: Any, meta: Any = None) -> None:
+        opened = self._open.get(stream_id)
+        if opened is not None:
+            opened.write(piece, value, meta)
+
+    def digest(self, stream_id: str) -> InputDigest | None:
+        """The digest of a stream that ended (what a step it feeds sees as its input)."""
+        opened = self._open.get(stream_id)
+        return opened.hasher.digest() if opened is not None else None
+
+    def commit(self, key: str) -> bool:
+        """Store the entry under ``key``; False (nothing stored) when a stream could not be."""
+        if self.unstorable or any(o.unstorable for o in self._order):
+            self.discard()
+            return False
+        try:
+            stored = [o.finish(self.store) for o in self._order]
+            self.store.commit(key, self.cap, self.step, stored)
+        except OSError:
+            self.discard()
+            return False
+        return True
+
+    def discard(self) -> None:
+        for opened in self._order:
+            opened.discard()

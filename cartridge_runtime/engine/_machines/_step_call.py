@@ -1,0 +1,132 @@
+"""One step call's bookkeeping: its byte counts, and what the step cache needs of its inputs.
+
+:class:`StepTally` counts one step run's bytes and says whether the step cache answered it.
+:class:`CallInputs` gathers, while the runner builds a call's inputs, each input's digest: a
+value held whole is hashed only if the key is wanted (lazily); a streamed value either came
+with its digest (a replayed output, a machine input) or is hashed as it passes, so its key is
+known only once it ended (MCH-25).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ...machine import Step
+from ._cache_key import InputDigest, PieceHasher, hashing, step_key
+
+if TYPE_CHECKING:
+    from ._cache import CacheEntry, EntryWriter
+    from ._node_stream import NodeReader, NodeStream
+
+__all__ = ("StepTally", "CallInputs")
+
+
+class StepTally:
+    """One step run's counts, over its attempts."""
+
+    def __init__(self) -> None:
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.cache = ""  #: "hit", "miss", or "" (not cached)
+
+
+class _Later:
+    """A streamed input whose producer gives its digest once the value ended."""
+
+    def __init__(self, flow: NodeStream) -> None:
+        self.flow = flow
+        self.complete = False
+
+    def digest(self) -> InputDigest | None:
+        digest: InputDigest | None = self.flow.digest
+        return digest
+
+
+async def _watching(pieces: AsyncIterator[Any], later: _Later) -> AsyncIterator[Any]:
+    async for piece in pieces:
+        yield piece
+    later.complete = True
+
+
+class CallInputs:
+    """What one call's inputs are, for the step cache (see the module docstring)."""
+
+    def __init__(self, tally: StepTally, active: bool) -> None:
+        self.tally = tally
+        self.active = active
+        self._digests: list[Callable[[], InputDigest] | InputDigest | PieceHasher | _Later] = []
+        self.urns: list[str] = []
+        self.readers: list[NodeReader] = []
+        self.identity: str | None = None
+        self.entry: CacheEntry | None = None
+        self.writer: EntryWriter | None = None
+        #: The :class:`Recording` of a miss's response (it says whether the response ended).
+        self.recordings: list[Any] = []
+        self.stream_to: dict[str, NodeStream | None] = {}
+
+    # -- while the inputs are built ---------------------------------------------------------
+
+    def known(
+        self, digest: Callable[[Iterable[Any], bool], InputDigest], pieces: Any, seq: bool
+    ) -> None:
+        """An input held whole: its digest, computed only if a key is made."""
+        if self.active:
+            self._digests.append(lambda: digest(pieces, seq))
+
+    def streamed(
+        self, flow: NodeStream, pieces: AsyncIterator[Any], sequence: bool
+    ) -> AsyncIterator[Any]:
+        """A streamed input: the digest its flow came with, the one its producer (a call being
+        stored) gives when the value ended, or else a hasher its pieces pass through."""
+        if not self.active:
+            return pieces
+        if flow.digest is not None:
+            self._digests.append(flow.digest)
+            return pieces
+        if flow.digest_later:
+            later = _Later(flow)
+            self._digests.append(later)
+            return _watching(pieces, later)
+        hasher = PieceHasher(sequence)
+        self._digests.append(hasher)
+        return hashing(pieces, hasher)
+
+    # -- the key ------------------------------------------------------------------------------
+
+    def key(self, step: Step, *, after: bool = False) -> str | None:
+        """The call's key; None while a streamed input's digest is not known (before the
+        call), or when a streamed input was not read to its end (after it)."""
+        assert self.identity is not None
+        known: list[tuple[str, InputDigest]] = []
+        for index, (urn, source) in enumerate(zip(self.urns, self._digests, strict=True)):
+            digest: InputDigest | None
+            if isinstance(source, PieceHasher | _Later):
+                if not (after and source.complete):
+                    return None
+                digest = source.digest()
+                if digest is None:
+                    return None
+            elif isinstance(source, InputDigest):
+                digest = source
+            else:
+                digest = source()
+                self._digests[index] = digest
+            known.append((urn, digest))
+        return step_key(step.cap.text, self.identity, step.policy.to_notation(), known)
+
+    # -- a hit --------------------------------------------------------------------------------
+
+    def digest_of(self, stream_id: str) -> InputDigest | None:
+        """A replayed stream's digest (for the steps it feeds); None for a real call."""
+        if self.entry is None:
+            return None
+        index = int(stream_id.rsplit("-", 1)[1])
+        return self.entry.outputs[index].digest
+
+    def wanted(self, stream_id: str) -> bool:
+        flow = self.stream_to.get(stream_id)
+        return flow is not None and flow.wanted
+
+    def set_urns(self, inputs: Sequence[tuple[str, Any]]) -> None:
+        self.urns = [urn for urn, _ in inputs]
