@@ -309,7 +309,8 @@ def call_command(
             help="An input: MEDIA_URN=VALUE or NAME=VALUE (NAME an argument name from the "
             "manifest); VALUE @PATH for a file's bytes. The cap's own flags and positionals "
             "also work, after CAP, as in the script's CLI mode (use -- before any that clash "
-            "with these options).",
+            "with these options). An argument not given gets the manifest's default_value, "
+            "as from Engine.call, machines and the script's CLI mode.",
         ),
     ] = None,
     output: Annotated[

@@ -46,7 +46,7 @@ from ..protocol import (
     frames,
     tune_allocator,
 )
-from ._arguments import check_call_inputs
+from ._arguments import plan_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
 from ._config import EngineConfig
 from ._connection._counters import Counters
@@ -431,7 +431,7 @@ class Engine:
             conn = await self._starter.connection(slot)
         definition = conn.definition(handler)
         if definition is not None:  # before anything is sent, even the REQ
-            check_call_inputs(cap, definition, inputs)
+            inputs = plan_call_inputs(cap, definition, inputs)
         chain = await conn.gate.acquire(handler)
         if not conn.ready:
             conn.gate.release(chain)
