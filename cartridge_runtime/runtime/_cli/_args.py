@@ -12,8 +12,9 @@ Mapping, per declared argument, trying its sources in declaration order:
 * ``stdin``: all of standard input, only when stdin is not a terminal and is not empty.
 
 Then the ``default_value``, as :attr:`~cartridge_runtime.manifest.ArgDef.default_bytes` gives it
-(bool → ``true``/``false``, text → its UTF-8, number → its JSON text, list or map → JSON). A required argument that got nothing is a :class:`CliUsageError`. A value
-from stdin is labelled with the stdin source's media URN, any other with the argument's own URN.
+(bool → ``true``/``false``, text → its UTF-8, number → its JSON text, list or map → JSON).
+A required argument that got nothing is a :class:`CliUsageError`. A value from stdin is
+labelled with the stdin source's media URN, any other with the argument's own URN.
 
 An argument whose media URN conforms to ``media:file-path`` and that has a stdin source is a
 file path: the path (or glob) is expanded, the file is read and the value relabelled with the
