@@ -1,7 +1,8 @@
 """``cartridge call TARGET CAP [ARGS...] [--arg MEDIA_URN=VALUE | NAME=VALUE]... [-o FILE]``.
 
 Starts TARGET (and any ``--cartridge``) in an :class:`~cartridge_runtime.engine.Engine`, calls
-CAP (a cap URN, or an alias from TARGET's manifest) and streams the main output raw to stdout;
+CAP (an alias from TARGET's manifest, or any cap URN TARGET dispatches: exact, reordered or
+partial, each taking the same inputs) and streams the main output raw to stdout;
 sequence items go one per line. The cap's own flags and positionals are taken as the script's
 CLI mode takes them, and piped stdin feeds the main input (:mod:`._call_inputs`); every declared
 output can be written to a file (:mod:`._call_outputs`). Progress, logs and END's message go to
@@ -123,7 +124,7 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
             sys.stderr.write(tail.rstrip() + "\n")
         return EXIT_CALL_FAILED
     manifest = engine.manifest(name)
-    cap_def = manifest.find_cap(opts.cap) if manifest is not None else None
+    cap_def = _dispatched(manifest, opts.cap)
     if cap_def is None and not opts.cap.startswith("cap:"):
         aliases = sorted(a for c in manifest.iter_caps() for a in c.aliases) if manifest else []
         near = _closest(opts.cap, aliases)
@@ -192,6 +193,22 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
         if opts.verbose:
             _err(f"wrote {path}")
     return EXIT_OK
+
+
+def _dispatched(manifest: Any, cap: str) -> Any:
+    """The cap definition a call to ``cap`` reaches in ``manifest``: by alias or exact text,
+    else the one the cartridge's own dispatch picks for a cap URN (partial, reordered), so
+    every spelling takes the same flags, ``--arg NAME=`` and stdin (``None``: none)."""
+    if manifest is None:
+        return None
+    found = manifest.find_cap(cap)
+    if found is not None or not cap.startswith("cap:"):
+        return found
+    from ..urn import select_handler
+
+    caps = list(manifest.iter_caps())
+    index = select_handler([c.urn for c in caps], cap)
+    return caps[index] if index is not None else None
 
 
 def _canonical(cap: str) -> str:
