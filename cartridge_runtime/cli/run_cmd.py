@@ -6,7 +6,8 @@ temporary file and renamed when the run succeeded (nothing partial is left behin
 machine with one output and no ``--output-dir``, to stdout. On a terminal a live table shows
 each step (its state, runs and items, bytes); at the end a summary table goes to stderr.
 ``--json`` prints one JSON object instead. Exit status: 0 success, 1 a refused machine or a
-failed step (one line on stderr), 2 a usage error (nothing is started).
+failed step (one line on stderr), 2 a usage error (nothing is started), 128 + N after signal N
+(SIGINT, SIGTERM, SIGHUP: the temporary files are removed and stderr says ``interrupted``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -63,6 +65,7 @@ class _Sinks:
             folder.mkdir(parents=True, exist_ok=True)
             for name in outputs:
                 handle, temp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
+                os.fchmod(handle, 0o666 & ~_umask())  # as open() would have made it
                 self.files[name] = (os.fdopen(handle, "wb"), Path(temp))
 
     def write(self, name: str, value: Any, is_item: bool) -> None:
@@ -91,6 +94,12 @@ class _Sinks:
             handle.close()
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _bytes_of(value: Any, is_item: bool) -> bytes:
@@ -189,12 +198,45 @@ def _fail(as_json: bool, payload: dict[str, Any], line: str, code: int) -> int:
     return code
 
 
+async def _on_signal(caught: list[int], scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        async for signum in signals:
+            caught.append(int(signum))
+            scope.cancel()
+            return
+
+
 async def _run(
     file: Path,
     cartridges: list[str],
     inputs: dict[str, Any],
     output_dir: Path | None,
     as_json: bool,
+) -> int:
+    """The run, stopped by a signal: its temporary files removed, ``interrupted`` said."""
+    caught: list[int] = []
+    sinks: list[_Sinks] = []
+    code = _FAILED
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_on_signal, caught, scope)
+            code = await _run_machine(file, cartridges, inputs, output_dir, as_json, sinks)
+            tg.cancel_scope.cancel()
+    if caught:
+        for each in sinks:
+            each.discard()
+        print(f"interrupted ({signal.Signals(caught[0]).name})", file=sys.stderr)
+        return 128 + caught[0]
+    return code
+
+
+async def _run_machine(
+    file: Path,
+    cartridges: list[str],
+    inputs: dict[str, Any],
+    output_dir: Path | None,
+    as_json: bool,
+    made: list[_Sinks],
 ) -> int:
     from ..engine import Engine, MachineInputError, MachineOutputData, MachineRunError, SpawnFailed
     from ..machine import MachineError
@@ -237,6 +279,8 @@ async def _run(
         except MachineInputError as error:
             return fail({"error": "usage", "node": error.node}, f"error: {error}", _USAGE)
         sinks = _Sinks(outputs, output_dir) if not (as_json and output_dir is None) else None
+        if sinks is not None:
+            made.append(sinks)
         # The live table redraws stderr: never while the data goes to the same terminal.
         data_on_terminal = output_dir is None and sys.stdout.isatty()
         live = err.isatty() and not as_json and not data_on_terminal
@@ -263,6 +307,9 @@ async def _run(
                 error.one_line(),
                 _FAILED,
             )
+        except BaseException:  # cancelled by a signal: the caller removes the files
+            view.stop()
+            raise
         view.stop()
         result = run.result
         paths = sinks.commit(result.absent) if sinks is not None else {}
