@@ -34,8 +34,9 @@ import typer
 
 from ..protocol import ErrorReport, NetworkPolicy
 from . import app
-from ._call_inputs import UsageError, check_before_spawn, plan_call_inputs, split_arg
+from ._call_inputs import _NAME, UsageError, check_before_spawn, plan_call_inputs, split_arg
 from ._call_outputs import Renderer, StdoutClosed, plan_outputs
+from ._paths import output_dir_problem, output_file_problem
 
 __all__ = ("call_command",)
 
@@ -193,6 +194,22 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
         if opts.verbose:
             _err(f"wrote {path}")
     return EXIT_OK
+
+
+def _check_output_paths(opts: CallOptions) -> None:
+    """``--output`` and ``--output-dir`` name places a file can be written (a ``NAME=FILE``
+    is told from a file name by its identifier; ``./FILE`` writes a name holding ``=``).
+
+    :raises UsageError: the first that cannot.
+    """
+    problems = [output_dir_problem(opts.output_dir)] if opts.output_dir is not None else []
+    for spec in opts.outputs:
+        name, eq, rest = spec.partition("=")
+        named = eq and (_NAME.fullmatch(name) or name.startswith("media:"))
+        problems.append(output_file_problem(Path(rest if named else spec)))
+    problem = next((p for p in problems if p is not None), None)
+    if problem is not None:
+        raise UsageError(problem)
 
 
 def _dispatched(manifest: Any, cap: str) -> Any:
@@ -413,6 +430,7 @@ def call_command(
         check_before_spawn(target, cap, list(opts.args))
         for more in opts.cartridges:
             check_before_spawn(more, "", [])
+        _check_output_paths(opts)
     except UsageError as exc:
         _err(f"error: {exc}")
         raise typer.Exit(EXIT_USAGE) from None

@@ -25,6 +25,7 @@ import anyio
 import typer
 
 from . import app
+from ._paths import cartridge_problem, output_dir_problem
 
 _USAGE = 2
 _FAILED = 1
@@ -176,18 +177,26 @@ def _summary(result: Any) -> None:
     Console(stderr=True).print(table)
 
 
-def _usage(file: Path, cartridges: list[str], inputs_text: list[str]) -> dict[str, Any]:
+def _usage(
+    file: Path, cartridges: list[str], inputs_text: list[str], output_dir: Path | None = None
+) -> dict[str, Any]:
     """The parsed inputs, once the arguments are checked (before anything is started).
 
-    :raises _Usage: a missing file or cartridge, a malformed input.
+    :raises _Usage: a missing file or cartridge, a directory given as one, a malformed input,
+        an output folder that is a file or cannot be written.
     """
     if not file.is_file():
         raise _Usage(f"no machine file at {file}")
     if not cartridges:
         raise _Usage("give at least one --cartridge")
     for path in cartridges:
+        if Path(path).is_dir():
+            raise _Usage(cartridge_problem(path))
         if not Path(path).exists():
             raise _Usage(f"no cartridge at {path}")
+    problem = output_dir_problem(output_dir) if output_dir is not None else None
+    if problem is not None:
+        raise _Usage(problem)
     return _parse_inputs(inputs_text)
 
 
@@ -376,7 +385,7 @@ def run_command(
 ) -> None:
     """Run a machine across cartridges and write its outputs."""
     try:
-        inputs = _usage(file, list(cartridge), list(input_))
+        inputs = _usage(file, list(cartridge), list(input_), output_dir)
     except _Usage as error:
         raise typer.Exit(_fail(as_json, {"error": "usage"}, f"error: {error}", _USAGE)) from None
     try:

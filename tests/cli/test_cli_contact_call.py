@@ -42,3 +42,43 @@ def test_a_dispatching_cap_urn_takes_stdin_and_named_args(cap: str) -> None:
     by_flag = run("call", str(INTEROP), cap, "--suffix", "!", stdin=b"ab")
     assert by_flag.returncode == 0, by_flag.stderr
     assert by_flag.stdout == b"ab!"
+
+
+# -- path mistakes are usage errors, found before anything is spawned ------------------------
+
+
+def _marking_cartridge(tmp_path: Path) -> tuple[Path, Path]:
+    mark = tmp_path / "spawned"
+    script = tmp_path / "marking.py"
+    script.write_text(f"open({str(mark)!r}, 'w').close()\n")
+    return script, mark
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (["--output-dir", "{file}"], "is not a directory"),
+        (["-o", "{file}/out.bin"], "is not a directory"),
+        (["-o", "{dir}"], "is a directory"),
+        (["-o", "main={file}/out.bin"], "is not a directory"),
+    ],
+)
+def test_an_output_path_mistake_is_a_usage_error(
+    tmp_path: Path, options: list[str], words: str
+) -> None:
+    script, mark = _marking_cartridge(tmp_path)
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dir").mkdir()
+    given = [o.format(file=tmp_path / "file", dir=tmp_path / "dir") for o in options]
+    done = run("call", str(script), "echo", *given, "--arg", "media:=x")
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.decode().splitlines()
+    assert line.startswith("error: ") and words in line
+    assert not mark.exists()
+
+
+def test_a_directory_given_as_the_cartridge_says_so(tmp_path: Path) -> None:
+    done = run("call", str(tmp_path), "echo")
+    assert done.returncode == 2
+    [line] = done.stderr.decode().splitlines()
+    assert line.startswith("error: ") and "is a directory" in line and "not found" not in line

@@ -67,3 +67,19 @@ def test_outputs_honour_the_umask(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     for path in out.iterdir():
         assert path.stat().st_mode & 0o777 == 0o640, path
+
+
+def test_an_output_dir_naming_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    done = cartridge("run", str(MACHINES / "route.machine"), "-c", WORDKIT, "-i", "doc=a",
+                     "--output-dir", str(tmp_path / "file"))  # fmt: skip
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: ") and "is not a directory" in line
+
+
+def test_a_directory_given_as_a_cartridge_says_so(tmp_path: Path) -> None:
+    done = cartridge("run", str(MACHINES / "route.machine"), "-c", str(tmp_path), "-i", "doc=a")
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: ") and "is a directory" in line
