@@ -32,10 +32,11 @@ import anyio.to_thread
 import attrs
 import typer
 
-from ..protocol import ErrorReport, NetworkPolicy
+from ..protocol import NetworkPolicy
 from . import app
 from ._call_inputs import _NAME, UsageError, check_before_spawn, plan_call_inputs, split_arg
 from ._call_outputs import Renderer, StdoutClosed, plan_outputs
+from ._lines import error_line, start_failure_line
 from ._paths import output_dir_problem, output_file_problem
 
 __all__ = ("call_command",)
@@ -70,18 +71,6 @@ class CallOptions:
 def _err(text: str) -> None:
     sys.stderr.write(" ".join(text.splitlines()) + "\n")
     sys.stderr.flush()
-
-
-def error_line(report: ErrorReport) -> str:
-    """``CODE (class): message [arg=URN]`` on one line, as CLI mode prints it. A message's own
-    appended stderr tail (``... stderr:`` and the lines after it) is left out."""
-    text = report.one_line()
-    for cut in (". stderr:", " stderr:"):
-        if text.endswith(cut):
-            text = text[: -len(cut)]
-    if report.arg_urn:
-        text += f" arg={report.arg_urn}"
-    return text
 
 
 def _closest(wanted: str, known: list[str]) -> str:
@@ -119,10 +108,10 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
     try:
         await engine.start(name)
     except CallError as exc:
-        _err(error_line(exc.report))
+        _err(start_failure_line(exc))
         tail = getattr(exc, "stderr_tail", "")
-        if tail:
-            sys.stderr.write(tail.rstrip() + "\n")
+        if tail and opts.verbose:
+            sys.stderr.write(f"stderr of cartridge {name}:\n{tail.rstrip()}\n")
         return EXIT_CALL_FAILED
     manifest = engine.manifest(name)
     cap_def = _dispatched(manifest, opts.cap)
@@ -173,7 +162,7 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
     except CallError as exc:
         plan.discard()
         renderer.finish()
-        line = error_line(exc.report)
+        line = start_failure_line(exc)
         if isinstance(exc, NoRoute):
             known = [c.urn for n in _names(engine) for c in _caps(engine, n)]
             near = _closest(_canonical(opts.cap), known)
@@ -285,7 +274,7 @@ async def _watch_signals(engine: Any, outcome: dict[str, int], scope: anyio.Canc
 
 async def run_call(opts: CallOptions) -> int:
     """Run one ``cartridge call`` and return its exit status."""
-    from ..engine import Engine
+    from ..engine import CallTimeout, Engine
 
     # The engine also logs a cartridge's death (with its stderr tail) as a warning; here the
     # error line says it once, and -v shows the stderr.
@@ -310,7 +299,8 @@ async def run_call(opts: CallOptions) -> int:
                     with contextlib.suppress(Exception):
                         engine.kill(each)
                 outcome.setdefault("status", EXIT_CALL_FAILED)
-                _err(f"TIMEOUT (environment): no result within {opts.timeout:g} s (--timeout)")
+                late = CallTimeout(f"no result within {opts.timeout:g} s (--timeout)")
+                _err(error_line(late.report))
             tg.cancel_scope.cancel()
     return outcome.get("status", EXIT_CALL_FAILED)
 

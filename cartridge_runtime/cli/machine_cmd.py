@@ -23,6 +23,7 @@ import anyio
 import typer
 
 from . import app
+from ._lines import start_failure_line
 
 if TYPE_CHECKING:
     from ..machine import Machine, MachineError, Step
@@ -73,7 +74,7 @@ async def _resolve(file: Path, cartridges: list[str]) -> Machine | MachineError 
         except MachineError as error:
             return error
         except CallError as error:
-            return _Usage(f"a cartridge does not start: {error.one_line()}")
+            return _Usage(f"a cartridge does not start: {start_failure_line(error)}")
         except EngineError as error:
             return _Usage(str(error))
 

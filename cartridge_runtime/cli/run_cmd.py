@@ -25,6 +25,7 @@ import anyio
 import typer
 
 from . import app
+from ._lines import start_failure_line
 from ._paths import cartridge_problem, output_dir_problem
 
 _USAGE = 2
@@ -272,7 +273,11 @@ async def _run_machine(
                 _FAILED,
             )
         except SpawnFailed as error:
-            return fail({"code": error.code, "message": error.message}, error.one_line(), _FAILED)
+            return fail(
+                {"code": error.code, "message": error.message},
+                start_failure_line(error),
+                _FAILED,
+            )
         outputs = [node.label or node.name for node in machine.outputs]
         if output_dir is None and len(outputs) > 1 and not as_json:
             return fail(

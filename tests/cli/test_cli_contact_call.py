@@ -82,3 +82,34 @@ def test_a_directory_given_as_the_cartridge_says_so(tmp_path: Path) -> None:
     assert done.returncode == 2
     [line] = done.stderr.decode().splitlines()
     assert line.startswith("error: ") and "is a directory" in line and "not found" not in line
+
+
+# -- a failed start names its reason; one class for TIMEOUT ------------------------------------
+
+
+def _failing_cartridge(tmp_path: Path) -> Path:
+    script = tmp_path / "failing.py"
+    script.write_text(
+        "import sys\nsys.stderr.write('loading settings\\n')\n"
+        "raise SystemExit('settings file missing: /etc/failing.toml')\n"
+    )
+    return script
+
+
+def test_a_failed_start_names_the_reason_in_the_error_line(tmp_path: Path) -> None:
+    done = run("call", str(_failing_cartridge(tmp_path)), "echo")
+    assert done.returncode == 1
+    [line] = done.stderr.decode().splitlines()
+    assert line.startswith("SPAWN_FAILED (environment):")
+    assert line.endswith("(stderr: settings file missing: /etc/failing.toml)")
+
+
+def test_a_failed_start_in_run_and_machine_check_names_the_reason(tmp_path: Path) -> None:
+    script = _failing_cartridge(tmp_path)
+    machine = tmp_path / "m.machine"
+    machine.write_text("e cap:in=media:;op=echo;out=media:\ndoc -> e -> out\n")
+    for args in (["run", str(machine), "-c", str(script), "-i", "doc=x"],
+                 ["machine", "check", str(machine), "-c", str(script)]):  # fmt: skip
+        done = run(*args)
+        assert done.returncode != 0
+        assert "settings file missing: /etc/failing.toml" in done.stderr.decode().splitlines()[-1]
