@@ -5,8 +5,8 @@ CAP (an alias from TARGET's manifest, or any cap URN TARGET dispatches: exact, r
 partial, each taking the same inputs) and streams the main output raw to stdout;
 sequence items go one per line. The cap's own flags and positionals are taken as the script's
 CLI mode takes them, and piped stdin feeds the main input (:mod:`._call_inputs`); every declared
-output can be written to a file (:mod:`._call_outputs`). Progress, logs and END's message go to
-stderr.
+output can be written to a file (:mod:`._call_outputs`). Progress, logs, END's message and the
+optional outputs that did not fire go to stderr. ``--json`` prints the whole result instead.
 
 Exit status: 0 success; 1 a call error (one line ``CODE (class): message [arg=URN]`` on
 stderr; with ``-v`` the cartridge's stderr follows); 2 a usage error, found before anything is
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import json
 import logging
 import os
 import signal
@@ -35,7 +36,7 @@ import typer
 from ..protocol import NetworkPolicy
 from . import app
 from ._call_inputs import _NAME, UsageError, check_before_spawn, plan_call_inputs, split_arg
-from ._call_outputs import Renderer, StdoutClosed, plan_outputs
+from ._call_outputs import Renderer, StdoutClosed, absent_outputs, plan_outputs, result_json
 from ._lines import error_line, start_failure_line
 from ._paths import output_dir_problem, output_file_problem
 
@@ -66,6 +67,7 @@ class CallOptions:
     policy: NetworkPolicy = NetworkPolicy.OFFLINE
     verbose: bool = False
     log_dir: Path | None = None
+    as_json: bool = False
 
 
 def _err(text: str) -> None:
@@ -100,7 +102,7 @@ async def _show_stderr(engine: Any, name: str, exc: Any, opts: CallOptions) -> N
 
 
 async def _call(engine: Any, name: str, opts: CallOptions) -> int:
-    from ..engine import CallError, NoRoute, OutputData, OutputItem
+    from ..engine import CallError, NoRoute, OutputData, OutputItem, OutputStarted
     from ..engine import Log as LogEvent
     from ..engine import Progress as ProgressEvent
     from ..runtime._cli._args import StdinReader
@@ -143,11 +145,16 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
         err_tty=_isatty(sys.stderr),
         label=cap_def.aliases[0] if cap_def is not None and cap_def.aliases else opts.cap,
     )
+    if opts.as_json:
+        return await _call_json(engine, name, cap_urn, cap_def, runs, opts)
+    started: set[str | None] = set()
     try:
         for inputs in runs:
             async with engine.call(cap_urn, inputs) as response:
                 async for ev in response:
-                    if isinstance(ev, OutputData):
+                    if isinstance(ev, OutputStarted):
+                        started.add(ev.output)
+                    elif isinstance(ev, OutputData):
                         renderer.data(ev.output, ev.value, item=False)
                     elif isinstance(ev, OutputItem):
                         renderer.data(ev.output, ev.value, item=True)
@@ -179,9 +186,37 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
         renderer.stop_bar()
         raise
     renderer.finish()
+    for absent in absent_outputs(cap_def, started):
+        _err(f"output {absent}: absent (optional, it did not fire)")
     for path in plan.commit():
         if opts.verbose:
             _err(f"wrote {path}")
+    return EXIT_OK
+
+
+async def _call_json(
+    engine: Any, name: str, cap_urn: str, cap_def: Any, runs: list[Any], opts: CallOptions
+) -> int:
+    """``--json``: each call's whole result as one line of JSON on stdout (every output with
+    its items and their meta); a failure as ``{"ok": false, ...}`` and its error line."""
+    from ..engine import CallError
+
+    for inputs in runs:
+        try:
+            result = await engine.call(cap_urn, inputs)
+        except CallError as exc:
+            report = {
+                "ok": False,
+                "code": exc.code,
+                "attribution_class": exc.attribution_class,
+                "message": exc.message,
+                "arg_urn": exc.arg_urn,
+            }
+            print(json.dumps(report, ensure_ascii=False), flush=True)
+            _err(start_failure_line(exc))
+            await _show_stderr(engine, name, exc, opts)
+            return EXIT_CALL_FAILED
+        print(json.dumps(result_json(cap_def, result), ensure_ascii=False), flush=True)
     return EXIT_OK
 
 
@@ -395,6 +430,14 @@ def call_command(
             help="Keep each cartridge's stderr in DIR/NAME.stderr.log (default: not kept).",
         ),
     ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the whole result as one line of JSON: every output with its items "
+            "and their meta, the optional outputs that did not fire, END's message.",
+        ),
+    ] = False,
 ) -> None:
     """Call one cap of a cartridge and stream its main output to stdout."""
     if policy not in _POLICIES:
@@ -415,7 +458,11 @@ def call_command(
         policy=NetworkPolicy(policy),
         verbose=verbose,
         log_dir=log_dir,
+        as_json=as_json,
     )
+    if as_json and (output or output_dir is not None):
+        _err("error: --json prints every output; it does not take --output or --output-dir")
+        raise typer.Exit(EXIT_USAGE)
     try:
         check_before_spawn(target, cap, list(opts.args))
         for more in opts.cartridges:

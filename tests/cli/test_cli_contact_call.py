@@ -4,6 +4,7 @@ optional outputs that did not fire are named, ``--json`` shows every output."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -113,3 +114,59 @@ def test_a_failed_start_in_run_and_machine_check_names_the_reason(tmp_path: Path
         done = run(*args)
         assert done.returncode != 0
         assert "settings file missing: /etc/failing.toml" in done.stderr.decode().splitlines()[-1]
+
+
+# -- optional outputs that did not fire; --json --------------------------------------------------
+
+_TAGGER = """
+from cartridge_runtime.manifest import ArgDef, CapDef, Manifest, OutputDef
+from cartridge_runtime.runtime import CartridgeRuntime, Request
+
+TEXT = "media:enc=utf-8"
+NOTE = "media:enc=utf-8;note"
+CAP = 'cap:in="media:enc=utf-8";op=tag;out="media:enc=utf-8"'
+runtime = CartridgeRuntime(Manifest.build(name="tagger", version="1.0.0", description="tags",
+    caps=[CapDef(urn=CAP, title="Tag", aliases=("tag",), args=[ArgDef.stdin(TEXT)],
+        outputs=[OutputDef(media_urn=TEXT, name="words", output_description="words",
+                           is_sequence=True),
+                 OutputDef(media_urn=NOTE, name="note", output_description="a note",
+                           optional=True)])]))
+
+@runtime.op(CAP)
+async def tag(req: Request) -> None:
+    text = await req.take_input().require_stream_str(TEXT)
+    out = req.output()
+    for n, word in enumerate(text.split()):
+        await out.emit_list_item(word, {"n": n})
+
+if __name__ == "__main__":
+    runtime.run()
+"""
+
+
+def test_an_optional_output_that_did_not_fire_is_named(tmp_path: Path) -> None:
+    script = tmp_path / "tagger.py"
+    script.write_text(_TAGGER)
+    done = run("call", str(script), "tag", stdin=b"a b")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"a\nb\n"
+    assert "output note: absent (optional, it did not fire)" in done.stderr.decode()
+
+
+def test_json_prints_every_output_with_items_and_their_meta(tmp_path: Path) -> None:
+    script = tmp_path / "tagger.py"
+    script.write_text(_TAGGER)
+    done = run("call", str(script), "tag", "--json", stdin=b"a b")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is True and report["absent"] == ["note"]
+    words = report["outputs"]["words"]
+    assert words["is_sequence"] is True
+    assert words["items"] == [{"value": "a", "meta": {"n": 0}}, {"value": "b", "meta": {"n": 1}}]
+
+
+def test_json_reports_a_failure_too() -> None:
+    done = run("call", str(INTEROP), "sleep", "--json", "--arg", "media:=x", "--timeout", "30")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["ok"] is False and report["code"]
