@@ -23,6 +23,7 @@ import anyio
 import typer
 
 from . import app
+from ._console import console
 from ._lines import start_failure_line
 
 if TYPE_CHECKING:
@@ -118,13 +119,6 @@ def _outputs_text(machine: Machine, step: Step) -> list[str]:
     return [f"{o.output}={_node_text(machine, o.node)}" for o in step.outputs]
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    # Off a terminal nothing is wrapped short: a cap URN stays on one line.
-    return Console(width=None if sys.stdout.isatty() else 1000, highlight=False)
-
-
 def _table(machine: Machine) -> Any:
     from rich.markup import escape as e
     from rich.table import Table
@@ -214,7 +208,7 @@ def check_command(
     else:
         sys.stdout.write(machine.to_notation() + "\n\n")
         sys.stdout.flush()
-        _console().print(_table(machine))
+        console().print(_table(machine))
     raise typer.Exit(0)
 
 
@@ -239,5 +233,5 @@ def show_command(
     elif fmt is Format.DOT:
         sys.stdout.write(machine.to_dot().rstrip("\n") + "\n")
     else:
-        _console().print(_tree(machine))
+        console().print(_tree(machine))
     raise typer.Exit(0)

@@ -25,6 +25,7 @@ import anyio
 import typer
 
 from . import app
+from ._console import console
 from ._lines import start_failure_line
 from ._paths import cartridge_problem, output_dir_problem
 
@@ -158,7 +159,6 @@ class _View:
 
 
 def _summary(result: Any) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"machine run: {result.seconds:.2f} s")
@@ -175,7 +175,7 @@ def _summary(result: Any) -> None:
             str(report.bytes_out),
             f"{report.seconds:.2f}",
         )
-    Console(stderr=True).print(table)
+    console(stderr=True).print(table)
 
 
 def _usage(
