@@ -98,10 +98,24 @@ def _node_text(machine: Machine, name: str) -> str:
     return node.label if node.label is not None else name
 
 
-def _step_name(step: Step) -> str:
-    if step.label is not None:
-        return step.label
-    return f"{step.alias} (in {' > '.join(step.included_as)})" if step.included_as else step.alias
+def _shown_name(name: str, step: Step) -> str:
+    """A step's name (:attr:`Machine.step_names`), with the machines it was included from."""
+    return f"{name} (in {' > '.join(step.included_as)})" if step.included_as else name
+
+
+def _steps_json(machine: Machine) -> list[dict[str, Any]]:
+    """The step table as ``machine check --json`` carries it."""
+    return [
+        {
+            "name": name,
+            "cap": str(step.cap),
+            "per_item": step.placement.per_item,
+            "inputs": _inputs_text(machine, step),
+            "outputs": _outputs_text(machine, step),
+            "included_from": list(step.included_as),
+        }
+        for name, step in zip(machine.step_names, machine.steps, strict=True)
+    ]
 
 
 def _inputs_text(machine: Machine, step: Step) -> list[str]:
@@ -126,9 +140,9 @@ def _table(machine: Machine) -> Any:
     table = Table()
     for column in ("step", "cap", "per item", "inputs", "outputs"):
         table.add_column(column)
-    for step in machine.steps:
+    for name, step in zip(machine.step_names, machine.steps, strict=True):
         table.add_row(
-            e(_step_name(step)),
+            e(_shown_name(name, step)),
             e(str(step.cap)),
             "yes" if step.placement.per_item else "no",
             e(", ".join(_inputs_text(machine, step))),
@@ -145,6 +159,7 @@ def _tree(machine: Machine) -> Any:
     root = Tree(
         f"[bold]machine[/] ({strands} strand{'' if strands == 1 else 's'}, {len(machine)} steps)"
     )
+    names = dict(zip(map(id, machine.steps), machine.step_names, strict=True))
     for strand in machine.strands:
         ins = ", ".join(_node_text(machine, n) for n in strand.inputs)
         outs = ", ".join(_node_text(machine, n) for n in strand.outputs)
@@ -158,7 +173,8 @@ def _tree(machine: Machine) -> Any:
                 policy.append(f"on_error={step.policy.on_error.value}")
             extra = f" {{{', '.join(policy)}}}" if policy else ""
             node = branch.add(
-                f"[cyan]{e(_step_name(step))}[/]{mark}{extra}  [dim]{e(str(step.cap))}[/]"
+                f"[cyan]{e(_shown_name(names[id(step)], step))}[/]{mark}{extra}  "
+                f"[dim]{e(str(step.cap))}[/]"
             )
             for text in _inputs_text(machine, step):
                 node.add(f"← {e(text)}")
@@ -204,7 +220,8 @@ def check_command(
     except MachineError as error:
         _refused(error, as_json)
     if as_json:
-        print(json.dumps({"ok": True, "notation": machine.to_notation()}))
+        report = {"ok": True, "notation": machine.to_notation(), "steps": _steps_json(machine)}
+        print(json.dumps(report))
     else:
         sys.stdout.write(machine.to_notation() + "\n\n")
         sys.stdout.flush()

@@ -298,7 +298,7 @@ async def _run_machine(
         # The live table redraws stderr: never while the data goes to the same terminal.
         data_on_terminal = output_dir is None and sys.stdout.isatty()
         live = err.isatty() and not as_json and not data_on_terminal
-        view = _View([s.label or s.alias for s in machine.steps], live)
+        view = _View(list(machine.step_names), live)
         try:
             async with run:
                 async for event in run:
