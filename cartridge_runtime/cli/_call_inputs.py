@@ -149,11 +149,33 @@ async def _blocks(reader: StdinReader) -> AsyncIterator[bytes]:
         yield block
 
 
+async def _pipe_blocks(reader: StdinReader, fd: int) -> AsyncIterator[bytes]:
+    """A piped stdin, read on the event loop as it becomes readable (large reads, no thread
+    per block), after the block ``present()`` already read."""
+    from .._plumbing import FdReceiveStream
+
+    first = reader.take_first()
+    if first:
+        yield first
+    stream = FdReceiveStream(fd)
+    try:
+        while True:
+            try:
+                yield await stream.receive()
+            except anyio.EndOfStream:
+                return
+    finally:
+        stream.restore()
+
+
 def _stdin_input(reader: StdinReader) -> Any:
     """Standard input as an engine input: a regular file by its path (sent with its size), a
-    pipe or terminal block by block."""
+    pipe read on the event loop, anything else block by block in a worker thread."""
     path = reader.regular_file()
-    return path if path is not None else _blocks(reader)
+    if path is not None:
+        return path
+    fd = reader.pipe_fd()
+    return _pipe_blocks(reader, fd) if fd is not None else _blocks(reader)
 
 
 def _engine_input(item: CliInput) -> tuple[str, Any]:

@@ -5,6 +5,7 @@ optional outputs that did not fire are named, ``--json`` shows every output."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -170,3 +171,24 @@ def test_json_reports_a_failure_too() -> None:
     assert done.returncode == 1
     report = json.loads(done.stdout)
     assert report["ok"] is False and report["code"]
+
+
+# -- stdin and stdout at the engine's pace ---------------------------------------------------------
+
+
+def test_a_large_piped_stdin_arrives_whole_and_in_order() -> None:
+    data = os.urandom(3 << 20) + b"end"
+    done = run("call", str(INTEROP), "echo", stdin=data)  # subprocess feeds it through a pipe
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == data
+
+
+def test_a_regular_file_on_stdin_arrives_whole(tmp_path: Path) -> None:
+    data = os.urandom(3 << 20) + b"end"
+    source = tmp_path / "in.bin"
+    source.write_bytes(data)
+    with source.open("rb") as stdin:
+        done = subprocess.run([*CLI, "call", str(INTEROP), "echo"], stdin=stdin,
+                              capture_output=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == data

@@ -166,6 +166,26 @@ class StdinReader:
                 return
             yield block
 
+    def pipe_fd(self) -> int | None:
+        """Standard input's fd when it is a pipe or socket with bytes in it (its reader can
+        then wait on it without a thread), else ``None``."""
+        if self._stream is None or self._taken or not self.present():
+            return None
+        try:
+            fd = self._stream.fileno()
+            mode = os.fstat(fd).st_mode
+        except (AttributeError, OSError, ValueError):
+            return None
+        return fd if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
+
+    def take_first(self) -> bytes | None:
+        """Take the block ``present()`` read (once): whoever reads the rest from the fd
+        itself starts with it."""
+        self.present()
+        self._taken = True
+        first, self._first = self._first, None
+        return first
+
     def read_all(self) -> bytes:
         """Everything on stdin (for values that must be whole, such as a file path)."""
         return b"".join(self.blocks())
