@@ -152,12 +152,12 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
         for inputs in runs:
             async with engine.call(cap_urn, inputs) as response:
                 async for ev in response:
-                    if isinstance(ev, OutputStarted):
-                        started.add(ev.output)
-                    elif isinstance(ev, OutputData):
+                    if isinstance(ev, OutputData):  # by far the most frequent: tested first
                         renderer.data(ev.output, ev.value, item=False)
                     elif isinstance(ev, OutputItem):
                         renderer.data(ev.output, ev.value, item=True)
+                    elif isinstance(ev, OutputStarted):
+                        started.add(ev.output)
                     elif isinstance(ev, ProgressEvent):
                         renderer.progress(ev.progress, ev.message)
                     elif isinstance(ev, LogEvent):
