@@ -297,6 +297,7 @@ class Renderer:
         self._bar: Any = None
         self._task: Any = None
         self._open_line = False  # the terminal's data line has no newline yet
+        self._last_progress: tuple[int, str] | None = None
         self.wrote_stdout = False
 
     def __repr__(self) -> str:
@@ -337,6 +338,12 @@ class Renderer:
         self._err.flush()
 
     def progress(self, fraction: float, message: str) -> None:
+        """Show a progress report; one that would show the same (the same whole percent and
+        message as the last) is skipped, so a handler reporting per chunk costs nothing."""
+        shown = (round(fraction * 100), message)
+        if shown == self._last_progress:
+            return
+        self._last_progress = shown
         if self._bar_wanted:
             if self._bar is None:
                 from rich.console import Console

@@ -63,3 +63,24 @@ def test_the_demo_stats_line_is_words_not_a_repr() -> None:
 
     line = demo.stats_line(Stats())
     assert line == "0 drops, 2 no route"
+
+
+def test_progress_that_shows_nothing_new_is_skipped(tmp_path: Path) -> None:
+    import io
+
+    from cartridge_runtime.cli._call_outputs import Renderer, plan_outputs
+
+    err = io.StringIO()
+    renderer = Renderer(
+        plan_outputs(None, [], None), io.BytesIO(), err, out_tty=False, err_tty=False, label="x"
+    )
+    for step in range(1000):  # a handler reporting per chunk
+        renderer.progress(step / 100_000, "reading")
+    renderer.progress(0.5, "reading")
+    renderer.progress(0.5, "writing")
+    assert err.getvalue().splitlines() == [
+        "[PROGRESS 0%] reading",
+        "[PROGRESS 1%] reading",
+        "[PROGRESS 50%] reading",
+        "[PROGRESS 50%] writing",
+    ]
