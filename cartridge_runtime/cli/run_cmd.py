@@ -227,11 +227,19 @@ async def _run(
     caught: list[int] = []
     sinks: list[_Sinks] = []
     code = _FAILED
+    failure: Exception | None = None
     with anyio.CancelScope() as scope:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_on_signal, caught, scope)
-            code = await _run_machine(file, cartridges, inputs, output_dir, as_json, sinks)
+            try:
+                code = await _run_machine(file, cartridges, inputs, output_dir, as_json, sinks)
+            except Exception as exc:  # raised below as itself, not in an exception group
+                failure = exc
             tg.cancel_scope.cancel()
+    if failure is not None:
+        for each in sinks:
+            each.discard()
+        raise failure
     if caught:
         for each in sinks:
             each.discard()

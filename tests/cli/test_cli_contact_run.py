@@ -83,3 +83,24 @@ def test_a_directory_given_as_a_cartridge_says_so(tmp_path: Path) -> None:
     assert done.returncode == 2
     [line] = done.stderr.splitlines()
     assert line.startswith("error: ") and "is a directory" in line
+
+
+def test_a_reader_that_goes_away_ends_the_run_quietly(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.txt"
+    doc.write_text("word " * 30_000)  # 210 kB of output: more than a pipe holds
+    proc = subprocess.Popen(
+        [*CLI, "run", str(MACHINES / "chain.machine"), "-c", WORDKIT, "-i", f"doc=@{doc}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        assert proc.stdout.read(10)  # like `| head -c 10`
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "ExceptionGroup" not in err
