@@ -36,7 +36,7 @@ class PairSpec:
 
     key: str
     title: str
-    driver: str  # "cat", "capdag", "engine", "floor"
+    driver: str  # "cat", "capdag", "engine", "floor", "cli"
     cartridge: Path | None
 
 
@@ -51,9 +51,12 @@ PAIRS: dict[str, PairSpec] = {
     ),
     "e": PairSpec(key="e", title="capdag host → our interop", driver="capdag", cartridge=INTEROP),
     "f": PairSpec(key="f", title="checksum floor (no protocol)", driver="floor", cartridge=None),
+    "g": PairSpec(
+        key="g", title="`cartridge call` CLI → our interop", driver="cli", cartridge=INTEROP
+    ),
 }
 #: Pairs that measure only some metrics (the others are not defined for them).
-PAIR_METRICS: dict[str, tuple[str, ...]] = {"f": ("echo",)}
+PAIR_METRICS: dict[str, tuple[str, ...]] = {"f": ("echo",), "g": ("echo",)}
 
 
 def venv_env() -> dict[str, str]:

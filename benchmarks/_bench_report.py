@@ -104,6 +104,9 @@ def targets(results: dict[str, dict[str, dict[str, Any]]], rss_bytes: int) -> li
     ours = get("c", "echo", "mb_s")
     if floor is not None and ours is not None:
         targets[-1]["detail"] += f", and (c) = {100 * ours / floor:.0f}% of (f)"
+    cli = get("g", "echo", "mb_s")
+    if cli is not None:  # measured only when asked for (--pairs cg)
+        add("CLI echo (g) ≥ 80% of (c)", cli, ours, 0.8, True)
     add(
         "sequential calls (c) ≥ 100 x (b)",
         get("c", "seq", "calls_s"),

@@ -351,9 +351,59 @@ def run_engine(cartridge: Path, metric: str, args: argparse.Namespace) -> Result
     return asyncio.run(measure(cartridge, caps, metric, args))
 
 
+# ---------------------------------------------------------------------------------------
+# (g): the `cartridge call` command line, as a user runs it
+# ---------------------------------------------------------------------------------------
+
+
+def _cli_call(cartridge: Path, source: Path) -> float:
+    """Seconds for ``cartridge call CARTRIDGE echo < SOURCE > /dev/null``."""
+    with source.open("rb") as stdin, open(os.devnull, "wb") as stdout:
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "cartridge_runtime.cli", "call", str(cartridge), "echo"],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            check=True,
+            timeout=600,
+        )
+        return time.perf_counter() - t0
+
+
+def run_cli(cartridge: Path, metric: str, args: argparse.Namespace) -> Result:
+    """Echo through the CLI: a file of ``--bytes`` on stdin, stdout to /dev/null. The time of
+    the same command on a 1-byte file (interpreter, imports, cartridge start) is taken away,
+    so the figure is the data path's, comparable with the engine's echo (c)."""
+    import tempfile
+
+    if metric != "echo":
+        raise ValueError(metric)
+    with tempfile.TemporaryDirectory() as folder:
+        big, tiny = Path(folder) / "big.bin", Path(folder) / "tiny.bin"
+        with big.open("wb") as f:
+            for block in _blocks(args.bytes):
+                f.write(block)
+        tiny.write_bytes(b"x")
+        starts, totals = [], []
+        for _ in range(max(1, args.reps)):
+            starts.append(_cli_call(cartridge, tiny))
+            totals.append(_cli_call(cartridge, big))
+    start, total = statistics.median(starts), statistics.median(totals)
+    data = max(total - start, 1e-9)
+    return {
+        "bytes": args.bytes,
+        "seconds": data,
+        "mb_s": args.bytes / data / 1e6,
+        "start_s": start,
+        "whole_mb_s": args.bytes / total / 1e6,
+    }
+
+
 RUNNERS: dict[str, Callable[[Path, str, argparse.Namespace], Result]] = {
     "capdag": run_capdag,
     "engine": run_engine,
+    "cli": run_cli,
 }
 
 

@@ -11,6 +11,9 @@ Pairs (driver → cartridge):
   (f) the checksum floor (echo only): a bare echo through pipes that computes the FNV-1a 64
       checksums a Bifaci echo must compute (sender, cartridge, receiver) and nothing else:
       the part of the echo's cost no implementation of the protocol can avoid
+  (g) ``cartridge call interop.py echo < FILE > /dev/null`` (echo only, not in the default
+      pairs: ``--pairs cg`` puts it beside (c)); the time of the same command on a 1-byte
+      file is taken away, so it compares the CLI's data path with the engine's
 
 Metrics: echo throughput (MB/s, 10^6 bytes), small ``double`` calls per second one at
 a time and with 16 in flight, cold start (spawn to first result, ms, median) and the

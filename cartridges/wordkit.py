@@ -9,7 +9,9 @@ for it). Written only with the public API; ``python cartridges/wordkit.py --help
 caps as a command-line tool.
 
 Media: ``media:enc=utf-8`` (text), ``media:enc=utf-8;word`` (one word), and the router's
-``media:enc=utf-8;kept;word`` / ``media:dropped;enc=utf-8;word``.
+``media:enc=utf-8;kept;word`` / ``media:dropped;enc=utf-8;word``. ``join`` and ``count`` take a
+list of any text items (``media:enc=utf-8``), so another cartridge's lines, names or records
+compose with them without being renamed to words.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ MIN_LENGTH: Final = "media:integer;min-length"
 SPLIT: Final = f'cap:in="{TEXT}";op=split;out="{WORD}"'
 UPPER: Final = f'cap:in="{WORD}";op=upper;out="{WORD}"'
 ROUTE: Final = f'cap:in="{WORD}";op=route;out="{KEPT}"'
-JOIN: Final = f'cap:in="{WORD}";op=join;out="{TEXT}"'
-COUNT_WORDS: Final = f'cap:in="{WORD}";op=count;out="{COUNT}"'
+JOIN: Final = f'cap:in="{TEXT}";op=join;out="{TEXT}"'
+COUNT_WORDS: Final = f'cap:in="{TEXT}";op=count;out="{COUNT}"'
 BANG: Final = f'cap:in="{WORD}";op=bang;out="{WORD}"'
 SLOW: Final = f'cap:in="{WORD}";op=slow;out="{WORD}"'
 FLAKY: Final = f'cap:in="{WORD}";op=flaky;out="{WORD}"'
@@ -94,9 +96,9 @@ CAPS: Final = (
         urn=JOIN,
         title="Join",
         aliases=("join",),
-        cap_description="Joins words into text, with sep between them (default a space).",
+        cap_description="Joins text items into text, with sep between them (default a space).",
         args=[
-            ArgDef.stdin(WORD, name="words", description="Words", is_sequence=True),
+            ArgDef.stdin(TEXT, name="words", description="Text items", is_sequence=True),
             ArgDef.flag(SEP, "--sep", name="sep", description="Separator"),
         ],
         outputs=[_out(TEXT, "text", "The words joined")],
@@ -105,8 +107,8 @@ CAPS: Final = (
         urn=COUNT_WORDS,
         title="Count",
         aliases=("count",),
-        cap_description="Counts words.",
-        args=[ArgDef.stdin(WORD, name="words", description="Words", is_sequence=True)],
+        cap_description="Counts text items.",
+        args=[ArgDef.stdin(TEXT, name="words", description="Text items", is_sequence=True)],
         outputs=[_out(COUNT, "count", "How many")],
     ),
     _word_cap(

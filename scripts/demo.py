@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
@@ -40,7 +42,34 @@ ROOT = Path(__file__).resolve().parent.parent
 CARTRIDGES = ROOT / "cartridges"
 SAMPLES = CARTRIDGES / "samples"
 
-console = Console(stderr=False)
+#: Off a terminal nothing is wrapped short: a cap URN stays whole on its line.
+console = Console(width=None if sys.stdout.isatty() else 10_000)
+
+
+def rule(title: str) -> None:
+    """A section title: a rule across a terminal, a plain line elsewhere."""
+    if console.is_terminal:
+        console.rule(title)
+    else:
+        console.print(f"\n── {title}")
+
+
+def wiring_lines(path: Path) -> list[str]:
+    """The machine file's wirings as it writes them (its node and step names)."""
+    lines = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.strip()
+        if line.startswith("[") and line.endswith("]"):
+            line = line[1:-1].strip()
+        if "->" in line:
+            lines.append(line)
+    return lines
+
+
+def stats_line(stats: Any) -> str:
+    """The engine's counters in words: ``0 drops, 0 stragglers, ...``."""
+    fields = attrs.asdict(stats) if attrs.has(type(stats)) else vars(stats)
+    return ", ".join(f"{value} {name.replace('_', ' ')}" for name, value in fields.items())
 
 
 def _inputs(
@@ -64,13 +93,13 @@ class Demo:
 
     async def machine(self, title: str, path: Path, doc: bytes) -> None:
         """Run the machine in ``path`` on ``doc`` and show its outputs and step counts."""
-        console.rule(f"[bold]{title}[/]")
+        rule(f"[bold]{title}[/]")
         console.print(f"  [dim]{path.relative_to(ROOT)}[/]")
         started = time.perf_counter()
         try:
             machine = await self.engine.machine(path)
-            for line in machine.to_notation().splitlines()[len(machine.steps) :]:
-                console.print(f"  [cyan]{line}[/]")
+            for line in wiring_lines(path):
+                console.print(f"  [cyan]{escape(line)}[/]", highlight=False)
             result = await self.engine.run_machine(machine, {"doc": doc})
         except (CallError, MachineError) as exc:
             self.failures += 1
@@ -148,7 +177,7 @@ class Demo:
     ) -> None:
         cap = await self.cap(cartridge, alias)
         started = time.perf_counter()
-        console.rule(f"[bold]{title}[/]  [dim]{cartridge} · {alias}[/]")
+        rule(f"[bold]{title}[/]  [dim]{cartridge} · {alias}[/]")
         console.print(f"[dim]{cap.urn}[/]")
         try:
             with Progress(
@@ -361,7 +390,7 @@ async def main() -> int:
             table.add_row(*row)
         console.print(table)
         stats = engine.stats()
-        console.print(f"[dim]engine stats: {stats}[/]")
+        console.print(f"[dim]engine stats: {stats_line(stats)}[/]")
         return 1 if demo.failures else 0
 
 

@@ -1,7 +1,8 @@
 """``cartridge call``, part one: from the command line to the call's inputs.
 
-Checked before anything is spawned (a usage error, exit 2): the cartridge path exists (or names
-a command on ``PATH``), a cap given as a URN parses, every ``@FILE`` exists.
+Checked before anything is spawned (a usage error, exit 2): the cartridge path exists and is
+not a directory (or names a command on ``PATH``), a cap given as a URN parses, every ``@FILE``
+exists.
 
 Once the manifest is known, the cap is found by alias or URN, and its inputs come from:
 
@@ -19,9 +20,7 @@ given (no flags or positionals), piped stdin feeds the main input unless an ``--
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -33,6 +32,7 @@ import attrs
 from ..manifest import ArgDef, CapDef, StdinSource
 from ..runtime._cli._args import CliInput, CliUsageError, StdinReader, plan_invocations
 from ..urn import CapUrn, MediaUrn, UrnError
+from ._paths import cartridge_problem
 
 __all__ = (
     "UsageError",
@@ -102,8 +102,9 @@ def check_before_spawn(target: str, cap: str, args: list[str]) -> None:
 
     :raises UsageError: any of them fails.
     """
-    if not Path(target).exists() and (os.sep in target or shutil.which(target) is None):
-        raise UsageError(f"cartridge not found: {target}")
+    problem = cartridge_problem(target)
+    if problem is not None:
+        raise UsageError(problem)
     if cap.startswith("cap:"):
         try:
             CapUrn.parse(cap)
@@ -148,11 +149,33 @@ async def _blocks(reader: StdinReader) -> AsyncIterator[bytes]:
         yield block
 
 
+async def _pipe_blocks(reader: StdinReader, fd: int) -> AsyncIterator[bytes]:
+    """A piped stdin, read on the event loop as it becomes readable (large reads, no thread
+    per block), after the block ``present()`` already read."""
+    from .._plumbing import FdReceiveStream
+
+    first = reader.take_first()
+    if first:
+        yield first
+    stream = FdReceiveStream(fd)
+    try:
+        while True:
+            try:
+                yield await stream.receive()
+            except anyio.EndOfStream:
+                return
+    finally:
+        stream.restore()
+
+
 def _stdin_input(reader: StdinReader) -> Any:
     """Standard input as an engine input: a regular file by its path (sent with its size), a
-    pipe or terminal block by block."""
+    pipe read on the event loop, anything else block by block in a worker thread."""
     path = reader.regular_file()
-    return path if path is not None else _blocks(reader)
+    if path is not None:
+        return path
+    fd = reader.pipe_fd()
+    return _pipe_blocks(reader, fd) if fd is not None else _blocks(reader)
 
 
 def _engine_input(item: CliInput) -> tuple[str, Any]:

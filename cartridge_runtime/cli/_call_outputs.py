@@ -12,11 +12,13 @@ any other value as a line of JSON; progress, logs and END's message on stderr. A
 is drawn only when stderr is a terminal and stdout is not the same terminal; otherwise progress
 is plain lines, each starting on a fresh line, so data on the terminal is never overdrawn. A
 scalar output left without a final newline gets one on a terminal. A closed stdout (``| head``)
-ends the call quietly.
+ends the call quietly. An optional output that did not fire is named on stderr; ``--json``
+prints the whole result instead (:func:`result_json`).
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -29,7 +31,16 @@ from ..manifest import CapDef, OutputDef
 from ..urn import MediaUrn, UrnError
 from ._call_inputs import _NAME, UsageError
 
-__all__ = ("AtomicFile", "OutputPlan", "Renderer", "StdoutClosed", "plan_outputs")
+__all__ = (
+    "AtomicFile",
+    "OutputPlan",
+    "Renderer",
+    "StdoutClosed",
+    "absent_outputs",
+    "output_name",
+    "plan_outputs",
+    "result_json",
+)
 
 #: The name the main output goes by when the cap is not in the manifest.
 MAIN: Final = "main"
@@ -95,6 +106,71 @@ def _same_media(a: str, b: str) -> bool:
         return False
 
 
+def output_name(cap: CapDef | None, key: str | None) -> str:
+    """The declared name of the output an event's ``output`` key stands for (``None``: the
+    main output); an undeclared one is named after its media URN."""
+    if cap is not None:
+        main = cap.main_output()
+        for out in cap.outputs:
+            if (key is None and out is main) or (
+                key is not None and _same_media(out.media_urn, key)
+            ):
+                return out.name
+    return MAIN if key is None else "".join(c if c.isalnum() else "_" for c in key)
+
+
+def absent_outputs(cap: CapDef | None, started: set[str | None]) -> list[str]:
+    """The names of the cap's optional outputs whose stream never started (``started`` holds
+    the output keys that did)."""
+    if cap is None:
+        return []
+    fired = {output_name(cap, key) for key in started}
+    return [out.name for out in cap.outputs if out.optional and out.name not in fired]
+
+
+def _jsonable(value: Any) -> Any:
+    """A decoded value as JSON: text as it is, bytes as UTF-8 text when they are, else as
+    ``{"base64": ...}``; containers walked."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        data = bytes(value)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(data).decode("ascii")}
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)
+
+
+def result_json(cap: CapDef | None, result: Any) -> dict[str, Any]:
+    """What ``cartridge call --json`` prints for a finished call: every output by its name
+    (media URN, whether a sequence, its items each with its meta, or its data), the optional
+    outputs that did not fire, and END's message."""
+    outputs: dict[str, Any] = {}
+    for key, out in result.outputs.items():
+        entry: dict[str, Any] = {"media_urn": out.media_urn, "is_sequence": out.is_sequence}
+        if out.is_sequence:
+            entry["items"] = [
+                {"value": _jsonable(i.value), "meta": _jsonable(dict(i.meta or {}))}
+                for i in out.items
+            ]
+        elif out.values:
+            entry["values"] = [_jsonable(v) for v in out.values]
+        else:
+            entry["data"] = _jsonable(out.data)
+        outputs[output_name(cap, key)] = entry
+    return {
+        "ok": True,
+        "outputs": outputs,
+        "absent": absent_outputs(cap, set(result.outputs)),
+        "message": result.message,
+    }
+
+
 class OutputPlan:
     """Which declared output goes where; ``None`` as a key is the main output."""
 
@@ -110,19 +186,8 @@ class OutputPlan:
         self._sinks: dict[str | None, AtomicFile] = {}
         self._resolved: dict[str | None, AtomicFile | None] = {}
 
-    def _name(self, key: str | None) -> str:
-        cap = self._cap
-        if cap is not None:
-            main = cap.main_output()
-            for out in cap.outputs:
-                if (key is None and out is main) or (
-                    key is not None and _same_media(out.media_urn, key)
-                ):
-                    return out.name
-        return MAIN if key is None else "".join(c if c.isalnum() else "_" for c in key)
-
     def _path(self, key: str | None) -> Path | None:
-        name = self._name(key)
+        name = output_name(self._cap, key)
         for wanted, path in self._files.items():
             if wanted == name or (wanted is None and key is None):
                 return path
@@ -232,6 +297,7 @@ class Renderer:
         self._bar: Any = None
         self._task: Any = None
         self._open_line = False  # the terminal's data line has no newline yet
+        self._last_progress: tuple[int, str] | None = None
         self.wrote_stdout = False
 
     def __repr__(self) -> str:
@@ -272,6 +338,12 @@ class Renderer:
         self._err.flush()
 
     def progress(self, fraction: float, message: str) -> None:
+        """Show a progress report; one that would show the same (the same whole percent and
+        message as the last) is skipped, so a handler reporting per chunk costs nothing."""
+        shown = (round(fraction * 100), message)
+        if shown == self._last_progress:
+            return
+        self._last_progress = shown
         if self._bar_wanted:
             if self._bar is None:
                 from rich.console import Console

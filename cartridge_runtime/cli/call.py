@@ -1,11 +1,12 @@
 """``cartridge call TARGET CAP [ARGS...] [--arg MEDIA_URN=VALUE | NAME=VALUE]... [-o FILE]``.
 
 Starts TARGET (and any ``--cartridge``) in an :class:`~cartridge_runtime.engine.Engine`, calls
-CAP (a cap URN, or an alias from TARGET's manifest) and streams the main output raw to stdout;
+CAP (an alias from TARGET's manifest, or any cap URN TARGET dispatches: exact, reordered or
+partial, each taking the same inputs) and streams the main output raw to stdout;
 sequence items go one per line. The cap's own flags and positionals are taken as the script's
 CLI mode takes them, and piped stdin feeds the main input (:mod:`._call_inputs`); every declared
-output can be written to a file (:mod:`._call_outputs`). Progress, logs and END's message go to
-stderr.
+output can be written to a file (:mod:`._call_outputs`). Progress, logs, END's message and the
+optional outputs that did not fire go to stderr. ``--json`` prints the whole result instead.
 
 Exit status: 0 success; 1 a call error (one line ``CODE (class): message [arg=URN]`` on
 stderr; with ``-v`` the cartridge's stderr follows); 2 a usage error, found before anything is
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import json
 import logging
 import os
 import signal
@@ -31,10 +33,12 @@ import anyio.to_thread
 import attrs
 import typer
 
-from ..protocol import ErrorReport, NetworkPolicy
+from ..protocol import NetworkPolicy
 from . import app
-from ._call_inputs import UsageError, check_before_spawn, plan_call_inputs, split_arg
-from ._call_outputs import Renderer, StdoutClosed, plan_outputs
+from ._call_inputs import _NAME, UsageError, check_before_spawn, plan_call_inputs, split_arg
+from ._call_outputs import Renderer, StdoutClosed, absent_outputs, plan_outputs, result_json
+from ._lines import error_line, start_failure_line
+from ._paths import output_dir_problem, output_file_problem
 
 __all__ = ("call_command",)
 
@@ -63,23 +67,12 @@ class CallOptions:
     policy: NetworkPolicy = NetworkPolicy.OFFLINE
     verbose: bool = False
     log_dir: Path | None = None
+    as_json: bool = False
 
 
 def _err(text: str) -> None:
     sys.stderr.write(" ".join(text.splitlines()) + "\n")
     sys.stderr.flush()
-
-
-def error_line(report: ErrorReport) -> str:
-    """``CODE (class): message [arg=URN]`` on one line, as CLI mode prints it. A message's own
-    appended stderr tail (``... stderr:`` and the lines after it) is left out."""
-    text = report.one_line()
-    for cut in (". stderr:", " stderr:"):
-        if text.endswith(cut):
-            text = text[: -len(cut)]
-    if report.arg_urn:
-        text += f" arg={report.arg_urn}"
-    return text
 
 
 def _closest(wanted: str, known: list[str]) -> str:
@@ -109,7 +102,7 @@ async def _show_stderr(engine: Any, name: str, exc: Any, opts: CallOptions) -> N
 
 
 async def _call(engine: Any, name: str, opts: CallOptions) -> int:
-    from ..engine import CallError, NoRoute, OutputData, OutputItem
+    from ..engine import CallError, NoRoute, OutputData, OutputItem, OutputStarted
     from ..engine import Log as LogEvent
     from ..engine import Progress as ProgressEvent
     from ..runtime._cli._args import StdinReader
@@ -117,13 +110,13 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
     try:
         await engine.start(name)
     except CallError as exc:
-        _err(error_line(exc.report))
+        _err(start_failure_line(exc))
         tail = getattr(exc, "stderr_tail", "")
-        if tail:
-            sys.stderr.write(tail.rstrip() + "\n")
+        if tail and opts.verbose:
+            sys.stderr.write(f"stderr of cartridge {name}:\n{tail.rstrip()}\n")
         return EXIT_CALL_FAILED
     manifest = engine.manifest(name)
-    cap_def = manifest.find_cap(opts.cap) if manifest is not None else None
+    cap_def = _dispatched(manifest, opts.cap)
     if cap_def is None and not opts.cap.startswith("cap:"):
         aliases = sorted(a for c in manifest.iter_caps() for a in c.aliases) if manifest else []
         near = _closest(opts.cap, aliases)
@@ -152,14 +145,19 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
         err_tty=_isatty(sys.stderr),
         label=cap_def.aliases[0] if cap_def is not None and cap_def.aliases else opts.cap,
     )
+    if opts.as_json:
+        return await _call_json(engine, name, cap_urn, cap_def, runs, opts)
+    started: set[str | None] = set()
     try:
         for inputs in runs:
             async with engine.call(cap_urn, inputs) as response:
                 async for ev in response:
-                    if isinstance(ev, OutputData):
+                    if isinstance(ev, OutputData):  # by far the most frequent: tested first
                         renderer.data(ev.output, ev.value, item=False)
                     elif isinstance(ev, OutputItem):
                         renderer.data(ev.output, ev.value, item=True)
+                    elif isinstance(ev, OutputStarted):
+                        started.add(ev.output)
                     elif isinstance(ev, ProgressEvent):
                         renderer.progress(ev.progress, ev.message)
                     elif isinstance(ev, LogEvent):
@@ -171,7 +169,7 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
     except CallError as exc:
         plan.discard()
         renderer.finish()
-        line = error_line(exc.report)
+        line = start_failure_line(exc)
         if isinstance(exc, NoRoute):
             known = [c.urn for n in _names(engine) for c in _caps(engine, n)]
             near = _closest(_canonical(opts.cap), known)
@@ -188,10 +186,70 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
         renderer.stop_bar()
         raise
     renderer.finish()
+    for absent in absent_outputs(cap_def, started):
+        _err(f"output {absent}: absent (optional, it did not fire)")
     for path in plan.commit():
         if opts.verbose:
             _err(f"wrote {path}")
     return EXIT_OK
+
+
+async def _call_json(
+    engine: Any, name: str, cap_urn: str, cap_def: Any, runs: list[Any], opts: CallOptions
+) -> int:
+    """``--json``: each call's whole result as one line of JSON on stdout (every output with
+    its items and their meta); a failure as ``{"ok": false, ...}`` and its error line."""
+    from ..engine import CallError
+
+    for inputs in runs:
+        try:
+            result = await engine.call(cap_urn, inputs)
+        except CallError as exc:
+            report = {
+                "ok": False,
+                "code": exc.code,
+                "attribution_class": exc.attribution_class,
+                "message": exc.message,
+                "arg_urn": exc.arg_urn,
+            }
+            print(json.dumps(report, ensure_ascii=False), flush=True)
+            _err(start_failure_line(exc))
+            await _show_stderr(engine, name, exc, opts)
+            return EXIT_CALL_FAILED
+        print(json.dumps(result_json(cap_def, result), ensure_ascii=False), flush=True)
+    return EXIT_OK
+
+
+def _check_output_paths(opts: CallOptions) -> None:
+    """``--output`` and ``--output-dir`` name places a file can be written (a ``NAME=FILE``
+    is told from a file name by its identifier; ``./FILE`` writes a name holding ``=``).
+
+    :raises UsageError: the first that cannot.
+    """
+    problems = [output_dir_problem(opts.output_dir)] if opts.output_dir is not None else []
+    for spec in opts.outputs:
+        name, eq, rest = spec.partition("=")
+        named = eq and (_NAME.fullmatch(name) or name.startswith("media:"))
+        problems.append(output_file_problem(Path(rest if named else spec)))
+    problem = next((p for p in problems if p is not None), None)
+    if problem is not None:
+        raise UsageError(problem)
+
+
+def _dispatched(manifest: Any, cap: str) -> Any:
+    """The cap definition a call to ``cap`` reaches in ``manifest``: by alias or exact text,
+    else the one the cartridge's own dispatch picks for a cap URN (partial, reordered), so
+    every spelling takes the same flags, ``--arg NAME=`` and stdin (``None``: none)."""
+    if manifest is None:
+        return None
+    found = manifest.find_cap(cap)
+    if found is not None or not cap.startswith("cap:"):
+        return found
+    from ..urn import select_handler
+
+    caps = list(manifest.iter_caps())
+    index = select_handler([c.urn for c in caps], cap)
+    return caps[index] if index is not None else None
 
 
 def _canonical(cap: str) -> str:
@@ -251,7 +309,7 @@ async def _watch_signals(engine: Any, outcome: dict[str, int], scope: anyio.Canc
 
 async def run_call(opts: CallOptions) -> int:
     """Run one ``cartridge call`` and return its exit status."""
-    from ..engine import Engine
+    from ..engine import CallTimeout, Engine
 
     # The engine also logs a cartridge's death (with its stderr tail) as a warning; here the
     # error line says it once, and -v shows the stderr.
@@ -276,7 +334,8 @@ async def run_call(opts: CallOptions) -> int:
                     with contextlib.suppress(Exception):
                         engine.kill(each)
                 outcome.setdefault("status", EXIT_CALL_FAILED)
-                _err(f"TIMEOUT (environment): no result within {opts.timeout:g} s (--timeout)")
+                late = CallTimeout(f"no result within {opts.timeout:g} s (--timeout)")
+                _err(error_line(late.report))
             tg.cancel_scope.cancel()
     return outcome.get("status", EXIT_CALL_FAILED)
 
@@ -309,7 +368,8 @@ def call_command(
             help="An input: MEDIA_URN=VALUE or NAME=VALUE (NAME an argument name from the "
             "manifest); VALUE @PATH for a file's bytes. The cap's own flags and positionals "
             "also work, after CAP, as in the script's CLI mode (use -- before any that clash "
-            "with these options).",
+            "with these options). An argument not given gets the manifest's default_value, "
+            "as from Engine.call, machines and the script's CLI mode.",
         ),
     ] = None,
     output: Annotated[
@@ -370,6 +430,14 @@ def call_command(
             help="Keep each cartridge's stderr in DIR/NAME.stderr.log (default: not kept).",
         ),
     ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the whole result as one line of JSON: every output with its items "
+            "and their meta, the optional outputs that did not fire, END's message.",
+        ),
+    ] = False,
 ) -> None:
     """Call one cap of a cartridge and stream its main output to stdout."""
     if policy not in _POLICIES:
@@ -390,11 +458,16 @@ def call_command(
         policy=NetworkPolicy(policy),
         verbose=verbose,
         log_dir=log_dir,
+        as_json=as_json,
     )
+    if as_json and (output or output_dir is not None):
+        _err("error: --json prints every output; it does not take --output or --output-dir")
+        raise typer.Exit(EXIT_USAGE)
     try:
         check_before_spawn(target, cap, list(opts.args))
         for more in opts.cartridges:
             check_before_spawn(more, "", [])
+        _check_output_paths(opts)
     except UsageError as exc:
         _err(f"error: {exc}")
         raise typer.Exit(EXIT_USAGE) from None

@@ -23,6 +23,8 @@ import anyio
 import typer
 
 from . import app
+from ._console import console
+from ._lines import start_failure_line
 
 if TYPE_CHECKING:
     from ..machine import Machine, MachineError, Step
@@ -73,7 +75,7 @@ async def _resolve(file: Path, cartridges: list[str]) -> Machine | MachineError 
         except MachineError as error:
             return error
         except CallError as error:
-            return _Usage(f"a cartridge does not start: {error.one_line()}")
+            return _Usage(f"a cartridge does not start: {start_failure_line(error)}")
         except EngineError as error:
             return _Usage(str(error))
 
@@ -96,10 +98,24 @@ def _node_text(machine: Machine, name: str) -> str:
     return node.label if node.label is not None else name
 
 
-def _step_name(step: Step) -> str:
-    if step.label is not None:
-        return step.label
-    return f"{step.alias} (in {' > '.join(step.included_as)})" if step.included_as else step.alias
+def _shown_name(name: str, step: Step) -> str:
+    """A step's name (:attr:`Machine.step_names`), with the machines it was included from."""
+    return f"{name} (in {' > '.join(step.included_as)})" if step.included_as else name
+
+
+def _steps_json(machine: Machine) -> list[dict[str, Any]]:
+    """The step table as ``machine check --json`` carries it."""
+    return [
+        {
+            "name": name,
+            "cap": str(step.cap),
+            "per_item": step.placement.per_item,
+            "inputs": _inputs_text(machine, step),
+            "outputs": _outputs_text(machine, step),
+            "included_from": list(step.included_as),
+        }
+        for name, step in zip(machine.step_names, machine.steps, strict=True)
+    ]
 
 
 def _inputs_text(machine: Machine, step: Step) -> list[str]:
@@ -117,13 +133,6 @@ def _outputs_text(machine: Machine, step: Step) -> list[str]:
     return [f"{o.output}={_node_text(machine, o.node)}" for o in step.outputs]
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    # Off a terminal nothing is wrapped short: a cap URN stays on one line.
-    return Console(width=None if sys.stdout.isatty() else 1000, highlight=False)
-
-
 def _table(machine: Machine) -> Any:
     from rich.markup import escape as e
     from rich.table import Table
@@ -131,9 +140,9 @@ def _table(machine: Machine) -> Any:
     table = Table()
     for column in ("step", "cap", "per item", "inputs", "outputs"):
         table.add_column(column)
-    for step in machine.steps:
+    for name, step in zip(machine.step_names, machine.steps, strict=True):
         table.add_row(
-            e(_step_name(step)),
+            e(_shown_name(name, step)),
             e(str(step.cap)),
             "yes" if step.placement.per_item else "no",
             e(", ".join(_inputs_text(machine, step))),
@@ -150,6 +159,7 @@ def _tree(machine: Machine) -> Any:
     root = Tree(
         f"[bold]machine[/] ({strands} strand{'' if strands == 1 else 's'}, {len(machine)} steps)"
     )
+    names = dict(zip(map(id, machine.steps), machine.step_names, strict=True))
     for strand in machine.strands:
         ins = ", ".join(_node_text(machine, n) for n in strand.inputs)
         outs = ", ".join(_node_text(machine, n) for n in strand.outputs)
@@ -163,7 +173,8 @@ def _tree(machine: Machine) -> Any:
                 policy.append(f"on_error={step.policy.on_error.value}")
             extra = f" {{{', '.join(policy)}}}" if policy else ""
             node = branch.add(
-                f"[cyan]{e(_step_name(step))}[/]{mark}{extra}  [dim]{e(str(step.cap))}[/]"
+                f"[cyan]{e(_shown_name(names[id(step)], step))}[/]{mark}{extra}  "
+                f"[dim]{e(str(step.cap))}[/]"
             )
             for text in _inputs_text(machine, step):
                 node.add(f"← {e(text)}")
@@ -209,11 +220,12 @@ def check_command(
     except MachineError as error:
         _refused(error, as_json)
     if as_json:
-        print(json.dumps({"ok": True, "notation": machine.to_notation()}))
+        report = {"ok": True, "notation": machine.to_notation(), "steps": _steps_json(machine)}
+        print(json.dumps(report))
     else:
         sys.stdout.write(machine.to_notation() + "\n\n")
         sys.stdout.flush()
-        _console().print(_table(machine))
+        console().print(_table(machine))
     raise typer.Exit(0)
 
 
@@ -238,5 +250,5 @@ def show_command(
     elif fmt is Format.DOT:
         sys.stdout.write(machine.to_dot().rstrip("\n") + "\n")
     else:
-        _console().print(_tree(machine))
+        console().print(_tree(machine))
     raise typer.Exit(0)

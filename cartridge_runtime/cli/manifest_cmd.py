@@ -14,6 +14,7 @@ import anyio
 import typer
 
 from . import app
+from ._console import console
 
 
 async def _load(target: str) -> tuple[Any, str | None]:
@@ -96,7 +97,5 @@ def manifest_command(
     if as_json:
         sys.stdout.write(manifest.to_pretty_json() + "\n")
     else:
-        from rich.console import Console
-
-        Console().print(_tree(manifest))
+        console().print(_tree(manifest))
     raise typer.Exit(0)

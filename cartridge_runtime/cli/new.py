@@ -109,4 +109,7 @@ def new_command(
         raise typer.Exit(1) from None
     for path in written:
         typer.echo(f"wrote {path}")
-    typer.echo(f"next: python -m pytest {written[1]}  |  python {written[0]} --help")
+    typer.echo(
+        f"next: python -m pytest {written[1]}  |  python {written[0]} --help\n"
+        "(the test needs pytest and pytest-asyncio: pip install 'cartridge-runtime[testing]')"
+    )

@@ -9,7 +9,8 @@ words.
 A call's input is paired with the first argument its media URN *conforms to* (the stdin
 source's URN, the argument's own, or the type it ``accepts``), preferring one it is equivalent
 to; a required argument without a default must be given; a list (or an item stream) goes only
-to an argument that ``is_sequence``.
+to an argument that ``is_sequence``. :func:`plan_call_inputs` then adds the ``default_value`` of
+every argument not given, so a handler sees its defaults whoever calls.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from ._inputs import ItemStream
 __all__ = (
     "ArgumentError",
     "check_call_inputs",
+    "default_inputs",
+    "plan_call_inputs",
     "media_problem",
     "shape_problem",
     "is_sequence_value",
@@ -125,6 +128,38 @@ def _pair(args: Sequence[ArgDef], media: MediaUrn) -> ArgDef | None:
     return None
 
 
+def _given_names(
+    cap: str, args: Sequence[ArgDef], inputs: Sequence[tuple[str, Any]], *, strict: bool
+) -> set[str]:
+    """The names of the arguments ``inputs`` give; ``strict`` refuses an input that does not
+    fit (otherwise it is passed over)."""
+    given: set[str] = set()
+    for index, (media, value) in enumerate(inputs):
+        try:
+            urn = MediaUrn.parse(media)
+        except UrnError as error:
+            if not strict:
+                continue
+            raise ArgumentError(
+                cap, f"its media URN does not parse: {error}", index=index
+            ) from None
+        arg = _pair(args, urn)
+        if arg is None:
+            if not strict:
+                continue
+            known = ", ".join(f"'{a.name}' ({a.stream_urn})" for a in args)
+            raise ArgumentError(
+                cap,
+                f"'{media}' conforms to no argument of the cap (its args: {known})",
+                index=index,
+            )
+        problem = shape_problem(arg, value)
+        if problem is not None and strict:
+            raise ArgumentError(cap, problem, arg=arg, index=index)
+        given.add(arg.name)
+    return given
+
+
 def check_call_inputs(cap: str, definition: CapDef, inputs: Sequence[tuple[str, Any]]) -> None:
     """Refuse ``inputs`` that do not fit ``definition`` (a definition declaring no argument
     at all says nothing about its inputs and is not checked).
@@ -134,26 +169,7 @@ def check_call_inputs(cap: str, definition: CapDef, inputs: Sequence[tuple[str, 
     args = definition.args
     if not args:
         return
-    given: set[str] = set()
-    for index, (media, value) in enumerate(inputs):
-        try:
-            urn = MediaUrn.parse(media)
-        except UrnError as error:
-            raise ArgumentError(
-                cap, f"its media URN does not parse: {error}", index=index
-            ) from None
-        arg = _pair(args, urn)
-        if arg is None:
-            known = ", ".join(f"'{a.name}' ({a.stream_urn})" for a in args)
-            raise ArgumentError(
-                cap,
-                f"'{media}' conforms to no argument of the cap (its args: {known})",
-                index=index,
-            )
-        problem = shape_problem(arg, value)
-        if problem is not None:
-            raise ArgumentError(cap, problem, arg=arg, index=index)
-        given.add(arg.name)
+    given = _given_names(cap, args, inputs, strict=True)
     for arg in args:
         if arg.required and arg.default_value is None and arg.name not in given:
             if all(u.is_void() for u in _urns(arg)):
@@ -161,3 +177,38 @@ def check_call_inputs(cap: str, definition: CapDef, inputs: Sequence[tuple[str, 
             raise ArgumentError(
                 cap, f"required, not given (it takes {arg.stream_urn})", arg=arg, missing=True
             )
+
+
+def default_inputs(
+    definition: CapDef, inputs: Sequence[tuple[str, Any]]
+) -> list[tuple[str, bytes]]:
+    """The inputs that carry the ``default_value`` of each argument ``inputs`` do not give,
+    in declaration order, labelled with the argument's media URN.
+
+    Lenient: an input that fits no argument is passed over, so a caller that sends what it is
+    told (the test harness) can still add the defaults.
+    """
+    args = definition.args
+    if not any(arg.default_value is not None for arg in args):
+        return []
+    given = _given_names(definition.urn, args, inputs, strict=False)
+    out: list[tuple[str, bytes]] = []
+    for arg in args:
+        default = arg.default_bytes
+        if default is not None and arg.name not in given:
+            out.append((arg.media_urn, default))
+    return out
+
+
+def plan_call_inputs(
+    cap: str, definition: CapDef, inputs: Sequence[tuple[str, Any]]
+) -> list[tuple[str, Any]]:
+    """A call's inputs as the cartridge receives them: ``inputs`` checked against
+    ``definition``, then the default of every argument they do not give (the one place a
+    ``default_value`` is filled in for the engine, machines and ``cartridge call``; CLI mode
+    gives the same bytes from :attr:`ArgDef.default_bytes`).
+
+    :raises ArgumentError: ``inputs`` do not fit (see :func:`check_call_inputs`).
+    """
+    check_call_inputs(cap, definition, inputs)
+    return [*inputs, *default_inputs(definition, inputs)]

@@ -58,7 +58,7 @@ from ..protocol import (
     frames,
     tune_allocator,
 )
-from ._arguments import check_call_inputs
+from ._arguments import plan_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
 from ._cartridges import CartridgeAdmin
 from ._config import EngineConfig
@@ -452,7 +452,7 @@ class Engine(CartridgeAdmin):
                     continue  # replaced or removed meanwhile: route again
             definition = conn.definition(handler)
             if definition is not None:  # before anything is sent, even the REQ
-                check_call_inputs(cap, definition, inputs)
+                inputs = plan_call_inputs(cap, definition, inputs)
             chain = await conn.gate.acquire(handler)
             if conn.ready and not slot.retired:
                 break

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
+from .._item import Item
 from ..protocol import ErrorReport
 from ._events import Metric, TraceEvent
+from ._inputs import ItemStream, ValueStream, Verified
 
 if TYPE_CHECKING:
     from ._call import CallState
@@ -33,13 +35,17 @@ class CallInfo:
     """A call as it starts.
 
     :ivar bytes_in: the size of the inputs known before sending (bytes, text as UTF-8,
-        files); streamed inputs of unknown size count 0.
+        files); streamed inputs of unknown size count 0 here, and in
+        :attr:`CallOutcome.bytes_in` once sent.
+    :ivar alias: the first alias the cartridge's manifest gives the handler's cap (``None``:
+        none), a short, low-cardinality name for it.
     """
 
     cap: str
     handler_cap: str
     cartridge: str
     bytes_in: int
+    alias: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -48,6 +54,8 @@ class CallOutcome:
 
     error: ErrorReport | None
     bytes_out: int
+    #: The bytes of every input: the known sizes and what streamed inputs sent.
+    bytes_in: int = 0
 
     @property
     def ok(self) -> bool:
@@ -91,6 +99,38 @@ def _size(value: Any) -> int:
     return 0
 
 
+def _piece_size(piece: Any) -> int:
+    if isinstance(piece, Verified):
+        return len(piece.data)
+    if isinstance(piece, Item):
+        return _size(piece.value)
+    return _size(piece)
+
+
+class _Tally:
+    """The input bytes of one call: known at its start, and counted as streams are sent."""
+
+    __slots__ = ("count",)
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    async def counted(self, source: AsyncIterable[Any]) -> AsyncIterator[Any]:
+        async for piece in source:
+            self.count += _piece_size(piece)
+            yield piece
+
+    def wrap(self, value: Any) -> Any:
+        """``value`` with its streamed pieces counted (as it is when its size is known)."""
+        if isinstance(value, ValueStream):
+            return ValueStream(self.counted(value.source))
+        if isinstance(value, ItemStream):
+            return ItemStream(self.counted(value.source))
+        if isinstance(value, AsyncIterable):
+            return self.counted(value)
+        return value
+
+
 def _complain(observer: Any, exc: BaseException) -> None:
     print(f"engine: observer {type(observer).__name__} failed: {exc!r}", file=sys.stderr)
 
@@ -98,10 +138,11 @@ def _complain(observer: Any, exc: BaseException) -> None:
 class Observation:
     """One call as the observers see it (the engine holds it while the call runs)."""
 
-    __slots__ = ("_live",)
+    __slots__ = ("_live", "_tally")
 
-    def __init__(self, live: list[tuple[CallObserver, Any]]) -> None:
+    def __init__(self, live: list[tuple[CallObserver, Any]], tally: _Tally) -> None:
         self._live = live
+        self._tally = tally
 
     def event(self, event: Metric | TraceEvent) -> None:
         for observer, token in list(self._live):
@@ -112,7 +153,11 @@ class Observation:
                 self._live.remove((observer, token))
 
     def finished(self, error: CallError | None, bytes_out: int) -> None:
-        outcome = CallOutcome(error=None if error is None else error.report, bytes_out=bytes_out)
+        outcome = CallOutcome(
+            error=None if error is None else error.report,
+            bytes_out=bytes_out,
+            bytes_in=self._tally.count,
+        )
         live, self._live = self._live, []
         for observer, token in live:
             try:
@@ -124,12 +169,22 @@ class Observation:
 def observe_call(
     observers: Sequence[CallObserver], state: CallState, cartridge: str
 ) -> Observation:
-    """Tell ``observers`` a call starts; the :class:`Observation` follows it to its end."""
+    """Tell ``observers`` a call starts; the :class:`Observation` follows it to its end.
+
+    Called before the call sends anything: its streamed inputs are swapped for counting
+    ones, so the outcome's ``bytes_in`` holds what they sent.
+    """
+    tally = _Tally(sum(_size(value) for _, value in state.inputs))
+    state.inputs[:] = [(media, tally.wrap(value)) for media, value in state.inputs]
+    lookup = getattr(state.conn, "definition", None)  # a connection knows its manifest
+    definition = lookup(state.handler_cap) if lookup is not None else None
+    aliases = getattr(definition, "aliases", None) or ()
     info = CallInfo(
         cap=state.cap,
         handler_cap=state.handler_cap,
         cartridge=cartridge,
-        bytes_in=sum(_size(value) for _, value in state.inputs),
+        bytes_in=tally.count,
+        alias=aliases[0] if aliases else None,
     )
     live = []
     for observer in observers:
@@ -137,4 +192,4 @@ def observe_call(
             live.append((observer, observer.call_started(info)))
         except Exception as exc:
             _complain(observer, exc)
-    return Observation(live)
+    return Observation(live, tally)

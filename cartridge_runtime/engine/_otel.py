@@ -3,9 +3,12 @@
 :class:`OtelExporter` is a :class:`~cartridge_runtime.engine.CallObserver`: register it with
 ``engine.add_observer(OtelExporter())``. It records
 
-* one span per call, ``bifaci.call <cap>``, with the attributes ``bifaci.cap``,
-  ``bifaci.handler_cap``, ``bifaci.cartridge``, ``bifaci.bytes_in``, ``bifaci.bytes_out`` and
-  ``bifaci.outcome`` (``ok`` or the error code; an error also sets the span's status);
+* one span per call, ``bifaci.call <name>``, named by the cap's alias in the cartridge's
+  manifest (else its ``op`` tag, else the cartridge's name: span names stay few), with the
+  full URNs as the attributes ``bifaci.cap`` and ``bifaci.handler_cap``, and
+  ``bifaci.cartridge``, ``bifaci.bytes_in`` (streamed inputs counted as sent),
+  ``bifaci.bytes_out`` and ``bifaci.outcome`` (``ok`` or the error code; an error also sets
+  the span's status);
 * a span per machine run, ``bifaci.machine``, with a child span per step call,
   ``bifaci.step <alias>`` (``bifaci.step``, ``bifaci.item``, ``bifaci.outcome``); the call
   that a step makes is a child of its step's span;
@@ -19,7 +22,8 @@
   and ``bifaci.replica.state`` (1, with ``bifaci.state`` and ``bifaci.last_exit``).
 
 It needs only ``opentelemetry-api``: spans and instruments go to the tracer and meter providers
-given, or the global ones.
+given, or the global ones. Installing and configuring an SDK (``opentelemetry-sdk`` and an
+exporter) is the application's business.
 """
 
 from __future__ import annotations
@@ -118,7 +122,7 @@ class OtelExporter:
         parent = _STEP_SPAN.get()
         context = otel_trace.set_span_in_context(parent) if parent is not None else None
         span = self._tracer.start_span(
-            f"bifaci.call {call.cap}",
+            f"bifaci.call {_short_name(call)}",
             context=context,
             kind=otel_trace.SpanKind.CLIENT,
             attributes={
@@ -157,6 +161,7 @@ class OtelExporter:
 
     def call_finished(self, token: Any, outcome: CallOutcome) -> None:
         span, _ = token
+        span.set_attribute("bifaci.bytes_in", outcome.bytes_in)
         span.set_attribute("bifaci.bytes_out", outcome.bytes_out)
         span.set_attribute("bifaci.outcome", "ok" if outcome.ok else str(outcome.code))
         if not outcome.ok:
@@ -210,6 +215,20 @@ class OtelExporter:
         for span, _ in steps.values():
             span.end()
         run_span.end()
+
+
+def _short_name(call: CallInfo) -> str:
+    """A low-cardinality name for a call's span: the alias, else the ``op`` tag, else the
+    cartridge."""
+    if call.alias:
+        return call.alias
+    from ..urn import CapUrn, UrnError
+
+    try:
+        op = CapUrn.parse(call.handler_cap).tags.get("op")
+    except UrnError:
+        op = None
+    return op if isinstance(op, str) and op else call.cartridge
 
 
 def _current_context() -> Any:

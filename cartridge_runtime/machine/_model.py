@@ -207,6 +207,19 @@ class Machine:
                 return step
         raise KeyError(alias)
 
+    @property
+    def step_names(self) -> tuple[str, ...]:
+        """One name per step, in :attr:`steps` order: the name the text gave it (else its
+        canonical alias), with ``#2``, ``#3``... on a name used again. The names a run's
+        step reports are keyed by, and ``machine check`` shows."""
+        seen: dict[str, int] = {}
+        names = []
+        for step in self.steps:
+            base = step.label or step.alias
+            seen[base] = seen.get(base, 0) + 1
+            names.append(base if seen[base] == 1 else f"{base}#{seen[base]}")
+        return tuple(names)
+
     def __iter__(self) -> Iterator[Step]:
         return iter(self.steps)
 

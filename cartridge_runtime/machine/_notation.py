@@ -10,6 +10,7 @@ The per-item map is not written: reading the text derives it again.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -138,7 +139,8 @@ def _node_caption(machine: _Machine, name: str) -> str:
 
 def mermaid_text(machine: _Machine) -> str:
     """A Mermaid ``flowchart LR``: nodes as rounded boxes, steps as boxes (double-edged when
-    they run once per item), arrows labelled with the arg and output names."""
+    they run once per item), constants as slanted boxes, arrows labelled with the arg and
+    output names."""
     lines = ["flowchart LR"]
     for node in machine.nodes:
         caption = _node_caption(machine, node.name).replace('"', "#quot;").replace("\n", "<br/>")
@@ -152,6 +154,11 @@ def mermaid_text(machine: _Machine) -> str:
         for binding in step.bindings:
             if binding.node is not None:
                 lines.append(f"    {binding.node} -->|{binding.arg}| {step.alias}")
+            else:  # a constant: its own shape, as DOT draws it as a note
+                given = re.sub(r"\W", "_", f"{step.alias}__{binding.arg}")
+                text = constant_text(binding.constant).replace('"', "#quot;")
+                lines.append(f'    {given}[/"{text}"/]')
+                lines.append(f"    {given} -->|{binding.arg}| {step.alias}")
         for output in step.outputs:
             dashed = "-.->" if output.optional else "-->"
             lines.append(f"    {step.alias} {dashed}|{output.output}| {output.node}")

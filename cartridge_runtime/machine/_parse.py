@@ -9,6 +9,7 @@ as their steps; then, strand by strand, the nodes typed and the strand resolved.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -207,9 +208,12 @@ def _parse(
 
     for wiring in wirings:
         if wiring.step not in cap_of and wiring.step not in machines:
+            near = difflib.get_close_matches(wiring.step, [*cap_of, *machines], n=3, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
             raise wiring.where.locate(
                 UndefinedAliasError(
-                    f"step '{wiring.step}' is defined by no header (write '{wiring.step} cap:...')"
+                    f"step '{wiring.step}' is defined by no header "
+                    f"(write '{wiring.step} cap:...'){hint}"
                 )
             )
         for node in wiring.nodes():

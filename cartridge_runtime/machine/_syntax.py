@@ -255,6 +255,10 @@ class _Reader:
         return Wiring(sources=tuple(sources), step=step, policy=policy, targets=tuple(targets))
 
 
+#: An arrow written without a space on one side (``a->b``, ``a ->b``).
+_GLUED_ARROW: Final = re.compile(r"[^\s]->|->[^\s]")
+
+
 def read_statements(text: str) -> list[Statement]:
     """The statements of ``text`` in the order written.
 
@@ -269,8 +273,12 @@ def read_statements(text: str) -> list[Statement]:
         line, column = reader.lines.at(error.offset)
         found = text[error.offset : error.offset + 1]
         what = f"found {found!r}" if found else "found the end of the text"
+        lines = text.splitlines()
+        hint = ""
+        if line <= len(lines) and _GLUED_ARROW.search(lines[line - 1]):
+            hint = "; put spaces around '->' (a name may hold '-', so 'a->b' reads as one name)"
         raise ParseError(
-            f"expected {' or '.join(error.expected)}; {what}", line=line, column=column
+            f"expected {' or '.join(error.expected)}; {what}{hint}", line=line, column=column
         ) from None
     statements = []
     for position, raw in enumerate(tree):

@@ -10,6 +10,7 @@ unknown key is a contract this build cannot honour).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Final
 
@@ -269,6 +270,21 @@ class ArgDef:
         source's URN when there is one, else ``media_urn``."""
         source = self.stdin_source
         return source.media_urn if source is not None else self.media_urn
+
+    @property
+    def default_bytes(self) -> bytes | None:
+        """The ``default_value`` as the bytes a caller would have typed (``None``: no
+        default): text as its UTF-8, ``true``/``false``, a number, list or map as its JSON text.
+
+        The one wire form of a default, whoever fills it in (CLI mode, the engine, a machine
+        step, the test harness), so a handler sees the same bytes in every mode.
+        """
+        value = self.default_value
+        if value is None:
+            return None
+        if isinstance(value, str):
+            return value.encode("utf-8")
+        return json.dumps(value).encode("utf-8")
 
     @property
     def accepted_urn(self) -> str:

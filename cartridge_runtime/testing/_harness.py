@@ -21,7 +21,9 @@ calls the cartridge makes reach the ``peers`` callbacks through the connection's
 Arguments
     Each argument of ``call()`` / ``start_call()`` is a ``(media_urn, value)`` pair or an
     :class:`Input` (``Input(media_urn, value, unbounded=False, is_sequence=None, meta=None)``)
-    for stream options. Every argument is its own stream, and each CHUNK waits for credit:
+    for stream options. Every argument is its own stream, and each CHUNK waits for credit.
+    An argument the manifest declares with a ``default_value`` and the call does not give is
+    sent with its default, as the engine sends it:
 
     * ``bytes``-like → a scalar stream cut at the negotiated chunk size; ``str`` → its UTF-8.
     * a ``list``/``tuple`` → a sequence stream, one item per element. An element may be an
@@ -60,6 +62,7 @@ import anyio
 import anyio.abc
 
 from cartridge_runtime.engine import DirectConnection, EngineConfig, InProcess, direct_connection
+from cartridge_runtime.engine._arguments import default_inputs
 from cartridge_runtime.protocol import (
     CartridgeHello,
     ErrorReport,
@@ -79,6 +82,7 @@ from ._harness_call import (
     InputSpec,
     Item,
     StreamResult,
+    as_input,
 )
 from ._harness_peer import HarnessPeerCall, PeerHandler, PeerReply, answer_peer, pick_peer
 
@@ -327,16 +331,34 @@ class CartridgeHarness:
         :raises TypeError: an argument of an unsupported shape.
         """
         rid = rid or MessageId.new()
+        specs = [*inputs, *self._defaults(cap, inputs)]
         call = self._open(rid, xid)
         try:
             await self.send_frame(frames.req(rid, cap, xid=xid))
-            await call.send_inputs(inputs)
+            await call.send_inputs(specs)
             if end and not call.finished:
                 await self.send_frame(frames.end(rid, xid=xid, response=False))
         except BaseException:
             call.abandon()  # nobody holds the call: what comes for it is late
             raise
         return call
+
+    def _defaults(self, cap: str, inputs: Sequence[InputSpec]) -> list[tuple[str, bytes]]:
+        """The ``default_value`` inputs the engine would add for ``cap`` (none when the
+        manifest does not declare it); inputs of an unsupported shape are left to
+        ``send_inputs`` to refuse."""
+        manifest = getattr(self.runtime, "manifest", None)
+        definition = manifest.find_cap(cap) if manifest is not None else None
+        if definition is None:
+            return []
+        pairs = []
+        for spec in inputs:
+            try:
+                inp = as_input(spec)
+            except TypeError:
+                return []
+            pairs.append((inp.media_urn, inp.value))
+        return default_inputs(definition, pairs)
 
     async def result(self, call: HarnessCall, timeout: float = 30) -> CallResult:
         """Wait for the call's END or ERR (same as ``await call.result(timeout)``)."""

@@ -241,16 +241,16 @@ class CapUrn(_Urn):
     def with_in_spec(self, in_spec: str | MediaUrn) -> CapUrn:
         """This cap taking ``in_spec`` (text or value; ``""`` is ``media:``).
 
-        :raises CapUrnError: not a media URN (``reason="invalid_in_spec"``), or the
-            result is not admissible.
+        :raises CapUrnError: not a media URN, ``*`` included (``reason="invalid_in_spec"``),
+            or the result is not admissible.
         """
         return _assemble(_coordinate(in_spec, "in"), self.out_spec, self.effect, self._tags)
 
     def with_out_spec(self, out_spec: str | MediaUrn) -> CapUrn:
         """This cap giving ``out_spec`` (text or value; ``""`` is ``media:``).
 
-        :raises CapUrnError: not a media URN (``reason="invalid_out_spec"``), or the
-            result is not admissible.
+        :raises CapUrnError: not a media URN, ``*`` included (``reason="invalid_out_spec"``),
+            or the result is not admissible.
         """
         return _assemble(self.in_spec, _coordinate(out_spec, "out"), self.effect, self._tags)
 
@@ -400,9 +400,15 @@ def _parse_cached(text: str) -> CapUrn:
 
 
 def _coordinate(spec: str | MediaUrn, which: str) -> MediaUrn:
-    """An in/out coordinate given as text or value."""
+    """An in/out coordinate given as text or value. ``*`` is refused here, as the reference
+    refuses it: it is a wildcard of the cap text, not a media URN to build with."""
     if isinstance(spec, MediaUrn):
         return spec
+    if spec == "*":
+        raise CapUrnError(
+            f"invalid media URN for {which} spec '*': give a media URN ('media:' for any)",
+            reason=f"invalid_{which}_spec",
+        )
     return _direction(spec if spec else None, which)
 
 

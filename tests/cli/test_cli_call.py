@@ -144,7 +144,7 @@ def test_failed_call_keeps_an_existing_file(tmp_path: Path) -> None:
 def test_timeout_fails_the_call() -> None:
     out = run("call", str(FIXTURE), "hang", "--timeout", "0.5", stdin=b"x")
     assert out.returncode == 1
-    assert lines(out)[-1].startswith("TIMEOUT (environment):")
+    assert lines(out)[-1].startswith("TIMEOUT (resource):")  # as Engine.call(timeout=) says
 
 
 def test_policy_default_offline_and_full() -> None:

@@ -11,9 +11,10 @@ Mapping, per declared argument, trying its sources in declaration order:
 * ``position``: the Nth positional token (0-based);
 * ``stdin``: all of standard input, only when stdin is not a terminal and is not empty.
 
-Then the ``default_value`` (bool → ``true``/``false``, text → its UTF-8, number → its JSON text,
-list or map → JSON). A required argument that got nothing is a :class:`CliUsageError`. A value
-from stdin is labelled with the stdin source's media URN, any other with the argument's own URN.
+Then the ``default_value``, as :attr:`~cartridge_runtime.manifest.ArgDef.default_bytes` gives it
+(bool → ``true``/``false``, text → its UTF-8, number → its JSON text, list or map → JSON).
+A required argument that got nothing is a :class:`CliUsageError`. A value from stdin is
+labelled with the stdin source's media URN, any other with the argument's own URN.
 
 An argument whose media URN conforms to ``media:file-path`` and that has a stdin source is a
 file path: the path (or glob) is expanded, the file is read and the value relabelled with the
@@ -165,6 +166,26 @@ class StdinReader:
                 return
             yield block
 
+    def pipe_fd(self) -> int | None:
+        """Standard input's fd when it is a pipe or socket with bytes in it (its reader can
+        then wait on it without a thread), else ``None``."""
+        if self._stream is None or self._taken or not self.present():
+            return None
+        try:
+            fd = self._stream.fileno()
+            mode = os.fstat(fd).st_mode
+        except (AttributeError, OSError, ValueError):
+            return None
+        return fd if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
+
+    def take_first(self) -> bytes | None:
+        """Take the block ``present()`` read (once): whoever reads the rest from the fd
+        itself starts with it."""
+        self.present()
+        self._taken = True
+        first, self._first = self._first, None
+        return first
+
     def read_all(self) -> bytes:
         """Everything on stdin (for values that must be whole, such as a file path)."""
         return b"".join(self.blocks())
@@ -238,15 +259,6 @@ def parse_tokens(cap: CapDef, tokens: Sequence[str]) -> ParsedTokens:
 
 
 # -- values -------------------------------------------------------------------------------
-
-
-def default_bytes(value: Any) -> bytes:
-    """A ``default_value`` as the bytes a caller would have typed (CLI-8)."""
-    if isinstance(value, bool):
-        return b"true" if value else b"false"
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    return json.dumps(value).encode("utf-8")
 
 
 def _is_file_path(arg: ArgDef) -> bool:
@@ -334,8 +346,9 @@ def _raw_values(cap: CapDef, parsed: ParsedTokens, stdin: StdinReader) -> list[_
                 found = _Raw(arg=arg, media_urn=source.media_urn, reader=stdin)
             if found is not None:
                 break
-        if found is None and arg.default_value is not None:
-            found = _Raw(arg=arg, media_urn=arg.media_urn, data=default_bytes(arg.default_value))
+        default = arg.default_bytes  # CLI-8: the same bytes every caller gives
+        if found is None and default is not None:
+            found = _Raw(arg=arg, media_urn=arg.media_urn, data=default)
         if found is None:
             if arg.required:
                 raise CliUsageError(
@@ -469,7 +482,10 @@ def cap_help(cap: CapDef, prog: str) -> str:
         if arg.arg_description:
             lines.append(f"      {arg.arg_description}")
         if arg.default_value is not None:
-            lines.append(f"      default: {json.dumps(arg.default_value)}")
+            lines.append(
+                f"      default: {json.dumps(arg.default_value)} (used when not given, "
+                "by every caller)"
+            )
         if _is_file_path(arg):
             lines.append("      a file path or glob; the file's contents are passed on")
         if arg.is_sequence:
