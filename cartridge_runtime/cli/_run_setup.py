@@ -127,6 +127,7 @@ class Sinks:
         for name, final in files.items():
             final.parent.mkdir(parents=True, exist_ok=True)
             handle, temp = tempfile.mkstemp(prefix=f".{final.name}.", dir=final.parent)
+            os.fchmod(handle, 0o666 & ~_umask())  # as open() would have made it
             self.files[name] = (os.fdopen(handle, "wb"), Path(temp), final)
 
     def write(self, name: str, value: Any, is_item: bool) -> None:
@@ -154,3 +155,9 @@ class Sinks:
             handle.close()
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

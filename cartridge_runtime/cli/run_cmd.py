@@ -11,7 +11,9 @@ goes to stderr. ``--json`` prints one JSON object instead.
 Every run writes a run record (``cartridge runs``, ``cartridge log``) and stores its step calls
 in the step cache; ``--cache DIR`` and ``--resume`` also look them up, so a run after a failure
 calls only what did not finish (see ``docs/runs.md``). Exit status: 0 success, 1 a refused
-machine, a failed step or ``--timeout``, 2 a usage error (nothing is started), 130 interrupted.
+machine, a failed step or ``--timeout``, 2 a usage error (nothing is started), 128 + N after
+signal N (SIGINT, SIGTERM, SIGHUP: the temporary files are removed, stderr says
+``interrupted``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,11 +33,11 @@ import typer
 from ..engine._machines._cache import CacheError
 from ..engine._machines._records import RunRecorder, default_runs_dir, read_run
 from . import app
+from ._paths import cartridge_problem, output_dir_problem, output_file_problem
 from ._run_setup import Sinks, Usage, choose_cache, parse_inputs, parse_targets
 
 _USAGE = 2
 _FAILED = 1
-_INTERRUPTED = 130
 
 
 class _View:
@@ -124,17 +127,30 @@ class _Options:
     runs_dir: Path
 
 
-def _check(file: Path, cartridges: list[str], timeout: float | None) -> None:
-    """:raises Usage: a missing file or cartridge, a timeout that is not positive."""
+def _check(
+    file: Path,
+    cartridges: list[str],
+    timeout: float | None,
+    output_dir: Path | None,
+    targets: dict[str, Path],
+) -> None:
+    """:raises Usage: a missing file or cartridge, a directory given as one, a timeout that
+    is not positive, an output folder or file that cannot be written."""
     if not file.is_file():
         raise Usage(f"no machine file at {file}")
     if not cartridges:
         raise Usage("give at least one --cartridge")
     for path in cartridges:
-        if not Path(path).exists():
-            raise Usage(f"no cartridge at {path}")
+        problem = cartridge_problem(path)
+        if problem is not None:
+            raise Usage(problem)
     if timeout is not None and not timeout > 0:
         raise Usage("--timeout must be a positive number of seconds")
+    problems = [output_dir_problem(output_dir)] if output_dir is not None else []
+    problems += [output_file_problem(path) for path in targets.values()]
+    for problem in problems:
+        if problem is not None:
+            raise Usage(problem)
 
 
 def _fail(as_json: bool, payload: dict[str, Any], line: str, code: int) -> int:
@@ -182,6 +198,48 @@ class _Held:
     """What the command needs after ``anyio.run`` returns or is interrupted."""
 
     recorder: RunRecorder | None = None
+    sinks: Sinks | None = None
+    signal: int | None = None
+
+
+async def _on_signal(held: _Held, scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+        async for signum in signals:
+            held.signal = int(signum)
+            scope.cancel()
+            return
+
+
+async def _run_until_signal(opts: _Options, held: _Held) -> int:
+    """The run, cancelled by SIGINT, SIGTERM or SIGHUP (``held.signal`` says which)."""
+    code = _FAILED
+    failure: Exception | None = None
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_on_signal, held, scope)
+            try:
+                code = await _run(opts, held)
+            except Exception as exc:  # raised below as itself, not in an exception group
+                failure = exc
+            tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return code
+
+
+def _interrupted(held: _Held, signum: int) -> int:
+    """Remove the temporary outputs, close the record, say so: ``128 + signum``."""
+    if held.sinks is not None:
+        held.sinks.discard()
+    name = signal.Signals(signum).name
+    recorder = held.recorder
+    if recorder is not None:
+        recorder.end(KeyboardInterrupt())
+        print(f"interrupted: run {recorder.run_id} stopped by {name}; `cartridge run --resume "
+              "...` reuses the steps it finished", file=sys.stderr)  # fmt: skip
+    else:
+        print(f"interrupted by {name}", file=sys.stderr)
+    return 128 + signum
 
 
 async def _run(opts: _Options, held: _Held) -> int:
@@ -257,6 +315,7 @@ async def _run(opts: _Options, held: _Held) -> int:
         except MachineInputError as error:
             return fail({"error": "usage", "node": error.node}, f"error: {error}", _USAGE)
         sinks = Sinks(files, stdout) if not keep_outputs else None
+        held.sinks = sinks
         # The live table redraws stderr: never while the data goes to the same terminal.
         data_on_terminal = stdout is not None and sys.stdout.isatty()
         live = err.isatty() and not as_json and not data_on_terminal
@@ -414,13 +473,14 @@ def run_command(
 ) -> None:
     """Run a machine across cartridges and write its outputs."""
     try:
-        _check(file, list(cartridge), timeout)
+        targets = parse_targets(list(output))
+        _check(file, list(cartridge), timeout, output_dir, targets)
         opts = _Options(
             file=file,
             cartridges=tuple(cartridge),
             inputs=parse_inputs(list(input_)),
             output_dir=output_dir,
-            targets=parse_targets(list(output)),
+            targets=targets,
             keep=keep_intermediates,
             as_json=as_json,
             cache=cache,
@@ -436,16 +496,11 @@ def run_command(
         raise typer.Exit(_fail(as_json, {"error": "usage"}, f"error: {error}", _USAGE)) from None
     held = _Held()
     try:
-        code = anyio.run(_run, opts, held)
+        code = anyio.run(_run_until_signal, opts, held)
+        if held.signal is not None:
+            code = _interrupted(held, held.signal)
     except KeyboardInterrupt:
-        recorder = held.recorder
-        if recorder is not None:
-            recorder.end(KeyboardInterrupt())
-            print(f"interrupted: run {recorder.run_id} stopped; `cartridge run --resume ...` "
-                  "reuses the steps it finished", file=sys.stderr)  # fmt: skip
-        else:
-            print("interrupted", file=sys.stderr)
-        code = _INTERRUPTED
+        code = _interrupted(held, signal.SIGINT)
     except BrokenPipeError:
         # The reader went away (`| head`): end quietly, as a pipeline expects.
         with contextlib.suppress(OSError):

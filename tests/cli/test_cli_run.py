@@ -91,7 +91,7 @@ def test_a_refused_machine_is_exit_1_naming_its_kind(tmp_path: Path) -> None:
         (["run", "/no/such.machine", "-c", WORDKIT], "no machine file"),
         (
             ["run", str(MACHINES / "chain.machine"), "-c", "/no/such.py", "-i", "doc=x"],
-            "no cartridge",
+            "cartridge not found",
         ),
         (["run", str(MACHINES / "chain.machine"), "-i", "doc=x"], "at least one --cartridge"),
         (["run", str(MACHINES / "chain.machine"), "-c", WORDKIT, "-i", "doc"], "NAME=VALUE"),
