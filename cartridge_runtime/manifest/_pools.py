@@ -1,5 +1,7 @@
 """Concurrency pools: the ``pools`` JSON of HELLO and heartbeat replies (HSK-23 to HSK-25),
-and the admission table the runtime keeps.
+and the admission table the runtime keeps (the protocol's
+:class:`~cartridge_runtime.protocol._admission.PoolAdmission`, which the engine's gate waits
+around too, drawn from the manifest's declarations).
 
 Theory of operation. Every registered handler is a pool of one, named by its
 canonical cap URN; the manifest may declare shared pools over some of those

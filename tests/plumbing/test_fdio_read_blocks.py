@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import pytest
@@ -31,7 +32,7 @@ async def _never() -> None:
 async def _read_all(
     reader: FdReader,
     size: int,
-    on_data: Callable[[Block], None],
+    on_data: Callable[[Any], None],
     next_size: Callable[[], int] | None = None,
     buffer: bytearray | None = None,
 ) -> None:

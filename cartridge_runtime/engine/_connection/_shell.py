@@ -4,33 +4,34 @@ Theory of operation
 -------------------
 A :class:`Connection` is the thin IO shell around a sans-IO
 :class:`~cartridge_runtime.protocol.HostConnection` (its :attr:`~Connection.core`), which
-holds the connection's state and decides where every frame goes. The connection owns one
-cartridge instance, started by its placement (a local subprocess, or a runtime in this
-process: see :mod:`._placement`), and four tasks in its own task group:
+holds the connection's state, numbers every frame sent and decides where every frame received
+goes. The class reads in the order of a call's life: **state** (what the engine asks about),
+**start** (launch, start-up, ready), **send request** (what a call queues), **receive
+response** (the reader), **health** (probes) and **close** (shutdown, kill, death).
 
-* the **reader** reads the instance's output in large blocks (for a subprocess on asyncio
-  from a reader callback registered once, see :func:`~cartridge_runtime._plumbing.read_blocks`),
-  and the shared :class:`~cartridge_runtime._plumbing.FramePump` feeds the sans-IO
-  :class:`FrameDecoder` and hands every frame to the core at once (no
-  polling); a frame the core routes to its owner (an engine call, a forwarded peer call, a
-  peer call this cartridge made) costs one dict lookup, and the few events the core returns
-  (frames to send, a new peer call, a probe's reply, start-up progress, a refused frame) are
-  acted on here;
+The connection owns one cartridge instance, started by its placement (a local subprocess, or
+a runtime in this process: see :mod:`.._placements`), and four tasks in its own task group:
+
+* the **reader** pumps the instance's ``stdout`` byte stream with the shared
+  :class:`~cartridge_runtime._plumbing.FramePump` (for a subprocess on asyncio from a reader
+  callback registered once), which feeds the sans-IO :class:`FrameDecoder` and hands every
+  frame to the core at once; a frame the core routes to its owner (an engine call, a
+  forwarded peer call, a peer call this cartridge made) costs one dict lookup, and the few
+  events the core returns (frames to send, a new peer call, a probe's reply, start-up
+  progress, a refused frame) are acted on here;
 * the **writer** (the shared :class:`~cartridge_runtime._plumbing.FrameOutbox`, encoding at
-  queue time, held by composition) hands everything queued to one ``writev``; its task only
-  runs when the pipe is full, because code that queues several frames at once writes them
-  itself and a lone frame is written from a loop callback;
+  queue time with the seq the core gives each frame) hands everything queued to one
+  ``writev``; its task only runs when the pipe is full, because code that queues several
+  frames at once writes them itself and a lone frame is written from a loop callback;
 * the **stderr** reader (:mod:`._stderr`) appends to a log file and keeps a bounded tail in
   memory;
 * the **heartbeat** task (:mod:`._health`) probes the cartridge on a timer.
 
 The start-up (:mod:`._startup`) and the probes (:mod:`._health`) reach the connection through
 the narrow interfaces they declare (:class:`~._startup.StartupLink`,
-:class:`~._health.ProbeLink`). Every frame written is numbered (per (rid, xid) flow,
-stragglers after a terminal dropped and counted) and encoded at once, checked against the
-negotiated ``max_frame``. EOF on stdout, a frame that does not decode, or the instance ending
-is death: the instance is reaped (killed if it lingers), and every pending flow is failed with
-``CARTRIDGE_DIED`` naming the exit status or signal and the stderr tail.
+:class:`~._health.ProbeLink`). EOF on stdout, a frame that does not decode, or the instance
+ending is death: the instance is reaped (killed if it lingers), and every pending flow is
+failed with ``CARTRIDGE_DIED`` naming the exit status or signal and the stderr tail.
 """
 
 from __future__ import annotations
