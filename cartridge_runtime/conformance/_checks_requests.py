@@ -281,6 +281,8 @@ def _audit_check(
         if findings:
             more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
             raise CheckFailed(findings[0] + more, known_defect=ctx.run.known_defect(rule, findings))
+        if not ctx.run.audited_frames:
+            raise CheckSkipped("nothing to audit: the target wrote no frame in any session")
         if need and need not in ctx.run.seen:
             raise CheckSkipped(none_ok)
         return f"no violation in {ctx.run.audited_sessions} audited sessions"
@@ -321,6 +323,7 @@ _AUDITED = (
     ("FRM-17", "Map keys ascending, absent fields left out", "SHOULD", ("FRM-17",), "CK-42"),
     ("FRM-18", "Shortest ints, 8-byte floats, definite lengths", "SHOULD", ("FRM-18",), "CK-42"),
     ("FRM-19", "Meta keys in the fixed order of each frame type", "SHOULD", ("FRM-19",), "CK-42"),
+    ("FRM-25", "Nothing but frames on stdout, from the first byte", "SHOULD", ("FRM-25",), "CK-43"),
 )
 
 _NEEDS = {

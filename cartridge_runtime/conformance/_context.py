@@ -101,6 +101,8 @@ class RunState:
         self.lock = threading.Lock()
         self.findings: dict[str, list[str]] = {}
         self.audited_sessions = 0
+        #: Frames the audit judged, over every session (none: nothing to audit).
+        self.audited_frames = 0
         self.baseline_done = False
         self.hello: Frame | None = None
         self.seen: set[str] = set()
