@@ -204,10 +204,9 @@ def run_conformance(
     """Run the catalogue (or ``only`` those ids) against ``target``.
 
     ``target`` is a ``.py`` script (run with this interpreter), a ``.js`` script (run with
-    ``node``), an executable, or a ready
-    argv. Checks that drive processes run concurrently (``jobs`` at a time, default
-    :func:`default_jobs`); the audit checks are judged at the end from every session's
-    frames. Every process the run starts is killed and reaped before it returns.
+    ``node``), an executable, or a ready argv. Checks that drive processes run concurrently
+    (``jobs`` at a time, default :func:`default_jobs`); the audit checks are judged at the
+    end from every session's frames. Every process the run starts is killed and reaped before it returns.
     """
     argv = target_command(target)
     _check_runnable(argv)

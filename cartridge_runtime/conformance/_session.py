@@ -60,7 +60,7 @@ def target_command(target: str | os.PathLike[str] | Sequence[str]) -> list[str]:
     under this interpreter, a ``.js`` script under ``node``, a bare name that is a file in
     the current folder as ``./name``, anything else directly; a sequence is taken as a
     ready argv."""
-    if isinstance(target, (list, tuple)):
+    if not isinstance(target, str | os.PathLike):
         return [str(part) for part in target]
     path = os.fspath(target)
     if path.endswith(".py"):
