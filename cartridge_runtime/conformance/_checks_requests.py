@@ -77,7 +77,7 @@ def run_baseline_frame(ctx: CheckContext) -> str:
     return "baseline traffic under max_frame 4096 complete"
 
 
-def _sample(media: str) -> bytes:
+def sample(media: str) -> bytes:
     if "json" in media:
         return b'{"n": 2, "text": "alpha beta gamma"}'
     if "utf-8" in media or "textable" in media:
@@ -136,7 +136,7 @@ def run_sweep(ctx: CheckContext) -> str:
         try:
             ex = conn.exchange(
                 urn,
-                [cbor2.dumps(_sample(media))],
+                [cbor2.dumps(sample(media))],
                 rid=rid,
                 media=media,
                 xid=MessageId(200 + i),
