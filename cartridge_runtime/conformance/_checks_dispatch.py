@@ -19,7 +19,7 @@ from ..protocol import IDENTITY_CAP, ErrorCode, FrameType, MessageId
 from ..protocol import frames as build
 from ..urn import CapEffect, CapUrn, CapUrnError
 from ._checks_requests import BASELINE_LIMITS, sample, sweep_caps
-from ._context import CheckContext, meta_of
+from ._context import CheckContext, Conn, meta_of
 from ._model import check
 from ._outcomes import CheckFailed, CheckSkipped
 
@@ -135,33 +135,20 @@ def dispatch_by_meaning(ctx: CheckContext) -> str:
     manifest = meta_of(hello).get("manifest") if hello is not None else None
     caps = [(IDENTITY_CAP, "media:"), *sweep_caps(manifest)[:_MAX_CAPS]]
     refused: list[str] = []
+    unserved: list[str] = []
     sent = 0
     for urn, media in caps:
-        for how, spelling in request_spellings(urn)[1:]:  # as written: the sweep sends it
+        for how, spelling in request_spellings(urn):
             if ctx.remaining() < 2.0:
                 break
-            rid = MessageId.new()
-            try:
-                ex = conn.exchange(
-                    spelling,
-                    [cbor2.dumps(sample(media))],
-                    rid=rid,
-                    media=media,
-                    deadline=min(ctx.deadline - 1.0, time.monotonic() + 3.0),
-                    cancel_on_peer_call=True,
-                )
-            except CheckFailed:
-                conn.send(build.cancel(rid))
-                conn.session.drain(0.3)
+            answer = _send(ctx, conn, spelling, media)
+            if answer is None:  # no answer in time: not a dispatch verdict
                 continue
             sent += 1
-            t = ex.terminal
-            refused_here = (
-                t is not None
-                and t.frame_type is FrameType.ERR
-                and meta_of(t).get("code") == ErrorCode.NO_HANDLER
-            )
-            if refused_here:
+            if answer == ErrorCode.NO_HANDLER:
+                if how == "as written":  # a cap it lists but does not serve at all:
+                    unserved.append(urn)  # another rule's failure (HSK-8, the sweep)
+                    break
                 refused.append(f"{spelling!r} ({how} for {urn!r})")
     if refused:
         more = f" (+{len(refused) - 1} more)" if len(refused) > 1 else ""
@@ -169,6 +156,32 @@ def dispatch_by_meaning(ctx: CheckContext) -> str:
             f"NO_HANDLER for {refused[0]}{more}: a cartridge receives the requester's cap "
             "text and picks its handler by chapter 7 (URN-18), not by comparing text"
         )
-    if not sent:
-        raise CheckSkipped("no spelling could be sent in time")
-    return f"{sent} spellings of {len(caps)} caps reached a handler"
+    if not sent or len(unserved) == len(caps):
+        raise CheckSkipped("no cap was served as written, so no other spelling can be judged")
+    note = f"; not served even as written: {', '.join(unserved)}" if unserved else ""
+    return f"{sent} spellings of {len(caps) - len(unserved)} caps reached a handler{note}"
+
+
+def _send(ctx: CheckContext, conn: Conn, spelling: str, media: str) -> str | None:
+    """Send one request for ``spelling`` with a sample input; the ERR code it got (``""``
+    for an END), ``None`` when no answer came in time (the request is then cancelled)."""
+    rid = MessageId.new()
+    try:
+        ex = conn.exchange(
+            spelling,
+            [cbor2.dumps(sample(media))],
+            rid=rid,
+            media=media,
+            deadline=min(ctx.deadline - 1.0, time.monotonic() + 3.0),
+            cancel_on_peer_call=True,
+        )
+    except CheckFailed:
+        conn.send(build.cancel(rid))
+        conn.session.drain(0.3)
+        return None
+    t = ex.terminal
+    if t is None:
+        return None
+    if t.frame_type is FrameType.ERR:
+        return str(meta_of(t).get("code", ""))
+    return ""
