@@ -145,8 +145,10 @@ def run_sweep(ctx: CheckContext) -> str:
             )
             called += 1
             if ex.terminal is not None and ex.terminal.frame_type is FrameType.ERR:
+                report = ErrorReport.from_meta(ex.terminal.meta)
                 with ctx.run.lock:
-                    ctx.run.sweep_errors.append(ErrorReport.from_meta(ex.terminal.meta))
+                    ctx.run.sweep_errors.append(report)
+                    ctx.run.sweep_failures.append((urn, media, report))
         except CheckFailed:
             conn.send(build.cancel(rid, xid=MessageId(200 + i)))
             conn.session.drain(0.3)

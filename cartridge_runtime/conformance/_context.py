@@ -108,6 +108,9 @@ class RunState:
         self.seen: set[str] = set()
         #: The ERRs of the manifest sweep's requests (ERR-4 judges typed errors from them).
         self.sweep_errors: list[ErrorReport] = []
+        #: ``(cap URN, stdin media, ERR)`` of each sweep request that failed (CLI-6 runs the
+        #: same cap in CLI mode and compares).
+        self.sweep_failures: list[tuple[str, str, ErrorReport]] = []
         #: One ready process shared, one check at a time, by the checks that leave a
         #: conformant target in a clean state (saves a process start per check).
         self.shared_locks: dict[Limits, threading.Lock] = {}

@@ -23,6 +23,7 @@ from . import _checks_requests  # noqa: F401
 from . import _checks_flow  # noqa: F401
 from . import _checks_robust  # noqa: F401
 from . import _checks_dispatch  # noqa: F401
+from . import _checks_cli  # noqa: F401
 
 # isort: on
 from ._audit import audit_conn

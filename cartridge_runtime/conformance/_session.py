@@ -43,6 +43,7 @@ __all__ = (
     "WaitTimeout",
     "kill_group",
     "run_capture",
+    "run_cli",
     "target_command",
 )
 
@@ -391,25 +392,35 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 def run_capture(argv: Sequence[str], timeout: float) -> tuple[int | None, bytes]:
     """Run ``argv`` with stdin closed; ``(exit status or None on timeout, stdout)``. The
     whole process group is killed and reaped on a timeout."""
+    rc, out, _ = run_cli(argv, timeout)
+    return rc, out
+
+
+def run_cli(
+    argv: Sequence[str], timeout: float, stdin: bytes | None = None
+) -> tuple[int | None, bytes, bytes]:
+    """Run ``argv`` (a CLI-mode invocation) with ``stdin`` as its input (``None``: closed);
+    ``(exit status or None on timeout, stdout, stderr)``. The whole process group is killed
+    and reaped on a timeout."""
     proc = subprocess.Popen(
         list(argv),
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_group(proc)
         with contextlib.suppress(OSError, ValueError):
             proc.communicate(timeout=1)
-        return None, b""
+        return None, b"", b""
     finally:
         if proc.poll() is None:
             kill_group(proc)
     kill_group(proc)  # a child it left running in its group
-    return proc.returncode, out
+    return proc.returncode, out, err
 
 
 def is_response_to(rid: MessageId) -> Callable[[Frame], bool]:

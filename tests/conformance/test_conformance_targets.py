@@ -48,6 +48,7 @@ DEFECTS: dict[str, set[str]] = {
     "meta-order": {"FRM-19"},
     # cap text compared with the manifest's instead of dispatch by meaning
     "exact-text-dispatch": {"URN-18"},
+    "help-on-stdout": {"CLI-3", "CLI-4"},
 }
 
 #: defects whose broken rule is a SHOULD: the run still counts as conformant.
