@@ -130,6 +130,29 @@ def manifest_valid(ctx: CheckContext) -> str:
     )
 
 
+@check("MAN-1", "Manifest bytes in the reference's JSON form", "SHOULD", ck="CK-05")
+def manifest_byte_form(ctx: CheckContext) -> str:
+    from ..manifest import Manifest, ManifestError
+
+    raw = meta_of(target_hello(ctx)).get("manifest")
+    try:
+        written = Manifest.from_json(raw).to_json_bytes() if isinstance(raw, bytes) else None
+    except ManifestError:
+        written = None
+    if raw is None or written is None:
+        raise CheckSkipped("the manifest does not parse (HSK-8 reports it)")
+    if written == raw:
+        return f"{len(raw)} bytes, as the reference writes them"
+    at = next((i for i, (a, b) in enumerate(zip(raw, written, strict=False)) if a != b), None)
+    at = min(len(raw), len(written)) if at is None else at
+    start = max(0, at - 20)
+    raise CheckFailed(
+        f"manifest bytes differ from the reference form at byte {at}: sent "
+        f"{raw[start : at + 20]!r}, the form is {written[start : at + 20]!r} (', ' and ': ' "
+        "separators, non-ASCII as \\uXXXX, fields in the order of chapter 8)"
+    )
+
+
 def _pools_problems(raw: Any) -> list[str]:
     if not isinstance(raw, bytes):
         return [f"pools is {type(raw).__name__}, not a byte string"]
