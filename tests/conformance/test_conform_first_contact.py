@@ -93,3 +93,14 @@ def test_the_kit_starts_entries_as_the_engine_does(
     (tmp_path / "ls").write_text("#!/bin/sh\n")
     monkeypatch.chdir(tmp_path)
     assert target_command("ls") == ["./ls"]
+
+
+def test_manifest_key_order_is_judged_object_by_object() -> None:
+    from cartridge_runtime.conformance._checks_handshake import _field_order_problem
+
+    model = {"name": "x", "cap_groups": [{"name": "g", "caps": [{"urn": "u", "title": "t"}]}]}
+    same = {"name": "y", "cap_groups": [{"name": "h", "caps": [{"urn": "v", "title": "s"}]}]}
+    assert _field_order_problem(same, model, "manifest") is None
+    swapped = {"name": "x", "cap_groups": [{"name": "g", "caps": [{"title": "t", "urn": "u"}]}]}
+    problem = _field_order_problem(swapped, model, "manifest")
+    assert problem == "manifest.cap_groups[0].caps[0]: keys ['title', 'urn'], want ['urn', 'title']"
