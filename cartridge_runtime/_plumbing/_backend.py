@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import anyio
+import anyio.lowlevel
 import sniffio
 
 #: A block of bytes read or to be written: bytes, or a view of a reusable buffer.
@@ -77,6 +79,9 @@ async def read_fd(
 
     :raises Exception: whatever ``on_block`` or ``until_drained`` raised (reading stops).
     """
+    if _always_ready(fd):
+        await _read_fd_ready(fd, buffer, next_size, on_block, until_drained, is_closed)
+        return
     if sniffio.current_async_library() == "asyncio" and not is_closed():
         await _read_fd_asyncio(fd, buffer, next_size, on_block, until_drained, is_closed)
         return
@@ -139,7 +144,11 @@ async def _read_fd_asyncio(
                 done.set_result((not n, not more))
             loop.remove_reader(fd)
 
-        loop.add_reader(fd, on_readable)
+        try:
+            loop.add_reader(fd, on_readable)
+        except PermissionError:  # a file the selector cannot watch (/dev/null...)
+            await _read_fd_ready(fd, buffer, next_size, on_block, until_drained, is_closed)
+            return
         try:
             eof, paused = await done
         finally:
@@ -152,3 +161,36 @@ async def _read_fd_asyncio(
         if is_closed():
             on_block(b"")
             return
+
+
+def _always_ready(fd: int) -> bool:
+    """Whether ``fd`` is a regular file: always readable, and refused by ``epoll``."""
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+
+
+async def _read_fd_ready(
+    fd: int,
+    buffer: memoryview,
+    next_size: Callable[[], int],
+    on_block: Callable[[Block], bool],
+    until_drained: Callable[[], Awaitable[None]],
+    is_closed: Callable[[], bool],
+) -> None:
+    """:func:`read_fd` for a file that never has to be waited for (a regular file, a
+    replayed capture; ``/dev/null``): plain reads, with a checkpoint after each block so that
+    the tasks the frames start get their turns while the file is read."""
+    while True:
+        n = 0
+        if not is_closed():
+            try:
+                n = os.readv(fd, [buffer[: next_size()]])
+            except OSError:
+                n = 0  # a failed read ends the input, as EOF does
+        if not on_block(buffer[:n] if n else b""):
+            await until_drained()
+        if not n:
+            return
+        await anyio.lowlevel.checkpoint()

@@ -24,7 +24,10 @@ Two optional partners shape the dispatch:
 
 End of file is a clean end at a frame boundary; inside a frame, or for bytes that are not
 frames, the decoder's :class:`~cartridge_runtime.protocol.ProtocolError` propagates out of
-:meth:`FramePump.run` (``on_error`` sees the offending block first, to describe it).
+:meth:`FramePump.run` (``on_error`` sees the offending block first, to describe it). The
+frames a block completes before a bad length prefix in it (which the decoder refuses as soon
+as it is fed) are still dispatched first, in order: a peer that wrote a request and then
+garbage in one write gets its request answered or failed, not silence (FRM-21).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Protocol, runtime_checkable
 import anyio
 import anyio.abc
 
-from cartridge_runtime.protocol import Frame, FrameDecoder, ProtocolError
+from cartridge_runtime.protocol import PREFIX_LEN, Frame, FrameDecoder, ProtocolError, decode_frame
 
 from ._backend import Block
 
@@ -144,6 +147,10 @@ class FramePump:
         self._size = read_size
         self._on_error = on_error
         self._buffer: memoryview | None = None
+        #: Frames a failed block completed before its bad prefix, not yet handed out, and
+        #: the error to raise after them (see :meth:`next_frame`).
+        self._salvaged: list[Frame] = []
+        self._failure: ProtocolError | None = None
 
     def read_size(self) -> int:
         """The size of the next read: a large block at a frame boundary, else just the rest
@@ -170,14 +177,23 @@ class FramePump:
         if hold is not None:
             hold.hold()
         decoder = self.decoder
+        boundary = decoder.at_frame_boundary
         try:
             if type(data) is memoryview:
-                decoder.feed_borrowed(data)
+                try:
+                    decoder.feed_borrowed(data)
+                except ProtocolError:
+                    self._dispatch_salvaged(data, boundary)
+                    raise
                 if self.drain():
                     return True  # every frame taken: the decoder let go of the buffer
                 decoder.release_borrowed()
                 return False
-            decoder.feed(data)
+            try:
+                decoder.feed(data)
+            except ProtocolError:
+                self._dispatch_salvaged(data, boundary)
+                raise
             return self.drain()
         except ProtocolError as exc:
             if self._on_error is not None:
@@ -186,6 +202,12 @@ class FramePump:
         finally:
             if hold is not None:
                 hold.release()
+
+    def _dispatch_salvaged(self, data: Block, boundary: bool) -> None:
+        """After the decoder refused ``data`` as it was fed: dispatch the frames it
+        completed before the bad prefix (the connection is ending: room is not waited for)."""
+        for frame in frames_before_error(data, self.decoder.max_frame) if boundary else ():
+            self._dispatch(frame)
 
     def feed(self, data: Block) -> None:
         """:meth:`on_block` for a source that cannot pause (with no ``room``, it never asks
@@ -233,20 +255,61 @@ class FramePump:
                 data = await source.receive(self.read_size())
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 data = b""
-            decoder.feed(data)
+            boundary = decoder.at_frame_boundary
+            try:
+                decoder.feed(data)
+            except ProtocolError as exc:
+                # Frames before the bad prefix are handed out first, then the error (by
+                # :meth:`run`, which raises it once they are dispatched).
+                salvaged = frames_before_error(data, decoder.max_frame) if boundary else []
+                if not salvaged:
+                    raise
+                self._salvaged, self._failure = salvaged[1:], exc
+                return salvaged[0]
             if not data:
                 return decoder.next_frame()  # raises when EOF fell inside a frame
 
-    async def run(self, source: BlockSource) -> None:
+    async def run(
+        self, source: BlockSource, *, through: Callable[[Block], bool] | None = None
+    ) -> None:
         """Dispatch what the decoder already holds, then read ``source`` and dispatch every
         frame until a clean end of file.
+
+        :param through: where each block goes instead of :meth:`on_block` (a filter that
+            hands on to it, and passes back its answer).
 
         :raises ProtocolError: the input is not valid frames (also EOF inside a frame).
         :raises Exception: whatever ``dispatch`` raised (reading stops there).
         """
+        failure = self._failure
+        if failure is not None:  # a block refused while reading the first frame
+            salvaged, self._salvaged, self._failure = self._salvaged, [], None
+            for frame in salvaged:
+                self._dispatch(frame)
+            raise failure
         if not self.drain():
             await self.until_drained()
         buffer = self._buffer
         if buffer is None:
             buffer = self._buffer = memoryview(bytearray(self._size))
-        await source.stream_blocks(buffer, self.read_size, self.on_block, self.until_drained)
+        on_block = self.on_block if through is None else through
+        await source.stream_blocks(buffer, self.read_size, on_block, self.until_drained)
+
+
+def frames_before_error(block: Block, max_frame: int) -> list[Frame]:
+    """The valid frames ``block`` (taken to start on a frame boundary) holds, complete, before
+    the first length prefix over ``max_frame`` or the first frame that does not decode."""
+    out: list[Frame] = []
+    pos = 0
+    end = len(block)
+    while pos + PREFIX_LEN <= end:
+        n = int.from_bytes(block[pos : pos + PREFIX_LEN], "big")
+        stop = pos + PREFIX_LEN + n
+        if n > max_frame or stop > end:
+            break
+        try:
+            out.append(decode_frame(bytes(block[pos:stop]), max_frame))
+        except ProtocolError:
+            break
+        pos = stop
+    return out

@@ -72,6 +72,10 @@ def audit_conn(conn: Conn, run: RunState, where: str, skip: frozenset[str] = fro
 
     if s.decode_error:
         add("FRM-2", f"{where}: {s.decode_error}")
+    if s.stdout_text:
+        first = s.stdout_text[0].rstrip("\r\n")
+        more = f" (+{len(s.stdout_text) - 1} more lines)" if len(s.stdout_text) > 1 else ""
+        add("FRM-25", f"{where}: text on stdout before the first frame: {first!r}{more}")
     limits = conn.limits
     max_frame = limits.max_frame
     max_chunk = limits.max_chunk
@@ -186,6 +190,7 @@ def audit_conn(conn: Conn, run: RunState, where: str, skip: frozenset[str] = fro
             _log_meta(meta, tag, add)
     with run.lock:
         run.audited_sessions += 1
+        run.audited_frames += len(received)
 
 
 def _sequence_fragment(st: _Stream, payload: bytes, tag: str, add: Any) -> None:

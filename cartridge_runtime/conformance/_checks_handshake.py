@@ -130,6 +130,52 @@ def manifest_valid(ctx: CheckContext) -> str:
     )
 
 
+@check("MAN-1", "Manifest bytes in the reference's JSON form", "SHOULD", ck="CK-05")
+def manifest_byte_form(ctx: CheckContext) -> str:
+    from ..manifest import Manifest, ManifestError
+
+    raw = meta_of(target_hello(ctx)).get("manifest")
+    if not isinstance(raw, bytes):
+        raise CheckSkipped("the manifest is not a byte string (HSK-8 reports it)")
+    try:
+        sent = json.loads(raw)
+        model = json.loads(Manifest.from_json(raw).to_json_bytes())
+    except (ValueError, ManifestError):
+        raise CheckSkipped("the manifest does not parse (HSK-8 reports it)") from None
+    # The JSON text: separators and escapes, judged on the manifest as sent (its own values).
+    written = json.dumps(sent).encode()
+    if written != raw:
+        at = next((i for i, (a, b) in enumerate(zip(raw, written, strict=False)) if a != b), 0)
+        start = max(0, at - 20)
+        raise CheckFailed(
+            f"manifest bytes differ from the reference form at byte {at}: sent "
+            f"{raw[start : at + 20]!r}, the form is {written[start : at + 20]!r} "
+            "(', ' and ': ' separators, non-ASCII as \\uXXXX)"
+        )
+    problem = _field_order_problem(sent, model, "manifest")
+    if problem:
+        raise CheckFailed(f"{problem} (fields in the order of chapter 8)")
+    return f"{len(raw)} bytes, as the reference writes them"
+
+
+def _field_order_problem(sent: Any, model: Any, where: str) -> str | None:
+    """Where the keys of ``sent`` come in another order than those of ``model`` (the same
+    manifest as the model writes it), or ``None``."""
+    if isinstance(sent, dict) and isinstance(model, dict):
+        if list(sent) != list(model):
+            return f"{where}: keys {list(sent)}, want {list(model)}"
+        for key in sent:
+            problem = _field_order_problem(sent[key], model[key], f"{where}.{key}")
+            if problem:
+                return problem
+    elif isinstance(sent, list) and isinstance(model, list) and len(sent) == len(model):
+        for i, (a, b) in enumerate(zip(sent, model, strict=True)):
+            problem = _field_order_problem(a, b, f"{where}[{i}]")
+            if problem:
+                return problem
+    return None
+
+
 def _pools_problems(raw: Any) -> list[str]:
     if not isinstance(raw, bytes):
         return [f"pools is {type(raw).__name__}, not a byte string"]

@@ -77,7 +77,7 @@ def run_baseline_frame(ctx: CheckContext) -> str:
     return "baseline traffic under max_frame 4096 complete"
 
 
-def _sample(media: str) -> bytes:
+def sample(media: str) -> bytes:
     if "json" in media:
         return b'{"n": 2, "text": "alpha beta gamma"}'
     if "utf-8" in media or "textable" in media:
@@ -136,7 +136,7 @@ def run_sweep(ctx: CheckContext) -> str:
         try:
             ex = conn.exchange(
                 urn,
-                [cbor2.dumps(_sample(media))],
+                [cbor2.dumps(sample(media))],
                 rid=rid,
                 media=media,
                 xid=MessageId(200 + i),
@@ -145,8 +145,10 @@ def run_sweep(ctx: CheckContext) -> str:
             )
             called += 1
             if ex.terminal is not None and ex.terminal.frame_type is FrameType.ERR:
+                report = ErrorReport.from_meta(ex.terminal.meta)
                 with ctx.run.lock:
-                    ctx.run.sweep_errors.append(ErrorReport.from_meta(ex.terminal.meta))
+                    ctx.run.sweep_errors.append(report)
+                    ctx.run.sweep_failures.append((urn, media, report))
         except CheckFailed:
             conn.send(build.cancel(rid, xid=MessageId(200 + i)))
             conn.session.drain(0.3)
@@ -281,6 +283,8 @@ def _audit_check(
         if findings:
             more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
             raise CheckFailed(findings[0] + more, known_defect=ctx.run.known_defect(rule, findings))
+        if not ctx.run.audited_frames:
+            raise CheckSkipped("nothing to audit: the target wrote no frame in any session")
         if need and need not in ctx.run.seen:
             raise CheckSkipped(none_ok)
         return f"no violation in {ctx.run.audited_sessions} audited sessions"
@@ -321,6 +325,7 @@ _AUDITED = (
     ("FRM-17", "Map keys ascending, absent fields left out", "SHOULD", ("FRM-17",), "CK-42"),
     ("FRM-18", "Shortest ints, 8-byte floats, definite lengths", "SHOULD", ("FRM-18",), "CK-42"),
     ("FRM-19", "Meta keys in the fixed order of each frame type", "SHOULD", ("FRM-19",), "CK-42"),
+    ("FRM-25", "Nothing but frames on stdout, from the first byte", "SHOULD", ("FRM-25",), "CK-43"),
 )
 
 _NEEDS = {

@@ -101,11 +101,16 @@ class RunState:
         self.lock = threading.Lock()
         self.findings: dict[str, list[str]] = {}
         self.audited_sessions = 0
+        #: Frames the audit judged, over every session (none: nothing to audit).
+        self.audited_frames = 0
         self.baseline_done = False
         self.hello: Frame | None = None
         self.seen: set[str] = set()
         #: The ERRs of the manifest sweep's requests (ERR-4 judges typed errors from them).
         self.sweep_errors: list[ErrorReport] = []
+        #: ``(cap URN, stdin media, ERR)`` of each sweep request that failed (CLI-6 runs the
+        #: same cap in CLI mode and compares).
+        self.sweep_failures: list[tuple[str, str, ErrorReport]] = []
         #: One ready process shared, one check at a time, by the checks that leave a
         #: conformant target in a clean state (saves a process start per check).
         self.shared_locks: dict[Limits, threading.Lock] = {}

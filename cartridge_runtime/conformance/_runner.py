@@ -22,6 +22,8 @@ from . import _checks_handshake  # noqa: F401
 from . import _checks_requests  # noqa: F401
 from . import _checks_flow  # noqa: F401
 from . import _checks_robust  # noqa: F401
+from . import _checks_dispatch  # noqa: F401
+from . import _checks_cli  # noqa: F401
 
 # isort: on
 from ._audit import audit_conn
@@ -126,9 +128,11 @@ def _check_runnable(argv: list[str]) -> None:
     :raises PermissionError: the executable is not executable.
     """
     exe = argv[0]
-    if argv[0] == sys.executable and len(argv) > 1 and argv[1].endswith(".py"):
+    if argv[0] in (sys.executable, "node") and len(argv) > 1 and argv[1].endswith((".py", ".js")):
         if not Path(argv[1]).is_file():
             raise FileNotFoundError(f"no such cartridge script: {argv[1]}")
+        if shutil.which(argv[0]) is None:
+            raise FileNotFoundError(f"{argv[0]} is not installed: it runs {argv[1]}")
         return
     found = shutil.which(exe) if os.sep not in exe else (exe if Path(exe).exists() else None)
     if found is None:
@@ -201,10 +205,10 @@ def run_conformance(
 ) -> Report:
     """Run the catalogue (or ``only`` those ids) against ``target``.
 
-    ``target`` is a ``.py`` script (run with this interpreter), an executable, or a ready
-    argv. Checks that drive processes run concurrently (``jobs`` at a time, default
-    :func:`default_jobs`); the audit checks are judged at the end from every session's
-    frames. Every process the run starts is killed and reaped before it returns.
+    ``target`` is a ``.py`` script (run with this interpreter), a ``.js`` script (run with
+    ``node``), an executable, or a ready argv. Checks that drive processes run concurrently
+    (``jobs`` at a time, default :func:`default_jobs`); the audit checks are judged at the
+    end from every session's frames. Every process the run starts is killed and reaped before it returns.
     """
     argv = target_command(target)
     _check_runnable(argv)

@@ -43,6 +43,7 @@ __all__ = (
     "WaitTimeout",
     "kill_group",
     "run_capture",
+    "run_cli",
     "target_command",
 )
 
@@ -56,13 +57,19 @@ class TargetGone(Exception):
 
 
 def target_command(target: str | os.PathLike[str] | Sequence[str]) -> list[str]:
-    """The argv that runs ``target``: a ``.py`` script runs under this interpreter,
-    anything else is executed directly; a sequence is taken as a ready argv."""
-    if isinstance(target, (list, tuple)):
+    """The argv that runs ``target``, as a host starts it (HST-1): a ``.py`` script runs
+    under this interpreter, a ``.js`` script under ``node``, a bare name that is a file in
+    the current folder as ``./name``, anything else directly; a sequence is taken as a
+    ready argv."""
+    if not isinstance(target, str | os.PathLike):
         return [str(part) for part in target]
-    path = str(target)
+    path = os.fspath(target)
     if path.endswith(".py"):
         return [sys.executable, path]
+    if path.endswith(".js"):
+        return ["node", path]
+    if os.sep not in path and os.path.isfile(path):
+        return [os.path.join(os.curdir, path)]
     return [path]
 
 
@@ -79,6 +86,30 @@ class Received:
 
 
 _EOF = object()
+
+#: Most text taken before the first frame, as a host takes it (HST-22); the rest is
+#: judged as frames.
+MAX_LEADING_TEXT = 64 * 1024
+#: First bytes of a line of text (tab, LF, CR, printable ASCII, UTF-8 lead bytes); a frame
+#: under 16 MiB starts with 0x00.
+_TEXT_START = frozenset((9, 10, 13, *range(0x20, 0x7F), *range(0xC2, 0xF5)))
+#: Characters of stray text quoted in a diagnostic.
+_QUOTE_CHARS = 60
+
+
+def _stray_text(buf: bytes | bytearray) -> str | None:
+    """Words for bytes that should be a frame but look like text (as the engine words them),
+    quoting their first line; ``None`` when they do not look like text."""
+    head = bytes(buf[:PREFIX_LEN])
+    if len(head) < PREFIX_LEN or not all(b in _TEXT_START for b in head):
+        return None
+    line = bytes(buf).split(b"\n", 1)[0].decode("utf-8", "replace")
+    shown = "".join(c if c.isprintable() else " " for c in line).strip()
+    more = "..." if len(shown) > _QUOTE_CHARS else ""
+    return (
+        f"wrote text on stdout instead of a frame, starting with {shown[:_QUOTE_CHARS]!r}{more} "
+        "(a print() to stdout, or logs that belong on stderr?)"
+    )
 
 
 def _lenient_decode(body: bytes) -> Frame | None:
@@ -109,6 +140,8 @@ class Session:
         self.sent: list[Frame] = []
         self.sent_bytes = 0
         self.decode_error: str | None = None
+        #: Lines of text the target wrote on stdout before its first frame (FRM-25).
+        self.stdout_text: list[str] = []
         self.stdout_eof = False
         self._inbox: queue.Queue[object] = queue.Queue()
         self._stderr = bytearray()
@@ -142,10 +175,14 @@ class Session:
                 if not data:
                     break
                 buf += data
+                if not self.received and not self._take_leading_text(buf):
+                    continue  # a line of text still open: wait for its end
                 while len(buf) >= PREFIX_LEN:
                     size = int.from_bytes(buf[:PREFIX_LEN], "big")
                     if size > HARD_FRAME_CAP:
-                        self._fail(f"length prefix {size} above the 16 MiB hard cap")
+                        self._fail(
+                            _stray_text(buf) or f"length prefix {size} above the 16 MiB hard cap"
+                        )
                         return
                     if len(buf) < PREFIX_LEN + size:
                         break
@@ -172,13 +209,32 @@ class Session:
                         )
                         self.received.append(rec)
                     self._inbox.put(rec)
-            if buf:
-                self._fail(f"stdout ended inside a frame ({len(buf)} stray bytes)")
+            if buf and not self.received and buf[0] in _TEXT_START:
+                self.stdout_text.append(bytes(buf).decode("utf-8", "replace"))
+            elif buf:
+                self._fail(
+                    _stray_text(buf) or f"stdout ended inside a frame ({len(buf)} stray bytes)"
+                )
                 return
         except (OSError, ValueError):
             pass
         self.stdout_eof = True
         self._inbox.put(_EOF)
+
+    def _take_leading_text(self, buf: bytearray) -> bool:
+        """Before the first frame, move whole lines of text from ``buf`` to
+        :attr:`stdout_text` (FRM-25: a host takes them as the cartridge's log); ``False``
+        while a line of text is still open (more input is needed)."""
+        taken = sum(map(len, self.stdout_text))
+        while buf and buf[0] in _TEXT_START and taken < MAX_LEADING_TEXT:
+            end = buf.find(b"\n")
+            if end < 0:
+                return len(buf) + taken >= MAX_LEADING_TEXT  # past the limit: frames' turn
+            line = bytes(buf[: end + 1])
+            del buf[: end + 1]
+            self.stdout_text.append(line.decode("utf-8", "replace"))
+            taken += len(line)
+        return True
 
     def _fail(self, message: str) -> None:
         self.decode_error = message
@@ -336,25 +392,35 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
 def run_capture(argv: Sequence[str], timeout: float) -> tuple[int | None, bytes]:
     """Run ``argv`` with stdin closed; ``(exit status or None on timeout, stdout)``. The
     whole process group is killed and reaped on a timeout."""
+    rc, out, _ = run_cli(argv, timeout)
+    return rc, out
+
+
+def run_cli(
+    argv: Sequence[str], timeout: float, stdin: bytes | None = None
+) -> tuple[int | None, bytes, bytes]:
+    """Run ``argv`` (a CLI-mode invocation) with ``stdin`` as its input (``None``: closed);
+    ``(exit status or None on timeout, stdout, stderr)``. The whole process group is killed
+    and reaped on a timeout."""
     proc = subprocess.Popen(
         list(argv),
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         start_new_session=True,
     )
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_group(proc)
         with contextlib.suppress(OSError, ValueError):
             proc.communicate(timeout=1)
-        return None, b""
+        return None, b"", b""
     finally:
         if proc.poll() is None:
             kill_group(proc)
     kill_group(proc)  # a child it left running in its group
-    return proc.returncode, out
+    return proc.returncode, out, err
 
 
 def is_response_to(rid: MessageId) -> Callable[[Frame], bool]:

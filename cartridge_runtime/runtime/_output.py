@@ -183,7 +183,8 @@ class OutputStream:
         if meta is not None or self.is_sequence:
             await self.emit_list_item(data, meta)
         else:
-            await self.write(data)
+            # One emission: on the wire the same bytes as ``write``; in CLI mode one line.
+            await self.emit_cbor(data)
 
     async def emit_cbor(self, value: Any) -> None:
         """Send one value (text is split on character boundaries, lists per element, maps per entry)."""

@@ -215,7 +215,9 @@ class CartridgeRuntime:
                 capacities[str(CapUrn.parse(key))] = value
             except UrnError:
                 capacities[key] = value  # a pool name or "all"
-        return PoolTable(list(seen), PoolDeclarations(pools=decl.pools, capacities=capacities))
+        # The texts as registered: the table sorts them so (HSK-24, the reference's order).
+        registered = list(seen.values())
+        return PoolTable(registered, PoolDeclarations(pools=decl.pools, capacities=capacities))
 
     def check(self) -> None:
         """Check that manifest and handlers fit together, as :meth:`run` does before it

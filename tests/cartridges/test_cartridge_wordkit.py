@@ -19,9 +19,9 @@ def test_manifest_is_valid_and_every_cap_has_a_handler() -> None:
     ("args", "stdin", "out"),
     [
         (["split"], b"one two", b"one\ntwo\n"),
-        (["upper"], b"word", b"WORD"),
-        (["route", "--min-length", "2"], b"ox", b"ox"),
-        (["pair", "--right", "b"], b"a", b"a-b"),
+        (["upper"], b"word", b"WORD\n"),
+        (["route", "--min-length", "2"], b"ox", b"ox\n"),
+        (["pair", "--right", "b"], b"a", b"a-b\n"),
     ],
 )
 def test_caps_as_a_command_line_tool(args: list[str], stdin: bytes, out: bytes) -> None:

@@ -287,7 +287,7 @@ def test_help_texts_show_no_python_types() -> None:
             assert word not in text, (command, word)
     cli_mode = subprocess.run(
         [sys.executable, str(INTEROP), "concat", "--help"], capture_output=True, timeout=60
-    ).stdout.decode()
+    ).stderr.decode()  # CLI mode's help goes to stderr (CLI-3)
     assert "position 0" in cli_mode and "positional argument 1" not in cli_mode
 
 

@@ -56,7 +56,7 @@ async def test_a_start_up_that_fails_leaves_the_core_failed(tmp_path: Path) -> N
     script.write_text(
         "import sys, time\nprint('hello there')\nsys.stdout.flush()\ntime.sleep(30)\n"
     )
-    async with Engine(step_timeout=10, heartbeat_interval=None) as engine:
+    async with Engine(step_timeout=0.5, heartbeat_interval=None) as engine:
         name = engine.add_cartridge([sys.executable, str(script)])
         with anyio.fail_after(30), pytest.raises(SpawnFailed) as info:
             await engine.start(name)
@@ -64,7 +64,8 @@ async def test_a_start_up_that_fails_leaves_the_core_failed(tmp_path: Path) -> N
         assert conn.state is ConnState.FAILED
         assert conn.core.handshake.phase is StartupPhase.FAILED
         assert info.value.step == "hello"
-        assert "instead of Bifaci frames" in info.value.message
+        assert "not a cartridge" in info.value.message
+        assert "stdout: hello there" in info.value.stderr_tail
 
 
 class FakeLink:

@@ -1,7 +1,7 @@
 """CLI mode of a cartridge script: ``cartridges/interop.py`` run as a command-line tool.
 
 Each test runs the script in a subprocess (as a user would) with a timeout, and checks stdout,
-stderr and the exit status: 0 success, 1 handler error (one ``CODE (class): message`` line),
+stderr and the exit status: 0 success, 1 handler error (one JSON line),
 2 usage error.
 """
 
@@ -143,8 +143,8 @@ def test_manifest_validates() -> None:
 def test_help_lists_caps_by_alias_with_arguments(flag: str) -> None:
     result = run(flag)
     assert result.returncode == 0
-    assert result.stderr == b""
-    text = result.stdout.decode()
+    assert result.stdout == b""  # help goes to stderr (CLI-3)
+    text = result.stderr.decode()
     for alias in ("identity", "echo", "double", "words", "concat", "file-info"):
         assert f"\n  {alias} " in text
     assert "interop.py manifest" in text
@@ -154,8 +154,8 @@ def test_help_lists_caps_by_alias_with_arguments(flag: str) -> None:
 
 def test_alias_help_shows_title_description_and_all_arguments() -> None:
     result = run("concat", "--help")
-    assert result.returncode == 0
-    text = result.stdout.decode()
+    assert result.returncode == 0 and result.stdout == b""
+    text = result.stderr.decode()
     lines = text.splitlines()
     assert lines[0] == "Concat"
     assert lines[1] == "Returns the first input followed by the second."
@@ -167,7 +167,7 @@ def test_alias_help_shows_title_description_and_all_arguments() -> None:
 
 
 def test_alias_help_names_outputs() -> None:
-    text = cli("split", "-h").stdout.decode()
+    text = cli("split", "-h").stderr.decode()
     assert "output  (media:enc=utf-8; main, printed to stdout)" in text
     assert "stats  (media:fmt=json;record; not printed)" in text
 
@@ -209,13 +209,15 @@ def test_double_bad_json_is_a_handler_error() -> None:
     assert result.returncode == 1
     lines = stderr_lines(result)
     assert len(lines) == 1
-    assert lines[0].startswith("INVALID_INPUT (input): ")
+    report = json.loads(lines[0])
+    assert (report["code"], report["attribution_class"]) == ("INVALID_INPUT", "input")
 
 
 def test_concat_by_flag_forms() -> None:
-    assert cli("concat", "ab", "--suffix", "cd").stdout == b"abcd"
-    assert cli("concat", "--suffix=cd", "ab").stdout == b"abcd"
-    assert cli("concat", "--suffix", "cd", stdin=b"from-stdin ").stdout == b"from-stdin cd"
+    # each text emission ends with a newline (CLI-12)
+    assert cli("concat", "ab", "--suffix", "cd").stdout == b"abcd\n"
+    assert cli("concat", "--suffix=cd", "ab").stdout == b"abcd\n"
+    assert cli("concat", "--suffix", "cd", stdin=b"from-stdin ").stdout == b"from-stdin cd\n"
 
 
 def test_words_one_per_line() -> None:
@@ -226,7 +228,7 @@ def test_words_one_per_line() -> None:
 
 def test_progress_and_logs_go_to_stderr() -> None:
     result = cli("progress", '{"steps": 4}')
-    assert (result.returncode, result.stdout) == (0, b"completed")
+    assert (result.returncode, result.stdout) == (0, b"completed\n")
     lines = stderr_lines(result)
     assert lines[0] == "[PROGRESS 0%] step 1 of 4"
     assert "[PROGRESS 25%] step 2 of 4" in lines
@@ -268,7 +270,7 @@ def test_file_info_missing_file_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_split_prints_only_the_main_output() -> None:
     result = cli("split", "abc")
-    assert (result.returncode, result.stdout) == (0, b"ABC")
+    assert (result.returncode, result.stdout) == (0, b"ABC\n")
 
 
 def test_generate_streams_pattern() -> None:
@@ -280,17 +282,22 @@ def test_generate_streams_pattern() -> None:
 def test_sha256_of_stdin() -> None:
     data = b"x" * 300_000
     result = cli("sha256", stdin=data)
-    assert result.stdout.decode() == hashlib.sha256(data).hexdigest()
+    assert result.stdout.decode() == hashlib.sha256(data).hexdigest() + "\n"
 
 
 # -- errors ---------------------------------------------------------------------------------
 
 
-def test_fail_is_one_stderr_line_and_exit_1() -> None:
+def test_fail_is_one_json_line_on_stderr_and_exit_1() -> None:
     result = run("fail", "boom now")
     assert result.returncode == 1
     assert result.stdout == b""
-    assert stderr_lines(result) == ["INTEROP_FAIL (input): asked to fail: boom now"]
+    (line,) = stderr_lines(result)
+    assert json.loads(line) == {
+        "error": "asked to fail: boom now",
+        "code": "INTEROP_FAIL",
+        "attribution_class": "input",
+    }
 
 
 def test_unknown_alias_lists_available_ones() -> None:
@@ -333,7 +340,8 @@ def test_peer_call_in_cli_mode_fails_cleanly() -> None:
     assert result.returncode == 1
     lines = stderr_lines(result)
     assert len(lines) == 1
-    assert lines[0].startswith("HANDLER_ERROR (internal): ")
+    report = json.loads(lines[0])
+    assert (report["code"], report["attribution_class"]) == ("HANDLER_ERROR", "internal")
 
 
 # -- argument mapping on synthetic caps ---------------------------------------------------

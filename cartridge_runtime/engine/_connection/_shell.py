@@ -70,6 +70,7 @@ from ._gate import PoolGate
 from ._health import heartbeat_loop
 from ._health import probe as probe_health
 from ._links import Flow, PeerOrigin
+from ._preamble import StdoutPreamble
 from ._startup import StartupFailure, run_startup
 from ._stderr import StderrLog
 
@@ -160,6 +161,7 @@ class Connection:
         self._unhealthy = False
         #: Words for stray text on the cartridge's stdout, once the decoder failed on it.
         self._stray: str | None = None
+        self._preamble: StdoutPreamble | None = None
         self._scope = anyio.CancelScope()
         #: Whether the instance is known to have ended (its ``wait()`` returned).
         self._ended = False
@@ -299,6 +301,8 @@ class Connection:
         self, step: str, message: str, rule: str | None = None, cause: Exception | None = None
     ) -> None:
         tail = self._stderr.tail.strip()
+        if self._preamble is not None and self._preamble.only_text:
+            message += " after only text on its stdout (a program that is not a cartridge?)"
         full = f"cartridge {self.name}: {message}"
         if tail:
             full += f"\nstderr:\n{tail}"
@@ -431,8 +435,11 @@ class Connection:
             read_size=self.config.read_size,
             on_error=self._note_stray,
         )
+        # Lines of text before the first frame are the cartridge's log, not a death.
+        on_line = functools.partial(self._stderr.add_stdout_line, self.name)
+        self._preamble = preamble = StdoutPreamble(pump.on_block, on_line)
         try:
-            await pump.run(source_for(self.process.stdout))
+            await pump.run(source_for(self.process.stdout), through=preamble.feed)
         except P.ProtocolError as exc:
             self.counters.protocol_errors += 1
             reason = self._stray or f"wrote bytes that are not a valid frame on stdout: {exc}"

@@ -3,6 +3,8 @@ for the errors that name it."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from collections.abc import AsyncIterable
 from pathlib import Path
@@ -10,6 +12,8 @@ from pathlib import Path
 import anyio
 
 __all__ = ("StderrLog",)
+
+log = logging.getLogger("cartridge_runtime.engine")
 
 
 class StderrLog:
@@ -26,8 +30,27 @@ class StderrLog:
         self._cap = max_bytes
         #: The last ``tail_chars`` characters written.
         self.tail = ""
+        self._stdout_lines = 0
         #: Set once the stream ended (or there was none).
         self.done = anyio.Event()
+
+    def add_stdout_line(self, name: str, line: bytes) -> None:
+        """A line cartridge ``name`` printed on stdout before its first frame: kept with its
+        stderr (marked ``stdout:``), with one warning for the first."""
+        text = line.decode("utf-8", "replace").rstrip("\r\n")
+        if not self._stdout_lines:
+            log.warning(
+                "%s printed text on stdout before its first frame, taken as its log "
+                "(logs belong on stderr): %r",
+                name,
+                text,
+            )
+        self._stdout_lines += 1
+        entry = f"stdout: {text}\n"
+        with contextlib.suppress(OSError), open(self.path, "a", encoding="utf-8") as logfile:
+            logfile.write(entry)
+        tail = self.tail + entry
+        self.tail = tail[-self._limit :] if len(tail) > self._limit else tail
 
     async def run(self, stderr: AsyncIterable[bytes] | None) -> None:
         """Task body: copy ``stderr`` to the log until it ends."""

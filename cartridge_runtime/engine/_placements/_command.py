@@ -25,34 +25,60 @@ def describe_returncode(code: int | None) -> str:
 
 
 def command_for(target: str | os.PathLike[str] | Sequence[str]) -> list[str]:
-    """The argv that starts ``target``: a ``.py`` script runs with this interpreter, a
-    command list is used as is, anything else is executed directly. No arguments are added
-    (no arguments means CBOR mode).
+    """The argv that starts ``target`` (HST-1): a ``.py`` script runs with this engine's
+    interpreter, a ``.js`` script with ``node``, a command list is used as is, anything else
+    is executed directly. No arguments are added (no arguments means CBOR mode).
+
+    A bare name (no folder in it) that is a file in the current folder runs as ``./name``:
+    a path target always (a program of the same name on PATH must not run instead), the
+    program of a command list when PATH has no such program.
 
     :raises CartridgeNotFound: the script, or the program of a command, does not exist.
     :raises ValueError: an empty command list.
     """
-    import shutil
     import sys
 
     if isinstance(target, str | os.PathLike):
         path = os.fspath(target)
-        if path.endswith(".py"):
+        interpreter = _INTERPRETERS.get(os.path.splitext(path)[1])
+        if interpreter is not None:
             if not os.path.isfile(path):
                 raise CartridgeNotFound(path)
-            return [sys.executable, path]
+            return [sys.executable if interpreter == "" else interpreter, path]
+        if _is_bare(path) and os.path.isfile(path):
+            return [os.path.join(os.curdir, path)]
         argv = [path]
     else:
         argv = [os.fspath(part) for part in target]
         if not argv:
             raise ValueError("a cartridge command needs at least a program")
-    program = argv[0]
-    if os.sep in program or (os.altsep and os.altsep in program):
+    return [_program(argv[0]), *argv[1:]]
+
+
+#: Interpreters by entry suffix (HST-1); ``""`` is the engine's own Python.
+_INTERPRETERS = {".py": "", ".js": "node"}
+
+
+def _is_bare(program: str) -> bool:
+    return not (os.sep in program or (os.altsep and os.altsep in program))
+
+
+def _program(program: str) -> str:
+    """``program`` as it is to be executed, checked to exist.
+
+    :raises CartridgeNotFound: no such file, nor a program of that name on PATH.
+    """
+    import shutil
+
+    if not _is_bare(program):
         if not os.path.isfile(program):
             raise CartridgeNotFound(program)
-    elif shutil.which(program) is None and not os.path.isfile(program):
-        raise CartridgeNotFound(program)
-    return argv
+        return program
+    if shutil.which(program) is not None:
+        return program
+    if os.path.isfile(program):
+        return os.path.join(os.curdir, program)
+    raise CartridgeNotFound(program)
 
 
 #: Bytes of a cartridge's stray stdout output quoted in the error about it.

@@ -29,8 +29,9 @@ __all__ = ("Subprocess",)
 class Subprocess:
     """Run each instance as a local subprocess (the default placement).
 
-    The target is a ``.py`` script (run with this interpreter), an executable, or a command
-    list; no arguments are added (no arguments means CBOR mode).
+    The target is a ``.py`` script (run with this interpreter), a ``.js`` script (run with
+    ``node``), an executable (a bare name in the current folder runs as ``./name``), or a
+    command list; no arguments are added (no arguments means CBOR mode).
     """
 
     def resolve(self, target: object) -> Target:

@@ -47,6 +47,9 @@ class _SinkBackend:
         await _call(self.sink, "write", self.out, bytes(data))
 
     async def emit_value(self, value: Any) -> None:
+        if isinstance(value, bytes) and getattr(self.sink, "value", None) is None:
+            await _call(self.sink, "write", self.out, value)  # a sink that takes only bytes
+            return
         await _call(self.sink, "value", self.out, value)
 
     async def emit_item(self, value: Any, meta: Mapping[str, Any] | None) -> None:

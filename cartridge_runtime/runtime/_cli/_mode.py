@@ -6,25 +6,27 @@ invocation                              effect                                  
 ``script.py manifest``                  the manifest JSON (indent 2; the same        0
                                         object HELLO carries) on stdout
 ``script.py --help`` / ``-h``           the caps by alias with their arguments,      0
-                                        on **stdout** (the reference uses stderr;
-                                        help that was asked for is output)
+                                        on stderr (CLI-3, as the reference)
 ``script.py --version`` / ``-v``        ``name version`` on stdout                   0
 ``script.py ALIAS --help``              the cap's title, description, every          0
-(or ``--help ALIAS``)                   argument and output, on stdout
+(or ``--help ALIAS``)                   argument and output, on stderr (CLI-4)
 ``script.py ALIAS [args]``              runs the handler under policy ``full``;      0
                                         main output on stdout
-handler failed                          exactly one stderr line                      1
-                                        ``CODE (class): message`` (no traceback)
+handler failed                          exactly one stderr line, a JSON object       1
+                                        ``{"error", "code", "attribution_class"}``
+                                        (plus ``arg_urn``), no traceback (CLI-6)
 usage error                             unknown alias (the available ones are        2
                                         listed), missing required argument (named),
                                         unknown option, stray positional
 ======================================  ===========================================  ======
 
-Output: the main output goes to stdout raw. ``write()`` bytes and text values are written
-as they are (no added newline); each sequence item is written on its own line; any other value
-(``emit_cbor`` of a number, list, map...) is written as one line of JSON. Outputs other than the
-main one are not printed. Progress and logs go to stderr as ``[PROGRESS 25%] message`` and
-``[INFO internal] message`` (`` arg=<urn>`` appended when the log names one).
+Output (CLI-12, CLI-13): the main output goes to stdout. Each bytes or text value emitted is
+written followed by a newline, as the reference does; ``write()`` bytes are written as they
+are (no added newline), so a streamed echo stays byte-exact; each sequence item is written on
+its own line; any other value (``emit_cbor`` of a number, list, map...) is written as one line
+of JSON. Outputs other than the main one are not printed. Progress and logs go to stderr as
+``[PROGRESS 25%] message`` and ``[INFO internal] message`` (``[INFO input arg=<urn>] message``
+when the log names an argument).
 
 Standard input is streamed into the handler with bounded buffering (a few blocks), so a
 streaming handler such as an echo runs in constant memory at any input size.
@@ -63,7 +65,7 @@ from ._args import (
 __all__ = ("run_cli", "EXIT_CLI_OK", "EXIT_CLI_FAILED", "EXIT_CLI_USAGE", "EXIT_CLI_INTERRUPTED")
 
 EXIT_CLI_OK: Final = 0  #: the handler succeeded (or help / manifest was printed)
-EXIT_CLI_FAILED: Final = 1  #: the handler failed; one ``CODE (class): message`` line on stderr
+EXIT_CLI_FAILED: Final = 1  #: the handler failed; one JSON line on stderr (CLI-6)
 EXIT_CLI_USAGE: Final = 2  #: the command line does not match the manifest
 EXIT_CLI_INTERRUPTED: Final = 130  #: interrupted (Ctrl-C), as shells report SIGINT
 
@@ -119,6 +121,12 @@ def _line(err: TextIO, text: str) -> None:
     err.flush()
 
 
+def _text(err: TextIO, text: str) -> None:
+    """Help text on stderr, flushed (it may be followed by nothing else)."""
+    err.write(text)
+    err.flush()
+
+
 def _find_alias(manifest: Manifest, alias: str) -> CapDef | None:
     for cap in manifest.all_caps():
         if alias in cap.aliases:
@@ -134,7 +142,7 @@ def _dispatch(
         raise CliUsageError(f"no command given; run '{prog} --help' to list the commands")
     first, rest = argv[0], argv[1:]
     if first in HELP_FLAGS and not rest:
-        out.write(program_help(manifest, prog).encode("utf-8"))
+        _text(err, program_help(manifest, prog))
         return EXIT_CLI_OK
     if first in HELP_FLAGS and len(rest) == 1:  # ``--help ALIAS`` reads like ``ALIAS --help``
         first, rest = rest[0], [first]
@@ -155,7 +163,7 @@ def _dispatch(
         )
     options = rest[: rest.index("--")] if "--" in rest else rest
     if any(token in HELP_FLAGS for token in options):
-        out.write(cap_help(cap, prog).encode("utf-8"))
+        _text(err, cap_help(cap, prog))
         return EXIT_CLI_OK
     runs = plan_invocations(cap, rest, StdinReader(stdin))
     for inputs in runs:
@@ -171,10 +179,14 @@ def _run_once(runtime: Any, cap: CapDef, inputs: list[CliInput], out: BinaryIO, 
         anyio.run(_invoke_cli, runtime, cap.urn, inputs, sink)
     except CartridgeError as exc:
         sink.end_line()
-        text = f"{exc.code} ({exc.attribution_class}): {exc.message}"
+        report = {
+            "error": exc.message,
+            "code": exc.code,
+            "attribution_class": exc.attribution_class,
+        }
         if exc.arg_urn:
-            text += f" arg={exc.arg_urn}"
-        _line(err, text)
+            report["arg_urn"] = exc.arg_urn
+        _line(err, json.dumps(report, ensure_ascii=False))
         return EXIT_CLI_FAILED
     except BrokenPipeError:
         return EXIT_CLI_FAILED  # the reader went away (``| head``); nothing more to say
@@ -299,9 +311,9 @@ class _TerminalSink:
         if not output.is_main:
             return
         if isinstance(value, (bytes, bytearray, memoryview)):
-            self._emit(bytes(value))
+            self._emit(bytes(value) + b"\n")
         elif isinstance(value, str):
-            self._emit(value.encode("utf-8"))
+            self._emit(value.encode("utf-8") + b"\n")
         else:
             self._emit(_as_json_line(value))
 
@@ -327,8 +339,8 @@ class _TerminalSink:
         self._err.flush()
 
     def log(self, level: str, message: str, attribution_class: str, arg_urn: str | None) -> None:
-        suffix = f" arg={arg_urn}" if arg_urn else ""
-        self._err.write(f"[{level.upper()} {attribution_class}] {message}{suffix}\n")
+        coordinate = f" arg={arg_urn}" if arg_urn else ""  # inside the brackets, as the reference
+        self._err.write(f"[{level.upper()} {attribution_class}{coordinate}] {message}\n")
         self._err.flush()
 
     def end_line(self) -> None:
