@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -34,6 +35,7 @@ from ..engine._machines._cache import CacheError
 from ..engine._machines._records import RunRecorder, default_runs_dir, read_run
 from . import app
 from ._paths import cartridge_problem, output_dir_problem, output_file_problem
+from ._planned import NoPlan, plan_run, scratch_folder, show
 from ._run_setup import Sinks, Usage, choose_cache, parse_inputs, parse_targets
 
 _USAGE = 2
@@ -431,7 +433,16 @@ def _jsonable(value: Any) -> Any:
 
 @app.command("run")
 def run_command(
-    file: Path = typer.Argument(..., help="The machine notation file."),  # noqa: B008
+    args: list[str] = typer.Argument(  # noqa: B008
+        ..., metavar="FILE | INPUT...", help="The machine notation file; with --to, the input."
+    ),
+    to: str | None = typer.Option(
+        None, "--to", help="Plan the machine: the media URN wanted from the INPUT."
+    ),
+    pick: int = typer.Option(1, "--pick", help="With --to: run plan N (1 is the best)."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="With --to: print the chosen machine, run nothing."
+    ),
     cartridge: list[str] = typer.Option(  # noqa: B008
         [], "--cartridge", "-c", help="A cartridge the machine's caps come from; repeat it."
     ),
@@ -471,8 +482,22 @@ def run_command(
         None, "--runs-dir", help="Where run records go (default: $CARTRIDGE_HOME/runs)."
     ),
 ) -> None:
-    """Run a machine across cartridges and write its outputs."""
+    """Run a machine across cartridges and write its outputs (with --to, a planned one)."""
+    scratch: Path | None = None
     try:
+        if to is None:
+            if len(args) != 1:
+                raise Usage("give one machine FILE (or --to MEDIA and the INPUT to plan from)")
+            file = Path(args[0])
+        else:
+            planned = plan_run(list(args), to, list(cartridge), pick)
+            show(planned)
+            if dry_run:
+                print(planned.text)
+                raise typer.Exit(0)
+            scratch = scratch_folder()
+            file = planned.write(scratch)
+            input_ = [*input_, f"{planned.input_node}=@{args[0]}"]
         targets = parse_targets(list(output))
         _check(file, list(cartridge), timeout, output_dir, targets)
         opts = _Options(
@@ -494,6 +519,18 @@ def run_command(
         )
     except Usage as error:
         raise typer.Exit(_fail(as_json, {"error": "usage"}, f"error: {error}", _USAGE)) from None
+    except NoPlan as error:
+        raise typer.Exit(_fail(as_json, {"error": "no plan"}, str(error), _FAILED)) from None
+    try:
+        code = _run_checked(opts)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    raise typer.Exit(code)
+
+
+def _run_checked(opts: _Options) -> int:
+    """The run of checked options, with its signals and a reader that goes away."""
     held = _Held()
     try:
         code = anyio.run(_run_until_signal, opts, held)
@@ -506,4 +543,4 @@ def run_command(
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
-    raise typer.Exit(code)
+    return code

@@ -106,3 +106,43 @@ def test_a_warm_cache_plans_without_starting_a_cartridge(tmp_path: Path) -> None
     assert document["cartridges_started"] == 0
     assert [p["machine"] for p in document["plans"]] == [p["machine"] for p in cold["plans"]]
     assert document["plans"][0]["steps"][0]["cartridge"] == "wordkit"
+
+
+KEPT = "media:enc=utf-8;kept;word"
+
+
+def test_run_to_plans_shows_the_machine_and_runs_it(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.txt"
+    doc.write_text("tiny elephants ox giraffes\n")
+    args = ["run", "--to", KEPT, str(doc), "-c", str(WORDKIT), "--runs-dir", str(tmp_path / "r")]
+    out = cartridge(*args)
+    assert out.returncode == 0, out.stderr
+    first = out.stderr.splitlines()[0]
+    assert first.startswith("plan 1 of ") and first.endswith(": Split → ForEach → Route")
+    assert 'op=route;out="media:enc=utf-8;kept;word"' in out.stderr
+    kept = out.stdout.split()
+    assert kept and set(kept) <= {"tiny", "elephants", "ox", "giraffes"}
+    records = list((tmp_path / "r").glob("*/machine.txt"))
+    assert len(records) == 1 and "op=route" in records[0].read_text()
+
+
+def test_run_to_dry_run_prints_the_machine_and_runs_nothing(tmp_path: Path) -> None:
+    out = cartridge("run", "--to", KEPT, str(SAMPLE_MD), "-c", str(WORDKIT), "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "(word=n1) -> edge_1 -> (kept=n2)"
+    assert out.stdout.count("edge_") == 4
+
+
+def test_run_to_refusals(tmp_path: Path) -> None:
+    cases = [
+        (["run", "--to", "media:pdf", str(SAMPLE_MD), "-c", str(WORDKIT)], 1, "no way from"),
+        (["run", "--to", KEPT, str(SAMPLE_MD), "-c", str(WORDKIT), "--pick", "99"], 2, "--pick"),
+        (["run", "--to", KEPT, str(SAMPLE_MD), str(SAMPLE_MD), "-c", str(WORDKIT)], 2, "one INPUT"),
+        (["run", "--to", KEPT, str(tmp_path / "nope.md"), "-c", str(WORDKIT)], 2, "nope.md"),
+        (["run", str(SAMPLE_MD), str(SAMPLE_MD), "-c", str(WORDKIT)], 2, "one machine FILE"),
+    ]
+    for args, code, words in cases:
+        out = cartridge(*args)
+        assert out.returncode == code, (args, out.stderr)
+        line = out.stderr.strip().splitlines()[-1]
+        assert line.startswith("error: ") and words in line, (args, line)
