@@ -16,8 +16,8 @@ from typing import IO, Any
 
 import anyio.to_thread
 
-from ..engine._machines._cache import CacheStore
-from ..engine._machines._records import default_cache_dir, list_runs, machine_digest
+from ..engine import CacheStore, list_runs, machine_digest
+from ..engine import default_step_cache_dir as default_cache_dir
 
 __all__ = ("Usage", "parse_inputs", "parse_targets", "Sinks", "choose_cache", "stdin_pieces")
 

@@ -18,8 +18,8 @@ from typing import Annotated
 
 import typer
 
-from ..engine._machines._cache import CacheError, CacheStore
-from ..engine._machines._records import default_cache_dir
+from ..engine import CacheError, CacheStore
+from ..engine import default_step_cache_dir as default_cache_dir
 from . import app
 
 __all__ = ("parse_size",)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from ..engine._machines._records import RunRecord, step_totals
+from ..engine import RunRecord, step_totals
 
 __all__ = ("render_report",)
 

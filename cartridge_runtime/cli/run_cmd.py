@@ -31,8 +31,8 @@ import anyio
 import attrs
 import typer
 
-from ..engine._machines._cache import CacheError
-from ..engine._machines._records import RunRecorder, default_runs_dir, read_run
+from ..engine import CacheError, RunRecorder, default_runs_dir, read_run
+from ..protocol import AttributionClass, ErrorCode, ErrorReport
 from . import app
 from ._paths import cartridge_problem, output_dir_problem, output_file_problem
 from ._planned import NoPlan, plan_run, scratch_folder, show
@@ -353,13 +353,18 @@ async def _run(opts: _Options, held: _Held) -> int:
             view.stop()
             if sinks is not None:
                 sinks.discard()
-            line = f"TIMEOUT (resource): the run did not end within {opts.timeout:g} s (--timeout)"
-            recorder.amend(status="failed", error={"code": "TIMEOUT", "class": "resource",
-                                                   "message": line})  # fmt: skip
+            timeout = ErrorReport(
+                code=ErrorCode.TIMEOUT,
+                attribution_class=AttributionClass.RESOURCE,
+                message=f"the run did not end within {opts.timeout:g} s (--timeout)",
+            )
+            line = timeout.one_line()
+            recorder.amend(status="failed", error={"code": timeout.code,
+                           "class": timeout.attribution_class, "message": line})  # fmt: skip
             if opts.verbose:
                 _stderr_tails(engine)
             _write_report(opts, recorder)
-            return fail({"code": "TIMEOUT", "message": line, "run": recorder.run_id}, line,
+            return fail({"code": timeout.code, "message": line, "run": recorder.run_id}, line,
                         _FAILED)  # fmt: skip
         view.stop()
         result = run.result

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..engine._machines._records import (
+from ..engine import (
     RunRecord,
     default_runs_dir,
     list_runs,

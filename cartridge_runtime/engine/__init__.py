@@ -17,7 +17,7 @@ Example::
 
 from __future__ import annotations
 
-from ._arguments import ArgumentError
+from ._arguments import ArgumentError, default_inputs
 from ._call import Inputs, InputValue
 from ._config import EngineConfig
 from ._connection._direct import DirectConnection, direct_connection
@@ -51,6 +51,7 @@ from ._events import (
 )
 from ._inputs import CborValue, ItemStream, ValueStream
 from ._machines._api import MachineRun
+from ._machines._cache import CacheError, CacheStore
 from ._machines._events import (
     ItemFinished,
     ItemStarted,
@@ -65,6 +66,17 @@ from ._machines._events import (
     StepReport,
     StepStarted,
 )
+from ._machines._records import (
+    RunRecord,
+    RunRecorder,
+    default_runs_dir,
+    list_runs,
+    machine_digest,
+    read_events,
+    read_run,
+    step_totals,
+)
+from ._machines._records import default_cache_dir as default_step_cache_dir
 from ._observe import CallInfo, CallObserver, CallOutcome
 from ._placements._inprocess import InProcess
 from ._placements._seam import ByteSink, Instance, LaunchError, LaunchSpec, Placement, Target
@@ -159,6 +171,18 @@ __all__ = (
     "ItemStream",
     # machines
     "MachineRun",
+    "CacheStore",
+    "CacheError",
+    "RunRecorder",
+    "RunRecord",
+    "read_run",
+    "list_runs",
+    "read_events",
+    "step_totals",
+    "machine_digest",
+    "default_runs_dir",
+    "default_step_cache_dir",
+    "default_inputs",
     "MachineResult",
     "StepReport",
     "MachineEvent",
