@@ -17,7 +17,7 @@ Example::
 
 from __future__ import annotations
 
-from ._arguments import ArgumentError
+from ._arguments import ArgumentError, default_inputs
 from ._call import Inputs, InputValue
 from ._config import EngineConfig
 from ._connection._direct import DirectConnection, direct_connection
@@ -102,6 +102,7 @@ __all__ = (
     "EngineError",
     "CallError",
     "ArgumentError",
+    "default_inputs",
     "CallTimeout",
     "CartridgeDied",
     "CartridgeUnhealthy",

@@ -61,8 +61,13 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from cartridge_runtime.engine import DirectConnection, EngineConfig, InProcess, direct_connection
-from cartridge_runtime.engine._arguments import default_inputs
+from cartridge_runtime.engine import (
+    DirectConnection,
+    EngineConfig,
+    InProcess,
+    default_inputs,
+    direct_connection,
+)
 from cartridge_runtime.protocol import (
     CartridgeHello,
     ErrorReport,
