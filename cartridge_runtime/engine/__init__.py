@@ -129,6 +129,7 @@ __all__ = (
     "EngineError",
     "CallError",
     "ArgumentError",
+    "default_inputs",
     "CallTimeout",
     "CartridgeDied",
     "CartridgeUnhealthy",

@@ -192,3 +192,10 @@ def test_a_regular_file_on_stdin_arrives_whole(tmp_path: Path) -> None:
                               capture_output=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == data
+
+
+def test_json_with_an_output_file_is_a_usage_error(tmp_path: Path) -> None:
+    done = run("call", str(INTEROP), "echo", "--json", "-o", str(tmp_path / "x"))
+    assert done.returncode == 2
+    [line] = done.stderr.decode().splitlines()
+    assert line.startswith("error: --json") and not (tmp_path / "x").exists()
