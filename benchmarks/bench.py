@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side benchmark of this project against capdag 1.524.58 (issue 7).
+"""Side-by-side benchmark of this project against capdag 1.524.58.
 
 Pairs (driver → cartridge):
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Codec benchmark (issue 2): our frame codec next to raw cbor2 and the reference (capdag).
+"""Codec benchmark: our frame codec next to raw cbor2 and the reference (capdag).
 
 Measures, in one run:
 

@@ -39,7 +39,8 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cartridge_runtime.discovery import Discovery, discover
+from cartridge_runtime.discovery import Discovery
+from cartridge_runtime.engine import discover
 
 #: A warm discovery of 50 installed cartridges must take less than this (in process).
 TARGET_S: Final = 0.5

@@ -8,7 +8,7 @@ The machine is one strand of blocks of five steps each, every block a map opened
 one before; constants and named outputs throughout. Both sides get the same caps (the
 reference through a registry with no aliases and media definitions without rules) and must
 write the same canonical text. Prints the median time of each over ``--runs`` runs, the ratio,
-and our time against the 20 ms target (issue 15). A benchmark, not a test: nothing asserts a
+and our time against the 20 ms target. A benchmark, not a test: nothing asserts a
 time. ``--profile`` prints where our time goes (cProfile, top functions by own time).
 """
 
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cartridge_runtime.machine import parse_machine
 from cartridge_runtime.manifest import CapDef
 
-#: The 200-step machine of issue 15 must parse and resolve within this (ours, median).
+#: The 200-step machine of the machine-notation target must parse and resolve within this (ours, median).
 TARGET_MS: Final = 20.0
 TEXT: Final = "media:enc=utf-8"
 WORD: Final = "media:enc=utf-8;word"

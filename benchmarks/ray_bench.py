@@ -7,7 +7,7 @@ calls one at a time and 16 in flight (``tests/fixtures/raw_cartridge.py`` echo),
 echo (``--echo-mib``, default 64), a machine's per-item map over 2 replicas
 (``tests/fixtures/replica_cartridge.py``), a CPU-bound cap over 1 and 2 Ray replicas
 (``_spin_cartridge.py``), and the peak memory of the driver and the actor during one big
-echo (``--big-mib``, default 1024; goal: each under 150 MiB). Targets (issue 18): echo over
+echo (``--big-mib``, default 1024; goal: each under 150 MiB). Targets: echo over
 Ray >= 0.5x local; 2 Ray replicas >= 1.6x one for the CPU-bound cap; the map >= 0.5x local.
 
 Usage::

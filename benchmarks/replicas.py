@@ -5,7 +5,7 @@ Each measurement starts an engine with ``replicas=R`` of ``_spin_cartridge.py`` 
 replica started before the clock runs), keeps ``--inflight`` calls of ``spin`` in flight for
 ``--calls`` calls, and reports calls per second and the CPU time the cartridges used (from
 ``/proc``). The settings alternate (1, 2, 1, 2, ...) ``--repeat`` times and the median of each
-is shown, so a spell of load on a shared host hits both alike. Target (issue 17): 2 replicas
+is shown, so a spell of load on a shared host hits both alike. Target: 2 replicas
 at least 1.6x the rate of 1 on a 2-core machine. The host's load average is printed: on a
 host whose cores other work keeps busy, a second replica has no idle core to win.
 

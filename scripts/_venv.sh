@@ -11,8 +11,8 @@ ensure_venv() {
     fi
     # The C fast paths are built at install, so their sources are part of the stamp too.
     local stamp
-    stamp=.venv/.installed-$name-$(cat pyproject.toml scripts/_venv.sh cartridge_runtime/protocol/*.c \
-        cartridge_runtime/protocol/*.h | sha256sum | cut -c1-16)
+    stamp=.venv/.installed-$name-$(cat pyproject.toml scripts/_venv.sh cartridge_runtime/protocol/_csrc/*.c \
+        cartridge_runtime/protocol/_csrc/*.h | sha256sum | cut -c1-16)
     if [ ! -f "$stamp" ]; then
         echo "setting up .venv (installing the project; once per pyproject change)..." >&2
         # pip's and setuptools' chatter goes to a log, shown only when the install fails.

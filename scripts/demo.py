@@ -96,6 +96,40 @@ class Demo:
         )
         self.rows.append((title, path.name, "[green]ok[/]", f"{steps} in {ms:.0f} ms"))
 
+    async def planned(self, title: str, path: Path, target: str) -> None:
+        """Plan from the file ``path`` to ``target`` over every cartridge's caps, show the
+        candidates, then run the best one on the file."""
+        console.rule(f"[bold]{title}[/]")
+        console.print(f"  [dim]{path.relative_to(ROOT)} → {target}[/]")
+        started = time.perf_counter()
+        try:
+            plans = await self.engine.plan(path, target, limit=3)
+            for rank, plan in enumerate(plans, 1):
+                console.print(f"  {rank}. {plan.description}", highlight=False)
+            if not plans:
+                raise CallError("NO_PLAN", "input", f"no way from {path.name} to {target}")
+            machine = plans[0].machine
+            for line in machine.to_notation().splitlines():
+                console.print(f"  [cyan]{line}[/]", highlight=False)
+            (node,) = machine.inputs
+            data = await anyio.Path(path).read_bytes()
+            result = await self.engine.run_machine(machine, {node.name: data})
+        except (CallError, MachineError) as exc:
+            self.failures += 1
+            self.rows.append((title, path.name, "[red]failed[/]", str(exc)))
+            return
+        ms = (time.perf_counter() - started) * 1000
+        for name, out in result.outputs.items():
+            values = [
+                i.value.decode() if isinstance(i.value, bytes) else i.value for i in out.items
+            ]
+            shown = ", ".join(repr(v) for v in values[:6]) if out.items else out.text[:160]
+            more = f" … {len(values) - 6} more" if len(values) > 6 else ""
+            console.print(f"  [bold]{name}[/] ({out.media_urn}) = {shown}{more}", highlight=False)
+        self.rows.append(
+            (title, path.name, "[green]ok[/]", f"{len(plans)} plans, best ran in {ms:.0f} ms")
+        )
+
     async def cap(self, cartridge: str, alias: str) -> CapDef:
         await self.engine.start(cartridge)
         cap = self.engine.manifest(cartridge).find_cap(alias)
@@ -313,6 +347,12 @@ async def main() -> int:
             ("route", "Machine: a router with optional outputs"),
         ):
             await demo.machine(title, SAMPLES / "machines" / f"{name}.machine", sample_txt)
+
+        await demo.planned(
+            "Planned: a Markdown file's kept words (nobody wrote this machine)",
+            SAMPLES / "sample.md",
+            "media:enc=utf-8;kept;word",
+        )
 
         table = Table(title="cartridge-runtime demo: the engine driving the bundled cartridges")
         for col in ("scenario", "cap", "result", "detail"):

@@ -14,12 +14,12 @@
 
 Who uses what
 -------------
-- The cartridge's session (``runtime/_session.py``) holds a :class:`FramePump` with
+- The cartridge's session (``runtime/_frames/_session.py``) holds a :class:`FramePump` with
   ``room=`` its outbox, reads the handshake with :meth:`FramePump.next_frame` and then runs
   the pump over its stdin (:class:`FdReceiveStream`, which reads from the loop's reader
-  callback on asyncio). Its writer (``runtime/_writer.py``) is a :class:`FrameOutbox` that
+  callback on asyncio). Its writer (``runtime/_frames/_writer.py``) is a :class:`FrameOutbox` that
   encodes at flush time with a frame bound (:attr:`EncodeAt.FLUSH`).
-- The engine's connection (``engine/_conn.py``) holds a :class:`FrameOutbox` that encodes at
+- The engine's connection (``engine/_connection/_shell.py``) holds a :class:`FrameOutbox` that encodes at
   queue time with no bound, attached to the instance's stdin once it is launched, and a
   :class:`FramePump` with ``hold=`` that outbox, fed by the placement's ``read_blocks``
   (:func:`read_blocks` over a pipe for a local subprocess).

@@ -50,6 +50,7 @@ def _register_subcommands() -> None:
         "machine_cmd",
         "run_cmd",
         "list_cmd",
+        "plan_cmd",
     ):
         try:
             importlib.import_module(f"{__name__}.{name}")

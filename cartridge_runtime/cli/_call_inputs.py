@@ -10,7 +10,7 @@ Once the manifest is known, the cap is found by alias or URN, and its inputs com
 * the flags and positionals the manifest declares, spelled exactly as the script's own CLI mode
   takes them (``cartridge call x.py concat hello --suffix ' world'``), and piped stdin for the
   argument whose source is stdin; the mapping is CLI mode's own
-  (:func:`cartridge_runtime.runtime._cli_args.plan_invocations`), so defaults, file-path
+  (:func:`cartridge_runtime.runtime._cli._args.plan_invocations`), so defaults, file-path
   arguments and their globs behave the same.
 
 Arguments given with ``--arg`` are taken out of that mapping. When only ``--arg`` inputs are
@@ -31,7 +31,7 @@ import anyio.to_thread
 import attrs
 
 from ..manifest import ArgDef, CapDef, StdinSource
-from ..runtime._cli_args import CliInput, CliUsageError, StdinReader, plan_invocations
+from ..runtime._cli._args import CliInput, CliUsageError, StdinReader, plan_invocations
 from ..urn import CapUrn, MediaUrn, UrnError
 
 __all__ = (

@@ -112,7 +112,7 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
     from ..engine import CallError, NoRoute, OutputData, OutputItem
     from ..engine import Log as LogEvent
     from ..engine import Progress as ProgressEvent
-    from ..runtime._cli_args import StdinReader
+    from ..runtime._cli._args import StdinReader
 
     try:
         await engine.start(name)

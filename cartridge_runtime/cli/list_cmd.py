@@ -123,7 +123,8 @@ def list_command(
     ),
 ) -> None:
     """List the cartridges installed under ROOT: name, version, caps and where."""
-    from ..discovery import Discovery, RootNotFound, discover
+    from ..discovery import Discovery, RootNotFound
+    from ..engine import discover
 
     where = root if root is not None else default_root()
     try:

@@ -15,8 +15,7 @@ from typing import Any
 
 import cbor2
 
-from ..protocol import Frame, FrameType, encode_body
-from ..protocol._codec import frame_to_map
+from ..protocol import Frame, FrameType, encode_body, frame_to_map
 
 __all__ = ("META_ORDER", "byte_form_findings", "meta_order_problem")
 

@@ -3,9 +3,9 @@ manifest, from a cache keyed by content digest so that a warm discovery starts n
 
 Example::
 
-    discovery = await discover("~/cartridges")
+    discovery = await engine.discover("~/cartridges")   # found ones are added to engine
     for cartridge in discovery.found:
-        cartridge.add_to(engine)            # Engine.add_cartridge with its caps known
+        print(cartridge.name, cartridge.version, cartridge.aliases)
     for refused in discovery.refused:
         print(refused.path, refused.reason)
 
@@ -19,19 +19,25 @@ spec's chapter 15.
 from __future__ import annotations
 
 from ._cache import default_cache_dir
-from ._discover import discover
+from ._discover import find_installed
 from ._errors import DiscoveryError, RootNotFound
 from ._model import (
+    CartridgeHost,
     Discovery,
     FoundCartridge,
     InstallRecord,
     LayoutKind,
+    ManifestStarter,
     RefusalKind,
     RefusedCartridge,
+    StartFailure,
 )
 
 __all__ = (
-    "discover",
+    "find_installed",
+    "ManifestStarter",
+    "StartFailure",
+    "CartridgeHost",
     "Discovery",
     "FoundCartridge",
     "RefusedCartridge",

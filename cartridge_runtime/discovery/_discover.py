@@ -1,5 +1,5 @@
-"""``discover(root)``: every cartridge installed under a folder, with its manifest, starting
-only those whose manifest the cache does not hold.
+"""``find_installed(root, starter=...)``: every cartridge installed under a folder, with its
+manifest, starting only those whose manifest the cache does not hold.
 
 Rules (chapter 15 of the protocol spec):
 
@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from ._cache import CacheEntry, ManifestCache, cache_key, default_cache_dir
 from ._digests import FileDigests
 from ._errors import RootNotFound
-from ._model import Discovery, FoundCartridge, RefusalKind, RefusedCartridge
+from ._model import (
+    Discovery,
+    FoundCartridge,
+    ManifestStarter,
+    RefusalKind,
+    RefusedCartridge,
+    StartFailure,
+)
 from ._scan import Candidate, scan
 
-if TYPE_CHECKING:
-    from ..engine import EngineConfig
-
-__all__ = ("discover",)
+__all__ = ("find_installed",)
 
 
 def _found(candidate: Candidate, entry: CacheEntry, key: str, hit: bool) -> FoundCartridge:
@@ -64,11 +68,11 @@ def _checked_root(root: str | os.PathLike[str]) -> Path:
     return path
 
 
-async def discover(
+async def find_installed(
     root: str | os.PathLike[str],
     *,
+    starter: ManifestStarter,
     cache: str | os.PathLike[str] | Literal[False] | None = None,
-    engine_config: EngineConfig | None = None,
     refresh: bool = False,
 ) -> Discovery:
     """Find every cartridge under ``root`` (DSC-1 to DSC-12).
@@ -77,8 +81,9 @@ async def discover(
         folders with a ``cartridge.json``), or one version folder.
     :param cache: the manifest cache folder; ``None``: :func:`default_cache_dir`; ``False``:
         no cache (every candidate is started).
-    :param engine_config: the configuration of the engine that starts cache misses (default:
-        each start-up step may take ``DISCOVERY_STEP_TIMEOUT`` seconds, no heartbeats).
+    :param starter: what starts the cache misses to read their manifests (the engine's:
+        :func:`cartridge_runtime.engine.discover` and :meth:`Engine.discover
+        <cartridge_runtime.engine.Engine.discover>` pass it).
     :param refresh: start every candidate even when the cache holds it (the cache is
         rewritten).
     :raises RootNotFound: ``root`` does not exist or is not a folder.
@@ -106,9 +111,7 @@ async def discover(
             answers[index] = (entry, keys[index], True)
     spawns = 0
     if misses:
-        from ._probe import StartFailure, probe
-
-        results, spawns = await probe([candidates[i] for i in misses], engine_config)
+        results, spawns = await starter([candidates[i].command for i in misses])
         for index, result in zip(misses, results, strict=True):
             if isinstance(result, StartFailure):
                 entry = CacheEntry(manifest=None, refusal=result.reason)

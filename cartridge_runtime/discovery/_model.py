@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
 from ..manifest import CAP_IDENTITY, CapDef, Manifest
 
-if TYPE_CHECKING:
-    from ..engine import Engine
-
 __all__ = (
+    "StartFailure",
+    "ManifestStarter",
+    "CartridgeHost",
     "LayoutKind",
     "RefusalKind",
     "InstallRecord",
@@ -21,6 +22,34 @@ __all__ = (
     "RefusedCartridge",
     "Discovery",
 )
+
+
+@attrs.frozen
+class StartFailure:
+    """Why a candidate did not start; ``transient`` when it ran out of time (the next discovery
+    tries again) rather than failing on its own (remembered until it changes)."""
+
+    reason: str
+    transient: bool = False
+
+
+class ManifestStarter(Protocol):
+    """What reads the manifests the cache does not hold: it starts each command once and
+    answers, in order, its manifest or why it did not start, and how many processes it
+    started (DSC-11). The engine gives one (:meth:`Engine.discover
+    <cartridge_runtime.engine.Engine.discover>`); tests may give their own."""
+
+    async def __call__(
+        self, commands: Sequence[tuple[str, ...]]
+    ) -> tuple[list[Manifest | StartFailure], int]: ...
+
+
+class CartridgeHost(Protocol):
+    """What :meth:`FoundCartridge.add_to` needs of an engine."""
+
+    def add_cartridge(
+        self, target: Any, *, name: str | None = None, manifest: Manifest | None = None
+    ) -> str: ...
 
 
 class LayoutKind(enum.StrEnum):
@@ -111,16 +140,14 @@ class FoundCartridge:
             if cap.urn != CAP_IDENTITY
         )
 
-    def add_to(self, engine: Engine, **options: Any) -> str:
-        """Register this cartridge with ``engine`` (``Engine.add_cartridge``), its caps known
-        up front so calls route to it before it ever starts; returns the engine's name for it.
+    def add_to(self, engine: CartridgeHost) -> str:
+        """Register this cartridge with ``engine`` (``Engine.add_cartridge``) under its
+        manifest's name, its manifest known up front, so calls route to it and plans read its
+        caps before it ever starts; returns the engine's name for it.
 
-        :param options: more ``add_cartridge`` keywords (``replicas``, ``env``, ``eager``...).
         :raises CartridgeNotFound: the entry has gone since discovery.
         """
-        options.setdefault("known_caps", self.cap_urns)
-        options.setdefault("name", self.name)
-        return engine.add_cartridge(list(self.command), **options)
+        return engine.add_cartridge(list(self.command), name=self.name, manifest=self.manifest)
 
 
 @attrs.frozen(kw_only=True)

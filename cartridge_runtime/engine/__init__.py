@@ -17,11 +17,13 @@ Example::
 
 from __future__ import annotations
 
-from ._arg_check import ArgumentError
+from ._arguments import ArgumentError
 from ._call import Inputs, InputValue
 from ._config import EngineConfig
-from ._direct import DirectConnection, direct_connection
-from ._engine import CartridgeStatus, Engine, EngineStats
+from ._connection._direct import DirectConnection, direct_connection
+from ._connection._links import Flow, PeerOrigin
+from ._connection._tap import FrameTap
+from ._engine import CartridgeStatus, Engine, EngineStats, discover
 from ._errors import (
     CallError,
     CallTimeout,
@@ -47,11 +49,9 @@ from ._events import (
     Result,
     TraceEvent,
 )
-from ._inprocess import InProcess
 from ._inputs import CborValue, ItemStream, ValueStream
-from ._links import Flow, PeerOrigin
-from ._machine_api import MachineRun
-from ._machine_events import (
+from ._machines._api import MachineRun
+from ._machines._events import (
     ItemFinished,
     ItemStarted,
     MachineEvent,
@@ -66,14 +66,15 @@ from ._machine_events import (
     StepStarted,
 )
 from ._observe import CallInfo, CallObserver, CallOutcome
-from ._placement import ByteSink, Instance, LaunchError, LaunchSpec, Placement, Target
+from ._placements._inprocess import InProcess
+from ._placements._seam import ByteSink, Instance, LaunchError, LaunchSpec, Placement, Target
+from ._placements._subprocess import Subprocess
 from ._replicas import ReplicaStatus
 from ._response import CallContext, Response
-from ._subprocess import Subprocess
-from ._tap import FrameTap
 
 __all__ = (
     "Engine",
+    "discover",
     "EngineConfig",
     "CallContext",
     "Response",

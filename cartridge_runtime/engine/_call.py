@@ -56,6 +56,8 @@ import cbor2
 
 from .. import protocol as P
 from ..protocol import AttributionClass, ErrorCode, Frame, FrameType, MessageId, frames
+from ._connection._gate import Chain
+from ._connection._links import CallLink
 from ._errors import CallError, CallTimeout
 from ._events import (
     CallEvent,
@@ -69,8 +71,6 @@ from ._events import (
     TraceEvent,
 )
 from ._inputs import Inputs, InputSender, InputValue, inline_frames, normalize_inputs
-from ._links import CallLink
-from ._pools import Chain
 
 __all__ = ("CallState", "InputValue", "Inputs", "normalize_inputs")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import attrs
 
 from ..protocol import DEFAULT_LIMITS, Limits, NetworkPolicy
-from ._placement import Placement
-from ._tap import FrameTap
+from ._connection._tap import FrameTap
+from ._placements._seam import Placement
 
 
 @attrs.frozen(kw_only=True)

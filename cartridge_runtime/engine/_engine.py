@@ -27,16 +27,19 @@ one counted as a protocol error.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
 import attrs
 
+from ..discovery import Discovery, find_installed
+from ..planner import DEFAULT_LIMIT, DEFAULT_MAX_DEPTH
 from ..protocol import (
     AttributionClass,
     ConnState,
@@ -46,30 +49,35 @@ from ..protocol import (
     frames,
     tune_allocator,
 )
-from ._arg_check import check_call_inputs
+from ._arguments import check_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
 from ._config import EngineConfig
-from ._conn import Connection
-from ._counters import Counters
+from ._connection._counters import Counters
+from ._connection._health import set_capacities
+from ._connection._shell import Connection
+from ._discover import probe
 from ._errors import CallError, EngineClosed, EngineError
 from ._events import Result
-from ._health import set_capacities
-from ._machine_api import MachineRun, open_run, run_to_end
-from ._machine_events import MachineResult
-from ._machine_run import DEFAULT_WINDOW
+from ._machines._api import MachineRun, open_run, run_to_end
+from ._machines._events import MachineResult
+from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
 from ._peer import PeerLink, run_peer_link
-from ._placement import Placement
-from ._process import describe_returncode
+from ._placements._command import describe_returncode
+from ._placements._seam import Placement
+from ._placements._subprocess import Subprocess
+from ._plans import PlanSource, plan_on, source_of
+from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot, Replica
 from ._response import CallContext
 from ._routing import CapRouter
-from ._starter import ReplicaStarter
 from ._status import CartridgeStatus, EngineStats, cartridge_status
-from ._subprocess import Subprocess
 
 if TYPE_CHECKING:
     from ..machine import Machine, MachineSource
+    from ..manifest import Manifest
+    from ..planner import Plan
+    from ..urn import MediaUrn
 
 
 class Engine:
@@ -163,6 +171,7 @@ class Engine:
         env: Mapping[str, str] | None = None,
         eager: bool = False,
         name: str | None = None,
+        manifest: Manifest | None = None,
     ) -> str:
         """Register a cartridge; returns its name (unique within the engine).
 
@@ -177,6 +186,10 @@ class Engine:
         :param known_caps: its cap URNs, so calls route to it before it ever started.
         :param env: the process environment (default: inherit).
         :param eager: start its replicas as soon as the engine runs instead of at the first call.
+        :param manifest: its manifest, when known without starting it (a discovery's cache
+            gives it): planning and machine resolution read it instead of starting the
+            cartridge, and its caps route calls as ``known_caps`` do. The manifest the
+            cartridge sends at start-up takes its place.
         :raises CartridgeNotFound: the script or program does not exist (nothing is added).
         :raises TypeError: the placement cannot run this target, or ``placement`` is not one.
         :raises ValueError: ``replicas`` is not a whole number of at least 1.
@@ -202,8 +215,11 @@ class Engine:
             target=resolved,
             replicas=replicas,
             env=env,
-            known_caps=known_caps,
+            known_caps=known_caps
+            if known_caps is not None or manifest is None
+            else [cap.urn for cap in manifest.iter_caps()],
             eager=eager,
+            known_manifest=manifest,
         )
         self._slots[unique] = slot
         self._caps_changed()
@@ -256,8 +272,64 @@ class Engine:
                 one.conn.kill("killed by the engine operator")
 
     def manifest(self, name: str) -> Any:
-        """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, or ``None``."""
+        """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, else the one
+        given to :meth:`add_cartridge`, or ``None``."""
         return self._slot(name).manifest
+
+    async def discover(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        cache: str | os.PathLike[str] | Literal[False] | None = None,
+        refresh: bool = False,
+    ) -> Discovery:
+        """Add every cartridge installed under ``root`` (a folder of cartridge scripts and
+        executables, or installed version folders with a ``cartridge.json``), each under its
+        manifest's name with its manifest known, so calls route to it and plans read its caps
+        before it ever starts. Manifests come from the cache by content digest; a cartridge
+        the cache does not hold is started once to read it (DSC-1 .. DSC-12).
+
+        :param cache: the manifest cache folder; ``None``: the per-user one; ``False``: none.
+        :param refresh: start every cartridge even when the cache holds it.
+        :returns: what was found (and added) and what was refused, with the reasons.
+        :raises RootNotFound: ``root`` does not exist or is not a folder.
+        """
+        found = await discover(root, cache=cache, refresh=refresh)
+        for cartridge in found.found:
+            cartridge.add_to(self)
+        return found
+
+    async def plan(
+        self,
+        source: PlanSource,
+        target: str | MediaUrn,
+        *,
+        media: str | MediaUrn | None = None,
+        is_sequence: bool | None = None,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        limit: int = DEFAULT_LIMIT,
+    ) -> list[Plan]:
+        """The ranked ways to turn ``source`` into ``target`` over the caps of every cartridge
+        added, best first (none is an empty list); ``plans[0].machine`` runs with
+        :meth:`run_machine`. Cartridges whose manifest is known (given to
+        :meth:`add_cartridge`) are not started; the others are, only to read it.
+
+        :param source: a media URN; a file, folder or glob, or a list of them (their media is
+            detected from the extension and a bounded look at the content); or ``bytes``.
+        :param media: the source's declared media URN (wins over detection; needed for bytes).
+        :param is_sequence: whether the source is a sequence of values (default: a URN or bytes
+            is one value; several files or a folder are a sequence).
+        :raises EngineError: bytes without ``media``.
+        :raises InputError: a file that cannot be found or read.
+        :raises PlannerError: a target that is not a media URN, a bad depth or limit.
+        :raises SpawnFailed: a cartridge whose manifest is not known failed to start.
+        """
+        query = await anyio.to_thread.run_sync(
+            lambda: source_of(source, media=media, is_sequence=is_sequence)
+        )
+        return await plan_on(
+            self, list(self._slots), query, target, max_depth=max_depth, limit=limit
+        )
 
     async def machine(
         self,
@@ -276,7 +348,7 @@ class Engine:
         :raises SpawnFailed: a cartridge failed to start.
         :raises EngineError: the file cannot be read.
         """
-        from ._machine_text import read_machine
+        from ._machines._text import read_machine
 
         return await read_machine(self, list(self._slots), text_or_path, source)
 
@@ -528,10 +600,35 @@ class Engine:
 def _default_placement(target: object) -> Placement:
     """A runtime object runs in process; anything else as a subprocess."""
     if callable(getattr(target, "serve", None)):
-        from ._inprocess import InProcess
+        from ._placements._inprocess import InProcess
 
         return InProcess(target)  # type: ignore[arg-type]
     return Subprocess()
 
 
 __all__ = ("CartridgeStatus", "Engine", "EngineStats", "describe_returncode")
+
+
+async def discover(
+    root: str | os.PathLike[str],
+    *,
+    cache: str | os.PathLike[str] | Literal[False] | None = None,
+    refresh: bool = False,
+    config: EngineConfig | None = None,
+) -> Discovery:
+    """Every cartridge installed under ``root``, with its manifest (DSC-1 .. DSC-12): from the
+    cache when it holds it, else by starting the cartridge once (and stopping it). Nothing is
+    hosted; :meth:`Engine.discover` hosts what this finds.
+
+    :param cache: the manifest cache folder; ``None``: the per-user one; ``False``: none.
+    :param refresh: start every cartridge even when the cache holds it.
+    :param config: the configuration of the engine that starts the cache misses (default:
+        each start-up step may take ``DISCOVERY_STEP_TIMEOUT`` seconds, no heartbeats).
+    :raises RootNotFound: ``root`` does not exist or is not a folder.
+    """
+    return await find_installed(
+        root,
+        starter=functools.partial(probe, engine_type=Engine, config=config),
+        cache=cache,
+        refresh=refresh,
+    )

@@ -11,9 +11,10 @@ or no route). The root :class:`EngineError` is the engine's branch of the packag
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Self
 
-from ..protocol import AttributionClass, CartridgeRuntimeError, ErrorCode, ErrorReport
+from ..errors import EngineError as EngineError
+from ..protocol import AttributionClass, ErrorCode, ErrorReport
 
 __all__ = (
     "CallError",
@@ -26,27 +27,6 @@ __all__ = (
     "NoRoute",
     "SpawnFailed",
 )
-
-
-def _restore(cls: type[EngineError], args: tuple[Any, ...]) -> EngineError:
-    """Unpickle an engine error: its class without ``__init__`` (the fields come back as its
-    state), so each subclass's own constructor signature does not matter."""
-    return cls.__new__(cls, *args)
-
-
-class EngineError(CartridgeRuntimeError):
-    """Root of the engine's errors (misuse of the engine API included).
-
-    Every engine error pickles (to cross a process boundary, a Ray actor's for one) with its
-    class and every field: ``code``, ``attribution_class``, ``message``, ``arg_urn`` and the
-    subclass's own (``returncode``, ``stderr_tail``, ``step``...). A bare engine error (a
-    misuse) has the ERR ``PROTOCOL_ERROR``/``internal``.
-    """
-
-    code = ErrorCode.PROTOCOL_ERROR
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_restore, (type(self), self.args), dict(self.__dict__))
 
 
 class CallError(EngineError):

@@ -32,8 +32,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from ._events import Metric, TraceEvent
-from ._machine_events import MachineRunError, StepFinished, StepStarted
-from ._machine_report import Reports
+from ._machines._events import MachineRunError, StepFinished, StepStarted
+from ._machines._report import Reports
 from ._observe import CallInfo, CallOutcome
 
 __all__ = ("OtelExporter",)

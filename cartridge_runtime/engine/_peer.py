@@ -30,10 +30,10 @@ from ..protocol import (
     ProtocolError,
     frames,
 )
-from ._counters import Counters
+from ._connection._counters import Counters
+from ._connection._gate import Chain, PoolGate
+from ._connection._links import Flow, PeerOrigin
 from ._errors import CallError
-from ._links import Flow, PeerOrigin
-from ._pools import Chain, PoolGate
 
 __all__ = ("PeerEnd", "PeerLink", "PeerRouter", "run_peer_link")
 

@@ -20,9 +20,9 @@ import anyio
 import attrs
 
 from ..protocol import ConnState
-from ._conn import Connection
+from ._connection._shell import Connection
 from ._errors import SpawnFailed
-from ._placement import Placement, Target
+from ._placements._seam import Placement, Target
 
 __all__ = ("CartridgeSlot", "Replica", "ReplicaStatus", "replica_state")
 
@@ -126,6 +126,7 @@ class CartridgeSlot:
         env: Mapping[str, str] | None,
         known_caps: Sequence[str] | None,
         eager: bool,
+        known_manifest: Any = None,
     ) -> None:
         self.name = name
         self.placement = placement
@@ -133,6 +134,8 @@ class CartridgeSlot:
         self.env = env
         self.known_caps: list[str] | None = list(known_caps) if known_caps is not None else None
         self.eager = eager
+        #: A manifest known before any start (read from a discovery's cache), or None.
+        self.known_manifest = known_manifest
         self.replicas = tuple(Replica(i) for i in range(replicas))
         #: Metric name -> the sum of every value its handlers reported (all replicas, across
         #: restarts).
@@ -155,12 +158,12 @@ class CartridgeSlot:
 
     @property
     def manifest(self) -> Any:
-        """The manifest of a started replica, or ``None``."""
+        """The manifest of a started replica, else the one known before any start, or ``None``."""
         for replica in self.replicas:
             conn = replica.conn
             if conn is not None and conn.manifest is not None:
                 return conn.manifest
-        return None
+        return self.known_manifest
 
     def least_loaded(self) -> Connection | None:
         """The ready connection with the fewest requests in flight and queued (healthy ones

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..urn import select_handler
-from ._counters import Counters
+from ._connection._counters import Counters
 from ._errors import NoRoute, SpawnFailed
 from ._peer import PeerEnd
+from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot
-from ._starter import ReplicaStarter
 
 __all__ = ("CapRouter", "Route")
 

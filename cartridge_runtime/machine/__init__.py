@@ -37,6 +37,7 @@ from ._include import (
 from ._media import MediaDef, MediaValidation
 from ._model import Binding, Machine, Node, Step, StepPlacement, Strand, TakenOutput
 from ._parse import parse_machine
+from ._plan import Feed, FeedKind, Plan, ScopePlan, StepPlan, plan_machine, step_runs
 from ._syntax import MAX_RETRY, RESERVED_NODE_NAMES, OnError, StepPolicy
 
 __all__ = (
@@ -59,6 +60,13 @@ __all__ = (
     "LoadedMachine",
     "MachineSourceError",
     "constant_text",
+    "Plan",
+    "ScopePlan",
+    "StepPlan",
+    "Feed",
+    "FeedKind",
+    "plan_machine",
+    "step_runs",
     "MAX_RETRY",
     "RESERVED_NODE_NAMES",
     *_error_names,

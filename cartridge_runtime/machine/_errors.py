@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ..errors import DefinitionError
+
 __all__ = (
     "MachineError",
     "MachineSyntaxError",
@@ -61,7 +63,7 @@ __all__ = (
 )
 
 
-class MachineError(ValueError):
+class MachineError(DefinitionError):
     """A machine text or value that is refused.
 
     :ivar kind: the reference's error class name for this failure (the class name).

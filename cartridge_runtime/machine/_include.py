@@ -21,6 +21,7 @@ import attrs
 
 from cartridge_runtime.urn import CapUrn, MediaUrn
 
+from ..errors import DefinitionError
 from ._errors import (
     AmbiguousMachineMembersError,
     MachineError,
@@ -62,7 +63,7 @@ class LoadedMachine:
     text: str
 
 
-class MachineSourceError(Exception):
+class MachineSourceError(DefinitionError):
     """The source holds no machine under a reference; the message says what it found."""
 
 

@@ -22,12 +22,12 @@ __all__ = ("canonical_text", "mermaid_text", "dot_text")
 # module from importing the model that calls it).
 
 
-class _Urn(Protocol):
+class _UrnLike(Protocol):
     @property
     def text(self) -> str: ...
 
 
-class _Cap(_Urn, Protocol):
+class _Cap(_UrnLike, Protocol):
     @property
     def tags(self) -> Mapping[str, str]: ...
 
@@ -82,7 +82,7 @@ class _Node(Protocol):
     @property
     def label(self) -> str | None: ...
     @property
-    def media(self) -> _Urn: ...
+    def media(self) -> _UrnLike: ...
     @property
     def is_sequence(self) -> bool: ...
 

@@ -26,7 +26,7 @@ import attrs
 
 from ._model import Binding, Machine, Node, Step
 
-__all__ = ("FeedKind", "Feed", "StepPlan", "ScopePlan", "Plan", "plan_machine", "runs")
+__all__ = ("FeedKind", "Feed", "StepPlan", "ScopePlan", "Plan", "plan_machine", "step_runs")
 
 
 class FeedKind(enum.Enum):
@@ -224,7 +224,7 @@ def _collected(
     return {key: frozenset(names) for key, names in into.items()}
 
 
-def runs(step: StepPlan, present: Mapping[str, bool]) -> bool:
+def step_runs(step: StepPlan, present: Mapping[str, bool]) -> bool:
     """Whether ``step`` runs, given which of its nodes are present (MCH-12): every node it is
     given must be; a constant always is."""
     return all(present.get(f.node.name, False) for f in step.feeds if f.node is not None)

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import attrs
 
-from ..urn._media import MEDIA_VOID
-from ..urn._runtime import ADAPTER_SELECTION_CAP, DISCARD_CAP, IDENTITY_CAP
+from ..urn import ADAPTER_SELECTION_CAP, DISCARD_CAP, IDENTITY_CAP, MEDIA_VOID
 from ._args import ArgDef, OutputDef
 from ._parse import (
     as_list,

@@ -14,7 +14,8 @@ relative to the cap when ``cap_urn`` is set, else to the manifest root).
 
 from __future__ import annotations
 
-from ..protocol._constants import ErrorCode
+from .._report import ErrorCode
+from ..errors import DefinitionError
 
 __all__ = (
     "ManifestError",
@@ -27,7 +28,7 @@ __all__ = (
 )
 
 
-class ManifestError(ValueError):
+class ManifestError(DefinitionError):
     """Root of every manifest error.
 
     :ivar cap_urn: the cap concerned, or ``None`` for manifest-level problems.

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Final
 
-from ..urn._media import MEDIA_VOID
+from ..urn import MEDIA_VOID
 from ._args import OUTPUT_CARRIES_INPUT, ArgDef, CliFlagSource, PositionSource, StdinSource
 from ._cap import CapDef
 from ._errors import (

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import enum
 
-from ..urn._runtime import IDENTITY_CAP as IDENTITY_CAP
+from .._report import AttributionClass as AttributionClass
+from .._report import ErrorCode as ErrorCode
+from ..urn import IDENTITY_CAP as IDENTITY_CAP
 
 #: The protocol version this package speaks (FRM-*, HSK-*).
 PROTOCOL_VERSION = 6
@@ -112,54 +114,6 @@ class FrameKey(enum.IntEnum):
     CREDIT = 19
     UNBOUNDED = 20
     OUTPUT = 21
-
-
-class AttributionClass(enum.StrEnum):
-    """Who is to blame for an error; decides whether a retry can help (ERR-2)."""
-
-    INPUT = "input"  #: the caller's input is wrong; permanent
-    USER = "user"  #: the user asked for it (e.g. cancelled); permanent
-    RESOURCE = "resource"  #: a resource was missing or exhausted; may be retried
-    ENVIRONMENT = "environment"  #: the process or machine failed; may be retried
-    INTERNAL = "internal"  #: a bug or protocol fault; may be retried
-
-    @property
-    def retryable(self) -> bool:
-        return self not in (AttributionClass.INPUT, AttributionClass.USER)
-
-
-class ErrorCode(enum.StrEnum):
-    """Well-known ERR codes (ERR-1). Handlers may use any other non-empty code."""
-
-    HANDLER_ERROR = "HANDLER_ERROR"
-    NO_HANDLER = "NO_HANDLER"
-    PROTOCOL_VIOLATION = "PROTOCOL_VIOLATION"
-    PROTOCOL_ERROR = "PROTOCOL_ERROR"
-    INVALID_REQUEST = "INVALID_REQUEST"
-    UNKNOWN_POOL = "UNKNOWN_POOL"
-    CANCELLED = "CANCELLED"
-    ABORTED = "ABORTED"
-    ABORTED_COLLATERAL = "ABORTED_COLLATERAL"
-    CARTRIDGE_DIED = "CARTRIDGE_DIED"
-    CARTRIDGE_UNHEALTHY = "CARTRIDGE_UNHEALTHY"
-    TOO_MANY_REQUESTS = "TOO_MANY_REQUESTS"
-    CARTRIDGE_RETIRED = "CARTRIDGE_RETIRED"
-    SPAWN_FAILED = "SPAWN_FAILED"
-    CREDIT_VIOLATION = "CREDIT_VIOLATION"
-    CHECKSUM_MISMATCH = "CHECKSUM_MISMATCH"
-    NETWORK_POLICY = "NETWORK_POLICY"
-    NETWORK_POLICY_UNSET = "NETWORK_POLICY_UNSET"
-    TIMEOUT = "TIMEOUT"
-    # The codes of this package's own typed errors (handler-side codes, ERR-4).
-    INVALID_INPUT = "INVALID_INPUT"  #: an input that cannot be read as asked
-    MISSING_INPUT = "MISSING_INPUT"  #: a required input stream that did not arrive
-    INPUT_ALREADY_TAKEN = "INPUT_ALREADY_TAKEN"  #: a request's input package taken twice
-    UNKNOWN_OUTPUT = "UNKNOWN_OUTPUT"  #: an output the cap does not declare
-    UNKNOWN_ARGUMENT = "UNKNOWN_ARGUMENT"  #: an argument name the cap does not declare
-    INVALID_CARTRIDGE = "INVALID_CARTRIDGE"  #: handlers and manifest that do not fit
-    USAGE = "USAGE"  #: a CLI-mode command line that does not match the cap (CLI-*)
-    INPUT_READ_FAILED = "INPUT_READ_FAILED"  #: CLI mode could not read standard input
-    PEER_FAILED = "PEER_FAILED"  #: a test harness's peer callback raised an untyped error
 
 
 class NetworkPolicy(enum.StrEnum):

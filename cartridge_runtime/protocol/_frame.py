@@ -87,7 +87,7 @@ ZERO_ID = MessageId(0)
 class Frame:
     """One Bifaci frame. Field names follow the key table; ``None`` = key absent.
 
-    Storage (a speed measure, see issue 2): the instance ``__dict__`` holds the four head
+    Storage (a speed measure): the instance ``__dict__`` holds the four head
     fields (version, frame_type, id, seq) and only the optional fields that are present, in
     wire-key order; an absent optional field reads as ``None`` from a class-level default.
     So building a frame touches only the keys it has, and encoding walks only those. The

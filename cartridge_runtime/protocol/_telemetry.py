@@ -20,6 +20,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ..errors import DefinitionError
+
 __all__ = (
     "METRIC_LEVEL",
     "TRACE_LEVEL",
@@ -42,7 +44,7 @@ MAX_TELEMETRY_FIELDS: Final = 64
 _ATTRIBUTE_TYPES: Final = (str, int, float, bool)
 
 
-class TelemetryError(ValueError):
+class TelemetryError(DefinitionError):
     """A metric or trace event that cannot be sent (the message names the field, never a
     value)."""
 

@@ -90,7 +90,7 @@ from ._errors import (
     UnknownArgument,
     UnknownOutput,
 )
-from ._exit import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL, ExitStatus
+from ._frames._exit import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL, ExitStatus
 from ._input import InputItem, InputPackage, InputStream
 from ._network import NetworkAccess, Reach
 from ._output import OutputSpec, OutputStream

@@ -14,7 +14,7 @@ handler annotated with them type-checks under ``mypy --strict``::
                     out.write(chunk)
 
 They are descriptions only: nothing checks them at run time, and no one needs to implement
-them. ``tests/test_typing.py`` checks that each one names every public method of the object it
+them. ``tests/house/test_typing.py`` checks that each one names every public method of the object it
 stands for.
 """
 

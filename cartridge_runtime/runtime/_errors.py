@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Self
 
-from cartridge_runtime.protocol import (
+from ..errors import CartridgeError as CartridgeError
+from ..protocol import (
     AttributionClass,
-    CartridgeRuntimeError,
     ErrorCode,
     ErrorReport,
 )
@@ -29,33 +29,6 @@ def handler_error_message(exc: BaseException) -> str:
     text = str(exc)
     name = type(exc).__name__
     return f"{name}: {text}" if text else name
-
-
-class CartridgeError(CartridgeRuntimeError):
-    """Root of the runtime's errors; each maps to one ERR frame.
-
-    Its default ERR is ``HANDLER_ERROR``/``internal``; without a message, the message is the
-    class name.
-
-    :ivar code: the ERR ``code``.
-    :ivar attribution_class: the ERR ``attribution_class``.
-    :ivar arg_urn: the argument media URN the failure is attributed to, if any.
-    """
-
-    def __init__(
-        self,
-        message: str = "",
-        *,
-        code: str | None = None,
-        attribution_class: str | None = None,
-        arg_urn: str | None = None,
-    ) -> None:
-        super().__init__(
-            message or type(self).__name__,
-            code=code,
-            attribution_class=attribution_class,
-            arg_urn=arg_urn,
-        )
 
 
 class OpError(CartridgeError):

@@ -19,6 +19,8 @@ import attrs
 from cartridge_runtime.protocol import AttributionClass
 
 from ._errors import OutputError
+from ._reports import Reporter as Reporter
+from ._reports import report_final, report_log, report_progress
 
 
 @attrs.frozen(kw_only=True)
@@ -33,17 +35,6 @@ class OutputSpec:
     is_sequence: bool = False  #: the declared cardinality (used for an empty stream)
     void: bool = False  #: the main output of a ``media:void`` cap: never opened
     index: int = 0  #: position in the response (stream id suffix)
-
-
-class Reporter(Protocol):
-    """Where progress, logs and the final status of a request go (never blocks on credit)."""
-
-    async def progress(self, fraction: float | None, message: str) -> None: ...
-    async def log(
-        self, level: str, message: str, attribution_class: str, arg_urn: str | None
-    ) -> None: ...
-    async def telemetry(self, level: str, message: str, data: Any) -> None: ...
-    def finish(self, progress: float, message: str | None) -> None: ...
 
 
 class OutputBackend(Protocol):
@@ -235,7 +226,7 @@ class OutputStream:
 
     async def progress(self, fraction: float | None, message: str = "") -> None:
         """Report progress (0..1); ``None`` means indeterminate. Never waits for credit."""
-        await self._reporter.progress(None if fraction is None else float(fraction), message)
+        await report_progress(self._reporter, fraction, message)
 
     async def log(
         self,
@@ -244,14 +235,15 @@ class OutputStream:
         attribution_class: str = AttributionClass.INTERNAL,
         arg_urn: str | None = None,
     ) -> None:
-        """Send a LOG (``level`` e.g. ``info``/``warn``). Never waits for credit."""
-        if level == "progress":
-            raise OutputError("use progress() for progress reports")
-        await self._reporter.log(level, message, str(attribution_class), arg_urn)
+        """Send a LOG (``level`` e.g. ``info``/``warn``). Never waits for credit.
+
+        :raises OutputError: ``level`` is ``progress`` (use :meth:`progress`).
+        """
+        await report_log(self._reporter, level, message, attribution_class, arg_urn)
 
     def finish(self, progress: float = 1.0, message: str | None = None) -> None:
         """Set the progress and message the final END carries."""
-        self._reporter.finish(float(progress), message)
+        report_final(self._reporter, progress, message)
 
 
 async def finish_output(output: OutputStream) -> None:

@@ -18,6 +18,7 @@ from ._errors import InputConsumedError, UnknownOutput
 from ._input import InputPackage, bind_definition
 from ._network import NetworkAccess
 from ._output import OutputStream, Reporter
+from ._reports import report_final, report_log, report_progress
 
 if TYPE_CHECKING:
     from ._peer import PeerInvoker
@@ -107,7 +108,7 @@ class Request:
     async def progress(self, fraction: float | None, message: str = "") -> None:
         """Report progress (0..1); ``None`` means indeterminate (work goes on, how far is
         unknown: a spinner, not 0%). Never waits for credit."""
-        await self._reporter.progress(None if fraction is None else float(fraction), message)
+        await report_progress(self._reporter, fraction, message)
 
     async def log(
         self,
@@ -116,8 +117,11 @@ class Request:
         attribution_class: str = AttributionClass.INTERNAL,
         arg_urn: str | None = None,
     ) -> None:
-        """Send a LOG frame; never waits for credit."""
-        await self._reporter.log(level, message, str(attribution_class), arg_urn)
+        """Send a LOG frame; never waits for credit.
+
+        :raises OutputError: ``level`` is ``progress`` (use :meth:`progress`).
+        """
+        await report_log(self._reporter, level, message, attribution_class, arg_urn)
 
     async def metric(self, name: str, value: float, **labels: Any) -> None:
         """Report a metric (a count, a duration, a size) for this call: a LOG of level
@@ -140,4 +144,4 @@ class Request:
 
     def finish(self, progress: float = 1.0, message: str | None = None) -> None:
         """Set the progress and message of the final END."""
-        self._reporter.finish(float(progress), message)
+        report_final(self._reporter, progress, message)

@@ -26,8 +26,8 @@ from ._builtin import AdapterSelectionOp, DiscardOp, IdentityOp
 from ._cartridge_context import CartridgeContext, Hook
 from ._context import FunctionOp, Op, SyncFunctionOp
 from ._errors import SetupError
-from ._exit import EXIT_FAILURE, EXIT_FORCE_KILLED
-from ._served import OpFactory
+from ._frames._exit import EXIT_FAILURE, EXIT_FORCE_KILLED
+from ._frames._served import OpFactory
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -260,7 +260,7 @@ class CartridgeRuntime:
             print(f"cartridge: {exc}", file=sys.stderr, flush=True)
             sys.exit(EXIT_FAILURE)
         if args:
-            from ._cli_mode import run_cli
+            from ._cli._mode import run_cli
 
             sys.exit(run_cli(self, args))
         status = anyio.run(self.serve_stdio)
@@ -293,7 +293,7 @@ class CartridgeRuntime:
         Returns the exit status: 0 at EOF, 1 on a handshake failure or a relay frame, 65 when
         the byte stream became untrustworthy, 137 after a CANCEL with ``force_kill``.
         """
-        from ._session import Session
+        from ._frames._session import Session
 
         try:
             lifespan = self.context.lifespan()
@@ -315,6 +315,6 @@ class CartridgeRuntime:
 
         :raises CartridgeError: the handler failed (``OpError`` keeps its code), or no handler.
         """
-        from ._local import invoke_local
+        from ._cli._local import invoke_local
 
         await invoke_local(self, cap_urn, inputs, sink)

@@ -80,7 +80,7 @@ from ._harness_call import (
     Item,
     StreamResult,
 )
-from ._harness_peer import PeerCall, PeerHandler, PeerReply, answer_peer, pick_peer
+from ._harness_peer import HarnessPeerCall, PeerHandler, PeerReply, answer_peer, pick_peer
 
 __all__ = (
     "CartridgeHarness",
@@ -395,7 +395,7 @@ class CartridgeHarness:
         """The connection's routing found a new REQ from the cartridge: gather it."""
         conn, _ = self._live()
         self._peer_calls.add(req.id)
-        peer = PeerCall(req, conn.limits, self._send_now, self._peer_ended)
+        peer = HarnessPeerCall(req, conn.limits, self._send_now, self._peer_ended)
         conn.add_origin(req.id, peer)
         # A REQ may carry no stream and its END may still come: nothing else to do yet.
 

@@ -2,7 +2,7 @@
 cartridge under test makes a peer call, and the request being gathered for one.
 
 The engine's connection routes the peer call here (its :class:`PeerRequest` event, then the
-request's frames by request id to a :class:`PeerCall`, the connection's ``PeerOrigin``); once
+request's frames by request id to a :class:`HarnessPeerCall`, the connection's ``PeerOrigin``); once
 the request ended, the callback's reply (or its typed error) goes back as response frames.
 """
 
@@ -32,7 +32,7 @@ from cartridge_runtime.urn import select_handler
 
 from ._harness_call import split_item
 
-__all__ = ("PeerCall", "PeerHandler", "PeerReply", "answer_peer", "pick_peer")
+__all__ = ("HarnessPeerCall", "PeerHandler", "PeerReply", "answer_peer", "pick_peer")
 
 
 @attrs.frozen(kw_only=True)
@@ -69,7 +69,7 @@ def pick_peer(peers: Mapping[str, PeerHandler], cap: str) -> PeerHandler | None:
     return peers[keys[index]] if index is not None else None
 
 
-class PeerCall:
+class HarnessPeerCall:
     """One peer call of the cartridge, gathered from its frames (a connection's
     ``PeerOrigin``): each argument's bytes by media URN; ``on_ended`` runs once its END came.
 

@@ -2,7 +2,7 @@
 
 Sans-IO, pure Python (standard library and attrs only). Semantics follow the
 reference capdag 1.524.58 / tagged-urn 1.138.43 exactly, as written down in
-``protocol_spec`` and checked by ``tests/test_urn_vectors.py``:
+``protocol_spec`` and checked by ``tests/urn/test_urn_vectors.py``:
 
 * :class:`MediaUrn`, :class:`CapUrn` — immutable, hashable values built with
   ``parse(text)`` (cached); ``str()`` is the canonical text and ``==`` compares

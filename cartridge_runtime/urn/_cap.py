@@ -23,7 +23,8 @@ from typing import Final
 import attrs
 
 from . import _tagged
-from ._errors import CapUrnError, MediaUrnError, PrefixMismatchError, TaggedUrnError
+from ._base import _Urn
+from ._errors import CapUrnError, MediaUrnError, TaggedUrnError
 from ._media import MEDIA_TOP, MediaUrn
 
 __all__ = (
@@ -65,7 +66,7 @@ class CapKind(enum.StrEnum):
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
-class CapUrn:
+class CapUrn(_Urn):
     """A parsed, admissible, canonical cap URN. Build it with :meth:`parse`.
 
     :ivar text: canonical text (also ``str(cap)``).
@@ -74,6 +75,7 @@ class CapUrn:
     :ivar effect: the effect coordinate.
     """
 
+    _kind = "cap URN"
     text: str
     in_spec: MediaUrn
     out_spec: MediaUrn
@@ -135,17 +137,11 @@ class CapUrn:
         return self._tags.get(k)
 
     # --- relations (URN-17) ----------------------------------------------------
-    @staticmethod
-    def _other(other: CapUrn) -> CapUrn:
-        if not isinstance(other, CapUrn):
-            raise PrefixMismatchError(f"cannot compare a cap URN with {type(other).__name__}")
-        return other
-
     def is_dispatchable(self, request: CapUrn) -> bool:
         """Routing: this candidate *serves* ``request`` — takes at least what it
         sends, gives at least what it needs, has its effect (unless ``?effect``)
         and its tags (this cap's tags read as complete)."""
-        r = self._other(request)
+        r = self._same_kind(request)
         return (
             (r.in_spec.is_open() or r.in_spec.conforms_to(self.in_spec))
             and self.out_spec.conforms_to(r.out_spec)
@@ -156,7 +152,7 @@ class CapUrn:
     def may_dispatch(self, request: CapUrn) -> bool:
         """This candidate *could* serve ``request`` (meets instead of refines).
         For exploration, never for routing."""
-        r = self._other(request)
+        r = self._same_kind(request)
         return (
             (r.in_spec.is_open() or r.in_spec.meets(self.in_spec))
             and self.out_spec.meets(r.out_spec)
@@ -169,7 +165,7 @@ class CapUrn:
         pattern's, its output covering the pattern's (an open pattern output asks
         nothing), effect equal unless the pattern says ``?effect``, cap's tags
         (complete) satisfying the pattern's."""
-        c = self._other(cap)
+        c = self._same_kind(cap)
         return (
             c.in_spec.conforms_to(self.in_spec)
             and (self.out_spec.is_open() or self.out_spec.conforms_to(c.out_spec))
@@ -179,7 +175,7 @@ class CapUrn:
 
     def conforms_to(self, pattern: CapUrn) -> bool:
         """``pattern.accepts(self)``."""
-        return self._other(pattern).accepts(self)
+        return self._same_kind(pattern).accepts(self)
 
     def _stands_for(self, q: CapUrn) -> bool:
         """K(self, q) of URN-17: both read as descriptions, nothing unknown."""
@@ -192,17 +188,17 @@ class CapUrn:
 
     def is_equivalent(self, other: CapUrn) -> bool:
         """The same cap: K both ways."""
-        o = self._other(other)
+        o = self._same_kind(other)
         return self._stands_for(o) and o._stands_for(self)
 
     def is_comparable(self, other: CapUrn) -> bool:
         """On one chain: K one way or the other."""
-        o = self._other(other)
+        o = self._same_kind(other)
         return self._stands_for(o) or o._stands_for(self)
 
     def flows_into(self, next_cap: CapUrn) -> bool:
         """What this cap gives, ``next_cap`` takes: ``self.out ⊑ next.in``."""
-        return self.out_spec.conforms_to(self._other(next_cap).in_spec)
+        return self.out_spec.conforms_to(self._same_kind(next_cap).in_spec)
 
     # --- edits (new values; this one is unchanged) -----------------------------
     def with_tag(self, key: str, value: str) -> CapUrn:
@@ -282,7 +278,7 @@ class CapUrn:
         :raises CapUrnError: the result is not admissible.
         :raises PrefixMismatchError: ``other`` is not a :class:`CapUrn`.
         """
-        o = self._other(other)
+        o = self._same_kind(other)
         return _assemble(o.in_spec, o.out_spec, o.effect, {**self._tags, **o._tags})
 
     # --- order -------------------------------------------------------------------
@@ -303,41 +299,6 @@ class CapUrn:
             _EFFECT_RANK[self.effect.value],
             tuple(self._tags.items()),
         )
-
-    # --- value protocol ----------------------------------------------------------
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return f"CapUrn({self.text!r})"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, CapUrn):
-            return NotImplemented
-        return self.text == other.text
-
-    def __hash__(self) -> int:
-        return hash((CapUrn, self.text))
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, CapUrn):
-            return NotImplemented
-        return self.ordering_key() < other.ordering_key()
-
-    def __le__(self, other: object) -> bool:
-        if not isinstance(other, CapUrn):
-            return NotImplemented
-        return self.ordering_key() <= other.ordering_key()
-
-    def __gt__(self, other: object) -> bool:
-        if not isinstance(other, CapUrn):
-            return NotImplemented
-        return self.ordering_key() > other.ordering_key()
-
-    def __ge__(self, other: object) -> bool:
-        if not isinstance(other, CapUrn):
-            return NotImplemented
-        return self.ordering_key() >= other.ordering_key()
 
 
 # --- parsing -----------------------------------------------------------------------

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
+from ..errors import DefinitionError
+
 __all__ = (
     "UrnError",
     "TaggedUrnError",
@@ -44,7 +46,7 @@ __all__ = (
 )
 
 
-class UrnError(ValueError):
+class UrnError(DefinitionError):
     """Root of every URN error: the text is not an acceptable URN, or two URNs
     cannot be compared.
 

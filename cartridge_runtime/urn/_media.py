@@ -15,6 +15,7 @@ from typing import Final
 import attrs
 
 from . import _tagged
+from ._base import _Urn
 from ._errors import MediaUrnError, PrefixMismatchError, TaggedUrnError
 
 __all__ = (
@@ -37,12 +38,13 @@ _PARSE_CACHE_SIZE: Final = 4096  # distinct URN texts a busy runtime sees; parse
 
 
 @attrs.frozen(kw_only=True, eq=False, repr=False)
-class MediaUrn:
+class MediaUrn(_Urn):
     """A parsed, canonical media URN. Build it with :meth:`parse`.
 
     :ivar text: the canonical text (also ``str(urn)``).
     """
 
+    _kind = "media URN"
     text: str
     _tags: Mapping[str, str]
     _left: Mapping[str, _tagged.Constraint]  # every key: the instance side
@@ -174,7 +176,10 @@ class MediaUrn:
 
         :raises PrefixMismatchError: an element is not a :class:`MediaUrn`.
         """
-        items = [MediaUrn._other(u) for u in urns]
+        items = list(urns)
+        for u in items:
+            if not isinstance(u, MediaUrn):
+                raise PrefixMismatchError(f"cannot compare a media URN with {type(u).__name__}")
         if not items:
             return _parse_cached(MEDIA_TOP)
         first, rest = items[0], items[1:]
@@ -191,76 +196,35 @@ class MediaUrn:
         return (_PREFIX, tuple(self._tags.items()))
 
     # --- relations (URN-9) --------------------------------------------------
-    @staticmethod
-    def _other(other: MediaUrn) -> MediaUrn:
-        if not isinstance(other, MediaUrn):
-            raise PrefixMismatchError(f"cannot compare a media URN with {type(other).__name__}")
-        return other
-
     def conforms_to(self, pattern: MediaUrn) -> bool:
         """Everything this URN allows, ``pattern`` allows (``pattern.accepts(self)``)."""
-        return _tagged.refines(self._left, self._other(pattern)._right)
+        return _tagged.refines(self._left, self._same_kind(pattern)._right)
 
     def accepts(self, instance: MediaUrn) -> bool:
         """``instance.conforms_to(self)``."""
-        return _tagged.refines(self._other(instance)._left, self._right)
+        return _tagged.refines(self._same_kind(instance)._left, self._right)
 
     def is_equivalent(self, other: MediaUrn) -> bool:
         """Each conforms to the other: same stored tags, ``?`` tags ignored."""
-        o = self._other(other)
+        o = self._same_kind(other)
         return _tagged.refines(self._left, o._right) and _tagged.refines(o._left, self._right)
 
     def is_comparable(self, other: MediaUrn) -> bool:
         """One of the two conforms to the other."""
-        o = self._other(other)
+        o = self._same_kind(other)
         return _tagged.refines(self._left, o._right) or _tagged.refines(o._left, self._right)
 
     def meets(self, other: MediaUrn) -> bool:
         """Some thing is described by both (symmetric)."""
-        return _tagged.meets(self._left, self._other(other)._right)
+        return _tagged.meets(self._left, self._same_kind(other)._right)
 
     def satisfies(self, pattern: MediaUrn) -> bool:
         """Conforms with this URN read as complete (a key it omits is absent)."""
-        return _tagged.refines_closed(self._left, self._other(pattern)._right)
+        return _tagged.refines_closed(self._left, self._same_kind(pattern)._right)
 
     def may_satisfy(self, pattern: MediaUrn) -> bool:
         """Meets with this URN read as complete."""
-        return _tagged.meets_closed(self._left, self._other(pattern)._right)
-
-    # --- value protocol --------------------------------------------------------
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return f"MediaUrn({self.text!r})"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, MediaUrn):
-            return NotImplemented
-        return self.text == other.text
-
-    def __hash__(self) -> int:
-        return hash((MediaUrn, self.text))
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, MediaUrn):
-            return NotImplemented
-        return self.ordering_key() < other.ordering_key()
-
-    def __le__(self, other: object) -> bool:
-        if not isinstance(other, MediaUrn):
-            return NotImplemented
-        return self.ordering_key() <= other.ordering_key()
-
-    def __gt__(self, other: object) -> bool:
-        if not isinstance(other, MediaUrn):
-            return NotImplemented
-        return self.ordering_key() > other.ordering_key()
-
-    def __ge__(self, other: object) -> bool:
-        if not isinstance(other, MediaUrn):
-            return NotImplemented
-        return self.ordering_key() >= other.ordering_key()
+        return _tagged.meets_closed(self._left, self._same_kind(pattern)._right)
 
 
 def from_stored_tags(tags: Mapping[str, str]) -> MediaUrn:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from _discovery_helpers import BROKEN, SILENT, SpawnLog, write_cartridge, write_version
 
-from cartridge_runtime.discovery import RefusalKind, default_cache_dir, discover
+from cartridge_runtime.discovery import RefusalKind, default_cache_dir
 from cartridge_runtime.discovery._digests import MEMO_FILE, FileDigests
-from cartridge_runtime.engine import EngineConfig
+from cartridge_runtime.engine import EngineConfig, discover
 
 
 def _cache_files(cache_dir: Path) -> list[Path]:
@@ -147,7 +147,7 @@ async def test_a_start_that_ran_out_of_time_is_not_remembered(
     (root / "silent.py").write_text(SILENT)
     config = EngineConfig(step_timeout=0.5, heartbeat_interval=None, shutdown_grace=0.1)
     for _ in range(2):
-        result = await discover(root, cache=cache_dir, engine_config=config)
+        result = await discover(root, cache=cache_dir, config=config)
         assert (result.spawns, result.cache_hits) == (1, 0)
         (refused,) = result.refused
         assert refused.kind is RefusalKind.HANDSHAKE_FAILED

@@ -18,7 +18,6 @@ from cartridge_runtime.discovery import (
     LayoutKind,
     RefusalKind,
     RootNotFound,
-    discover,
 )
 from cartridge_runtime.discovery._install import (
     InstallRecordError,
@@ -26,7 +25,7 @@ from cartridge_runtime.discovery._install import (
     parse_install_record,
     version_key,
 )
-from cartridge_runtime.engine import Engine
+from cartridge_runtime.engine import Engine, discover
 from cartridge_runtime.protocol import CartridgeRuntimeError
 
 
@@ -220,3 +219,23 @@ async def test_a_js_script_runs_with_node(tmp_path: Path, cache_dir: Path) -> No
     (refused,) = result.refused
     assert (refused.path, refused.kind) == (tmp_path / "tool.js", RefusalKind.HANDSHAKE_FAILED)
     assert "no HELLO here" in refused.reason and result.spawns == 1
+
+
+@pytest.mark.asyncio
+async def test_engine_discover_hosts_what_it_finds_and_plans_without_a_start(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    write_cartridge(tmp_path / "alpha.py", "alpha", alias="shout")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "cartridge.json").write_text("{not json")
+    await discover(tmp_path, cache=cache_dir)  # warms the cache
+    cap = 'cap:in="media:enc=utf-8";op=shout;out="media:enc=utf-8"'
+    async with Engine() as engine:
+        found = await engine.discover(tmp_path, cache=cache_dir)
+        assert [f.name for f in found.found] == ["alpha"] and found.spawns == 0
+        assert [r.path.name for r in found.refused] == ["broken"]
+        plans = await engine.plan("media:enc=utf-8", "media:enc=utf-8", limit=5)
+        assert {str(step.cap) for p in plans for step in p.cap_steps} == {cap}
+        assert {s.name: s.starts for s in engine.status()} == {"alpha": 0}
+        answer = await engine.call_bytes(cap, [("media:enc=utf-8", b"hi")])
+    assert answer.data == b"hi"

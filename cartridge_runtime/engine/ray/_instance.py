@@ -28,7 +28,7 @@ import anyio
 import ray
 from ray.exceptions import GetTimeoutError, RayError
 
-from .._process import describe_returncode
+from .._placements._command import describe_returncode
 
 __all__ = ("BATCH_BYTES", "RayInstance", "STDIN_WINDOW", "STDOUT_BLOCKS", "ray_reason")
 

@@ -26,8 +26,8 @@ import anyio.abc
 import attrs
 import sniffio
 
-from .._placement import Instance, LaunchError, LaunchSpec, Target
-from .._subprocess import Subprocess
+from .._placements._seam import Instance, LaunchError, LaunchSpec, Target
+from .._placements._subprocess import Subprocess
 
 __all__ = ("RayPlacement", "INIT_TIMEOUT")
 

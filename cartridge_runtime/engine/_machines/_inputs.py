@@ -1,0 +1,99 @@
+"""A machine run's inputs: checked before anything starts (MCH-17), then fed into the run.
+
+:func:`check_inputs` holds the values given by node name against the machine and refuses,
+naming the node, whatever would fail later; :func:`feed_input` puts a checked value into its
+node's flow, in pieces, so that a large input is streamed like any other value.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+
+from ...machine import Machine
+from ...urn import MediaUrn
+from .._arguments import media_problem, shape_problem
+from .._events import Item
+from ._events import MachineInputError
+from ._node_stream import NodeStream
+
+__all__ = ("check_inputs", "feed_input")
+
+#: Bytes per piece when a run reads an input it was given whole or from a file.
+PIECE: Final = 256 * 1024
+
+_PLAIN = (bytes, bytearray, memoryview, str, os.PathLike)
+
+
+def _typed(label: str, node_media: MediaUrn, value: Any) -> tuple[str | None, Any]:
+    """``(media, value)`` for a value that states its type, ``(None, value)`` otherwise."""
+    if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str)):
+        return None, value
+    media, value = value
+    problem = media_problem(media, node_media)
+    if problem is not None:
+        raise MachineInputError(label, problem)
+    return media, value
+
+
+def check_inputs(machine: Machine, given: Mapping[str, Any]) -> dict[str, tuple[str | None, Any]]:
+    """Each input node's value, by canonical node name, with the media URN it stated.
+
+    :raises MachineInputError: a value for no input node, an input node given nothing, a
+        stated media URN that does not conform, a list where an arg takes one value, a path
+        that names no file, a value of no input form.
+    """
+    by_label = {node.label or node.name: node for node in machine.inputs}
+    for name in given:
+        if name not in by_label:
+            known = ", ".join(sorted(by_label)) or "none"
+            raise MachineInputError(name, f"the machine has no such input (its inputs: {known})")
+    checked: dict[str, tuple[str | None, Any]] = {}
+    for label, node in by_label.items():
+        if label not in given:
+            raise MachineInputError(label, f"not given (it takes {node.media})")
+        media, value = _typed(label, node.media, given[label])
+        if isinstance(value, list | tuple):
+            for step in machine.steps:
+                for binding in step.bindings:
+                    arg = step.definition.arg_named(binding.arg)
+                    if binding.node != node.name or arg is None:
+                        continue
+                    problem = shape_problem(arg, value, f" of step '{step.label or step.alias}'")
+                    if problem is not None:
+                        raise MachineInputError(label, problem)
+        elif isinstance(value, os.PathLike) and not Path(value).is_file():
+            raise MachineInputError(label, f"no file at {os.fspath(value)}")
+        elif not isinstance(value, _PLAIN) and not hasattr(value, "__aiter__"):
+            raise MachineInputError(label, f"a {type(value).__name__} is not an input value")
+        checked[node.name] = (media, value)
+    return checked
+
+
+async def feed_input(flow: NodeStream, value: Any) -> None:
+    """Put a checked input value into its flow: bytes and files in pieces, text whole, a list
+    item by item, an async iterable as it yields."""
+    flow.start()
+    try:
+        if isinstance(value, str):  # text travels as UTF-8 in byte strings (REQ-38)
+            value = value.encode("utf-8")
+        if isinstance(value, bytes | bytearray | memoryview):
+            view = memoryview(value).cast("B")
+            for pos in range(0, max(len(view), 1), PIECE):
+                await flow.put(view[pos : pos + PIECE])
+        elif isinstance(value, os.PathLike):
+            async with await anyio.open_file(Path(value), "rb") as f:
+                while block := await f.read(PIECE):
+                    await flow.put(block)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                await flow.put(item if isinstance(item, Item) else Item(value=item))
+        else:
+            async for piece in value:
+                await flow.put(piece.encode("utf-8") if isinstance(piece, str) else piece)
+    finally:
+        flow.close()

@@ -1,0 +1,544 @@
+"""Running a machine on the engine: the IO shell over the machine plan.
+
+The plan (:func:`cartridge_runtime.machine.plan_machine`) decides what each step is given and
+where it runs; this module only moves values and starts calls, through the engine's public
+call API. A *scope instance* is the machine itself, or one item of a map; each holds a
+:class:`NodeStream` per node that lives in it (and per node an inner map collects into it). Every
+consumer takes its reader when the instance is set up, then every step, map and output runs
+as a task of the instance:
+
+* a step waits until each node it is given is decided; if one is absent it is skipped and its
+  outputs are absent (MCH-12); otherwise it calls its cap, streaming a lone streamed input from
+  its flow and the rest whole, and streams each output it takes into that output's flow;
+* a map reads the sequences it zips item by item and runs one instance of its scope per item,
+  at most ``window`` at once; what an item makes that is needed outside the map is handed on
+  in item order;
+* the machine's outputs are read as they are produced and become events.
+
+The first step that fails cancels the run (every call in flight is cancelled, so CANCEL
+reaches each cartridge) and the run raises :class:`MachineRunError`; a step with ``retry=N``
+calls again after an environment-class failure, and one with ``on_error=absent`` makes its
+outputs absent instead of failing. Such steps hold their inputs and outputs whole, since a
+stream cannot be sent twice.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final, Protocol
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectSendStream
+
+from ...machine import (
+    Feed,
+    FeedKind,
+    Machine,
+    OnError,
+    Plan,
+    ScopePlan,
+    Step,
+    StepPlan,
+    constant_text,
+    plan_machine,
+)
+from ...protocol import AttributionClass
+from ...urn import MediaUrn, UrnError
+from .._errors import CallError
+from .._events import (
+    CallEvent,
+    Item,
+    Log,
+    OutputData,
+    OutputEnded,
+    OutputItem,
+    OutputStarted,
+    Progress,
+)
+from .._inputs import ItemStream, ValueStream, Verified
+from ._events import (
+    ItemFinished,
+    ItemStarted,
+    MachineEvent,
+    MachineLog,
+    MachineOutputData,
+    MachineProgress,
+    MachineRunError,
+    StepFinished,
+    StepStarted,
+)
+from ._inputs import check_inputs, feed_input
+from ._node_stream import NodeCollector, NodeReader, NodeStream
+from ._report import Reports
+from ._scope import ScopeRun, Window, as_items, item_value, label_of
+
+
+class _Events(Protocol):
+    """A call's response, as a run reads it: its events in order (an ERR raises)."""
+
+    def __aiter__(self) -> AsyncIterator[CallEvent]: ...
+
+
+class Caller(Protocol):
+    """What a run needs of the engine: its public call API."""
+
+    def call(self, cap: str, inputs: Any = None) -> AbstractAsyncContextManager[_Events]: ...
+
+
+__all__ = ("Caller", "MachineRunner", "DEFAULT_WINDOW")
+
+#: Items of one map in flight at once (the cartridge's pool admits what it can of them).
+DEFAULT_WINDOW: Final = 64
+_ABSENT: Final = object()
+
+
+class MachineRunner:
+    """One run of a machine (internal: :meth:`Engine.stream_machine` makes it)."""
+
+    def __init__(
+        self,
+        engine: Caller,
+        machine: Machine,
+        inputs: Mapping[str, Any],
+        events: MemoryObjectSendStream[MachineEvent] | None,
+        window: int,
+        keep_outputs: bool,
+        observers: Sequence[Any] = (),
+    ) -> None:
+        self.engine = engine
+        self.machine = machine
+        self.plan: Plan = plan_machine(machine)
+        self.events = events
+        self.window = max(1, window)
+        self.inputs = check_inputs(machine, inputs)
+        self.reports = Reports(machine, keep_outputs)
+        self._exported = self.plan.collected
+        #: The first step failure of the run (the one the run reports).
+        self.failure: MachineRunError | None = None
+        #: Who sees every event of the run (``Engine.add_observer``), with ``None`` when it
+        #: starts and its reports, or its failure, when it ends.
+        self._observers = tuple(observers)
+        #: Per step, the node each output stream key (None: the main output) goes to.
+        self._targets: dict[int, dict[str | None, str | None]] = {}
+
+    # -- before anything starts -------------------------------------------------------------
+
+    # -- the run ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run every strand; raises :class:`MachineRunError` for the first failing step."""
+        self._observe(None)  # the run starts
+        try:
+            async with anyio.create_task_group() as tg:
+                for root in self.plan.roots:
+                    instance = ScopeRun(root, None, None, {})
+                    self._setup(instance)
+                    for node in self.machine.strands[root.strand].inputs:
+                        tg.start_soon(feed_input, instance.flows[node], self.inputs[node][1])
+                    self._start(instance, tg)
+        except BaseException as exc:
+            self._observe(self.failure or exc)
+            raise
+        self.reports.finish()
+        self._observe(self.reports)  # the run ended
+
+    def _observe(self, event: Any) -> None:
+        for observer in self._observers:
+            try:
+                observer.machine_event(self, event)
+            except Exception as exc:  # an observer's fault never stops the run
+                print(
+                    f"engine: observer {type(observer).__name__} failed: {exc!r}", file=sys.stderr
+                )
+
+    def _setup(self, instance: ScopeRun) -> None:
+        """Make the instance's flows and take every reader its tasks need."""
+        sp = instance.scope
+        flows = instance.flows
+        for name in sp.nodes:
+            flows[name] = NodeStream(name)
+        for name in sorted(self._exported.get((sp.strand, sp.index), ())):
+            flows[name] = NodeStream(name)
+        for index, step in enumerate(sp.steps):
+            instance.step_readers[index] = [
+                (flows[f.node.name].reader() if f.streamed else flows[f.node.name].collector())
+                if f.node is not None and f.kind in (FeedKind.LOCAL, FeedKind.COLLECTED)
+                else None
+                for f in step.feeds
+            ]
+        for child in sp.children:
+            csp = self.plan.scope(sp.strand, child)
+            instance.map_readers[child] = [flows[source].reader() for source in csp.sources]
+            for step in self._steps_within(csp):
+                for feed in step.feeds:
+                    name = feed.node.name if feed.node is not None else ""
+                    if (
+                        feed.kind is FeedKind.OUTER
+                        and name in sp.nodes
+                        and name not in instance.wholes
+                    ):
+                        instance.wholes[name] = flows[name].collector()
+        if instance.parent is not None:
+            handed = self._exported.get((sp.strand, instance.parent.scope.index), frozenset())
+            instance.exports = [(n, flows[n].collector()) for n in sorted(handed) if n in flows]
+        else:
+            strand = self.machine.strands[sp.strand]
+            instance.outputs = [(n, flows[n].reader()) for n in strand.outputs]
+
+    def _steps_within(self, sp: ScopePlan) -> list[StepPlan]:
+        steps = list(sp.steps)
+        for child in sp.children:
+            steps += self._steps_within(self.plan.scope(sp.strand, child))
+        return steps
+
+    def _start(self, instance: ScopeRun, tg: TaskGroup) -> None:
+        sp = instance.scope
+        for index, step in enumerate(sp.steps):
+            tg.start_soon(self._run_step, instance, index, step)
+        for child in sp.children:
+            tg.start_soon(self._run_map, instance, self.plan.scope(sp.strand, child))
+        for name, reader in instance.outputs:
+            tg.start_soon(self._read_output, name, reader)
+
+    async def _emit(self, event: MachineEvent) -> None:
+        self.reports.on_event(event)
+        if self._observers:
+            self._observe(event)
+        if self.events is None:
+            return  # a run to the end: the reports are all that is kept
+        try:
+            self.events.send_nowait(event)
+        except anyio.WouldBlock:
+            await self.events.send(event)
+
+    async def _read_output(self, name: str, reader: NodeReader) -> None:
+        label = label_of(self.machine, name)
+        if not await reader.present():
+            reader.close()
+            self.reports.output_absent(label)
+            return
+        self.reports.output_present(label, self.machine.node(name))
+        async for piece in reader.pieces():
+            if isinstance(piece, Item):
+                await self._emit(
+                    MachineOutputData(
+                        output=label, value=piece.value, is_item=True, meta=piece.meta
+                    )
+                )
+            else:
+                value = piece.data if type(piece) is Verified else piece
+                await self._emit(MachineOutputData(output=label, value=value, is_item=False))
+
+    # -- maps ---------------------------------------------------------------------------------
+
+    async def _run_map(self, parent: ScopeRun, sp: ScopePlan) -> None:
+        readers = parent.map_readers[sp.index]
+        exported = sorted(self._exported.get((sp.strand, parent.scope.index), ()))
+        mine = [n for n in exported if self._lives_within(sp, n)]
+        outflows = [parent.flows[n] for n in mine]
+        present = [await r.present() for r in readers]
+        if not all(present):
+            for reader in readers:
+                reader.close()
+            for flow in outflows:
+                flow.absent()
+            self._skip_all(sp, parent.item)
+            return
+        for flow in outflows:
+            flow.start()
+        name = self._map_name(sp)
+        window = Window(self.window)
+        done: dict[int, dict[str, list[Any] | None]] = {}
+        # Handed on as items: a node made once per item is one item, a sequence its items.
+        flatten = [
+            self.machine.node(n).is_sequence or self.machine.node(n).scope != sp.index for n in mine
+        ]
+        state = {"flushed": 0, "flushing": False}
+        iterators = [r.pieces().__aiter__() for r in readers]
+
+        async def flush() -> None:
+            # One flusher at a time; another one that finds it busy leaves the work to it (it
+            # goes on while the next item in order is done).
+            if state["flushing"]:
+                return
+            state["flushing"] = True
+            try:
+                while state["flushed"] in done:
+                    values = done.pop(state["flushed"])
+                    for node, flow, seq in zip(mine, outflows, flatten, strict=True):
+                        pieces = values.get(node)
+                        if pieces is not None:
+                            for item in as_items(pieces, seq):
+                                await flow.put(item)
+                    state["flushed"] += 1
+                    window.release()
+            finally:
+                state["flushing"] = False
+
+        async def one(index: int, items: dict[str, Any]) -> None:
+            await self._emit(ItemStarted(map=name, item=index))
+            instance = ScopeRun(sp, parent, index, items)
+            self._setup(instance)
+            if len(sp.steps) == 1 and not sp.children:
+                await self._run_step(instance, 0, sp.steps[0])  # the common case: no task
+            else:
+                async with anyio.create_task_group() as tg:
+                    self._start(instance, tg)
+            await self._emit(ItemFinished(map=name, item=index))
+            done[index] = {node: c.value() for node, c in instance.exports}
+            await flush()
+
+        async with anyio.create_task_group() as tg:
+            index = 0
+            while True:
+                items: dict[str, Any] = {}
+                try:
+                    for source, iterator in zip(sp.sources, iterators, strict=True):
+                        items[source] = await iterator.__anext__()
+                except StopAsyncIteration:
+                    break
+                await window.acquire()
+                self.reports.item_seen(sp)
+                tg.start_soon(one, index, items)
+                index += 1
+            for reader in readers:
+                reader.close()
+        for flow in outflows:
+            flow.close()
+
+    def _lives_within(self, sp: ScopePlan, name: str) -> bool:
+        strand = self.machine.strands[sp.strand]
+        at = self.machine.node(name).scope
+        while True:
+            if at == sp.index:
+                return True
+            if at == 0:
+                return False
+            at = strand.scope_parents[at]
+
+    def _map_name(self, sp: ScopePlan) -> str:
+        opener = next((s for s in sp.steps if s.step.placement.map == sp.index), None)
+        step = opener.step if opener is not None else (sp.steps[0].step if sp.steps else None)
+        return (step.label or step.alias) if step is not None else f"map {sp.index}"
+
+    def _skip_all(self, sp: ScopePlan, item: int | None) -> None:
+        for step in self._steps_within(sp):
+            self.reports.skipped(step.step)
+
+    # -- steps --------------------------------------------------------------------------------
+
+    async def _run_step(self, instance: ScopeRun, index: int, sp: StepPlan) -> None:
+        step = sp.step
+        label = step.label or step.alias
+        readers = instance.step_readers[index]
+        outflows = {o.node: instance.flows[o.node] for o in step.outputs}
+        given: list[tuple[Feed, Any]] = []
+        present = True
+        for feed, reader in zip(sp.feeds, readers, strict=True):
+            value = await self._given(instance, feed, reader)
+            present = present and value is not _ABSENT
+            given.append((feed, value))
+        if not present:
+            for reader in readers:
+                if isinstance(reader, NodeReader):
+                    reader.close()
+            for flow in outflows.values():
+                flow.absent()
+            self.reports.skipped(step)
+            await self._finished(label, instance.item, "skipped", time.monotonic())
+            return
+        attempts = 1 + step.policy.retry
+        started = time.monotonic()
+        for attempt in range(attempts):
+            await self._emit(StepStarted(step=label, cap=step.cap.text, item=instance.item))
+            try:
+                await self._call(instance, sp, given, outflows)
+            except CallError as error:
+                self.reports.failed_call(step, time.monotonic() - started)
+                if (
+                    attempt + 1 < attempts
+                    and error.attribution_class == AttributionClass.ENVIRONMENT
+                ):
+                    continue
+                if step.policy.on_error is OnError.ABSENT:
+                    for flow in outflows.values():
+                        flow.absent()
+                    self.reports.absent(step)
+                    await self._finished(label, instance.item, "absent", started)
+                    return
+                failure = MachineRunError(label, step.cap.text, instance.item, error)
+                if self.failure is None:
+                    self.failure = failure
+                raise failure from None
+            break
+        await self._finished(label, instance.item, "ok", started)
+
+    async def _finished(self, label: str, item: int | None, outcome: str, started: float) -> None:
+        seconds = time.monotonic() - started
+        await self._emit(StepFinished(step=label, item=item, outcome=outcome, seconds=seconds))
+        overall = self.reports.overall()
+        await self._emit(MachineProgress(step=label, item=item, fraction=1.0, overall=overall))
+
+    async def _given(
+        self, instance: ScopeRun, feed: Feed, reader: NodeReader | NodeCollector | None
+    ) -> Any:
+        """What a feed gives: a reader (streamed), whole pieces, an item, or _ABSENT."""
+        if feed.node is None:
+            return feed.binding.constant
+        if feed.kind is FeedKind.ITEM:
+            return ("item", instance.item_of(feed.node.name, feed.scope))
+        if feed.kind is FeedKind.OUTER:
+            pieces = await instance.whole_of(feed.node.name).whole()
+            return _ABSENT if pieces is None else ("whole", pieces)
+        if isinstance(reader, NodeCollector):
+            pieces = await reader.whole()
+            return _ABSENT if pieces is None else ("whole", pieces)
+        assert reader is not None
+        if not await reader.present():
+            return _ABSENT
+        return ("stream", reader)
+
+    def _inputs(self, sp: StepPlan, given: Sequence[tuple[Feed, Any]]) -> list[tuple[str, Any]]:
+        step = sp.step
+        by_arg: dict[str, list[tuple[Feed, Any]]] = {}
+        for feed, value in given:
+            by_arg.setdefault(feed.binding.arg, []).append((feed, value))
+        inputs: list[tuple[str, Any]] = []
+        for arg_name, values in by_arg.items():
+            arg = step.definition.arg_named(arg_name)
+            assert arg is not None
+            if len(values) > 1:
+                items: list[Item] = []
+                for feed, value in values:
+                    items += self._items_of(feed, value)
+                inputs.append((arg.stream_urn, items))
+                continue
+            feed, value = values[0]
+            inputs.append((arg.stream_urn, self._input_of(step, feed, value)))
+        return inputs
+
+    def _items_of(self, feed: Feed, value: Any) -> list[Item]:
+        if feed.node is None:
+            return [Item(value=value)]
+        kind, payload = value
+        if kind == "item":
+            return [payload if isinstance(payload, Item) else Item(value=payload)]
+        return as_items(payload, bool(feed.node.is_sequence or feed.kind is FeedKind.COLLECTED))
+
+    def _input_of(self, step: Step, feed: Feed, value: Any) -> Any:
+        if feed.node is None:
+            text = value if isinstance(value, str) else constant_text(value)
+            return text.encode("utf-8")
+        kind, payload = value
+        if kind == "item":
+            self.reports.count_in(step, [payload])
+            return item_value(payload)
+        sequence = feed.node.is_sequence or feed.kind is FeedKind.COLLECTED
+        if kind == "stream":
+            counted = self.reports.counting_in(step, payload.pieces())
+            return ItemStream(counted) if sequence else ValueStream(counted)
+        self.reports.count_in(step, payload)
+        if sequence:
+            return as_items(payload, True)
+        if all(isinstance(p, bytes | bytearray | memoryview) for p in payload):
+            return b"".join(payload)
+        return ValueStream(_iterate(payload))
+
+    async def _call(
+        self,
+        instance: ScopeRun,
+        sp: StepPlan,
+        given: Sequence[tuple[Feed, Any]],
+        outflows: Mapping[str, NodeStream],
+    ) -> None:
+        step = sp.step
+        label = step.label or step.alias
+        inputs = self._inputs(sp, given)
+        outputs = {o.node: o for o in step.outputs}
+        targets = self._targets.setdefault(id(step), {})
+        stream_to: dict[str, NodeStream | None] = {}
+        opened: set[str] = set()
+        held: dict[str, list[Any]] = {}
+
+        def target(key: str | None) -> str | None:
+            if key in targets:
+                return targets[key]
+            try:
+                urn = step.cap.out_spec if key is None else MediaUrn.parse(key)
+            except UrnError:
+                found = None
+            else:
+                found = next((n for n, o in outputs.items() if o.media.is_equivalent(urn)), None)
+            targets[key] = found
+            return found
+
+        async with self.engine.call(step.cap.text, inputs) as response:
+            self.reports.call_started(step)
+            async for ev in response:
+                kind = type(ev)
+                if kind is OutputData or kind is OutputItem:
+                    flow = stream_to.get(ev.stream_id)  # type: ignore[union-attr]
+                    if flow is None:
+                        continue
+                    piece = (
+                        Item(value=ev.value, meta=ev.meta)  # type: ignore[union-attr]
+                        if kind is OutputItem
+                        else ev.value  # type: ignore[union-attr]
+                    )
+                    self.reports.count_out(step, piece)
+                    if sp.buffered:
+                        held[flow.name].append(piece)
+                    else:
+                        await flow.put(piece, ev.wire if kind is OutputData else None)  # type: ignore[union-attr]
+                elif isinstance(ev, OutputStarted):
+                    node = target(ev.output)
+                    stream_to[ev.stream_id] = outflows[node] if node is not None else None
+                    if node is not None:
+                        opened.add(node)
+                        if sp.buffered:
+                            held.setdefault(node, [])
+                        else:
+                            outflows[node].start()
+                elif isinstance(ev, OutputEnded):
+                    flow = stream_to.get(ev.stream_id)
+                    if flow is not None and not sp.buffered:
+                        flow.close()
+                elif isinstance(ev, Progress):
+                    fraction = self.reports.progress(step, instance.item, ev.progress)
+                    await self._emit(
+                        MachineProgress(
+                            step=label,
+                            item=instance.item,
+                            fraction=ev.progress,
+                            overall=fraction,
+                            message=ev.message,
+                        )
+                    )
+                elif isinstance(ev, Log):
+                    await self._emit(
+                        MachineLog(
+                            step=label, item=instance.item, level=ev.level, message=ev.message
+                        )
+                    )
+        self.reports.call_finished(step)
+        for node, flow in outflows.items():
+            if node in opened:
+                if sp.buffered:
+                    flow.start()
+                    for piece in held[node]:
+                        await flow.put(piece)
+                flow.close()
+            elif outputs[node].optional:
+                flow.absent()
+            else:
+                flow.start()
+                flow.close()
+
+
+async def _iterate(pieces: list[Any]) -> AsyncIterator[Any]:
+    for piece in pieces:
+        yield piece

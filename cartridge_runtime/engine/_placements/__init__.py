@@ -1,0 +1,1 @@
+"""Where an instance runs: the placement seam, a local subprocess, or this process."""

@@ -1,0 +1,1 @@
+"""CLI mode: a cartridge script run with arguments is a command-line tool."""
