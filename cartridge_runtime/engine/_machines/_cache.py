@@ -120,7 +120,7 @@ class CacheStore:
     """
 
     def __init__(self, root: str | os.PathLike[str], *, lookup: bool = True) -> None:
-        self.root = Path(root)
+        self.root = Path(root).expanduser()
         self.lookup_enabled = lookup
         try:
             for sub in ("blobs", "entries", "files", "tmp"):
