@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The step cache measured side by side in one run (not a test).
 
-A 3-step echo chain (``cartridges/interop.py``) over SIZE MiB, on one engine, each round in
-this order:
+A 3-step echo chain (``cartridges/interop.py``) over SIZE MiB, on one engine.
+The input is a file, as ``cartridge run -i doc=@FILE`` gives it. Each round runs:
 
 1. **plain**: no step cache (the baseline);
 2. **cold**: an empty step cache, every call stored (target: at most 1.10x plain);
@@ -34,7 +34,7 @@ MIB = 1 << 20
 CHAIN = "e1 cap:echo\ne2 cap:echo\ne3 cap:echo\ndoc -> e1 -> a\na -> e2 -> b\nb -> e3 -> out"
 
 
-async def _run(engine: Any, machine: Any, doc: bytes, cache: Path | None) -> tuple[float, int]:
+async def _run(engine: Any, machine: Any, doc: Any, cache: Path | None) -> tuple[float, int]:
     from cartridge_runtime.engine import MachineOutputData
 
     size = 0
@@ -68,11 +68,13 @@ async def _bench(size_mib: int, rounds: int) -> dict[str, Any]:
         async with Engine() as engine:
             engine.add_cartridge(INTEROP)
             machine = await engine.machine(CHAIN)
-            await _run(engine, machine, doc[: MIB], None)  # started and warmed up
+            await _run(engine, machine, doc[:MIB], None)  # started and warmed up
+            source = folder / "doc.bin"  # given as a file, as `cartridge run -i doc=@FILE` does
+            source.write_bytes(doc)
             for n in range(rounds):
                 cache = folder / f"cache{n}"
                 for name, where in (("plain", None), ("cold", cache), ("warm", cache)):
-                    seconds, got = await _run(engine, machine, doc, where)
+                    seconds, got = await _run(engine, machine, source, where)
                     assert got == len(doc), (name, got)
                     figures[name].append(seconds)
                 blob = max((cache / "blobs").glob("*/*"), key=lambda p: p.stat().st_size)

@@ -144,6 +144,20 @@ async def test_a_file_input_hits_like_the_same_bytes(kit: Kit, tmp_path: Path) -
 
 
 @pytest.mark.asyncio
+async def test_a_changed_byte_of_an_input_file_misses(kit: Kit, tmp_path: Path) -> None:
+    path = tmp_path / "doc.bin"
+    path.write_bytes(b"0123456789")
+    await run(kit, CHAIN, {"doc": path})
+    kit.reset()
+    await run(kit, CHAIN, {"doc": path})  # known by its path, size and times: not hashed again
+    assert kit.calls() == Counter()
+    path.write_bytes(b"0123456780")  # same size, one byte changed
+    result = await run(kit, CHAIN, {"doc": path})
+    assert kit.calls() == Counter({"stage-1": 1, "stage-2": 1, "final": 1})
+    assert result["out"].data == b"0123456780"
+
+
+@pytest.mark.asyncio
 async def test_a_changed_cartridge_file_misses(kit: Kit) -> None:
     await run(kit, CHAIN, {"doc": b"q"})
     kit.script.write_text(kit.script.read_text() + "\n# a change that changes no behaviour\n")
@@ -311,7 +325,8 @@ async def test_a_truncated_blob_or_entry_is_a_miss(kit: Kit) -> None:
             f.truncate(5)
     kit.reset()
     result = await run(kit, CHAIN, {"doc": b"t" * 10_000})
-    assert kit.calls() == Counter({"stage-1": 1, "stage-2": 1, "final": 1})
+    # The first step misses and stores its blob again; the ones after it may then hit it.
+    assert kit.calls()["stage-1"] == 1
     assert result["out"].data == b"t" * 10_000
     for entry in (kit.cache / "entries").glob("*/*.json"):
         entry.write_text(entry.read_text()[:40])

@@ -23,8 +23,10 @@ import contextlib
 import hashlib
 import json
 import os
+import queue
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -40,6 +42,8 @@ __all__ = ("CacheStore", "CacheEntry", "StoredOutput", "EntryWriter", "CacheErro
 
 #: The entry format this code writes and reads.
 ENTRY_FORMAT: Final = 1
+#: Pieces a call may run ahead of its writer thread before it waits for it.
+WRITE_AHEAD: Final = 8
 
 
 class CacheError(EngineError):
@@ -116,10 +120,10 @@ class CacheStore:
     """
 
     def __init__(self, root: str | os.PathLike[str], *, lookup: bool = True) -> None:
-        self.root = Path(root)
+        self.root = Path(root).expanduser()
         self.lookup_enabled = lookup
         try:
-            for sub in ("blobs", "entries", "tmp"):
+            for sub in ("blobs", "entries", "files", "tmp"):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise CacheError(f"step cache {self.root}: {error.strerror or error}") from None
@@ -225,11 +229,44 @@ class CacheStore:
         handle, temp = tempfile.mkstemp(dir=self.root / "tmp", prefix="blob.")
         return os.fdopen(handle, "wb"), Path(temp)
 
+    # -- input files -------------------------------------------------------------------------
+
+    @staticmethod
+    def _file_key(path: Path) -> str | None:
+        try:
+            real = os.path.realpath(path)
+            st = os.stat(real)
+        except OSError:
+            return None
+        facts = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_dev}"
+        return hashlib.sha256(facts.encode("utf-8", "surrogateescape")).hexdigest()
+
+    def file_digest(self, path: Path) -> InputDigest | None:
+        """The digest of an input file hashed before, known by its path, size, modification
+        time and inode (a file changed since is hashed again)."""
+        key = self._file_key(path)
+        if key is None:
+            return None
+        try:
+            obj = json.loads((self.root / "files" / key[:2] / f"{key}.json").read_text())
+            return InputDigest.from_json(obj)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def remember_file(self, path: Path, digest: InputDigest) -> None:
+        key = self._file_key(path)
+        if key is None:
+            return
+        final = self.root / "files" / key[:2] / f"{key}.json"
+        with contextlib.suppress(OSError):
+            final.parent.mkdir(exist_ok=True)
+            self._place(json.dumps(digest.to_json()).encode("utf-8"), final)
+
     # -- upkeep -----------------------------------------------------------------------------
 
     def clear(self) -> None:
         """Remove every entry and blob (files being written by a live run are left)."""
-        for sub in ("entries", "blobs"):
+        for sub in ("entries", "blobs", "files"):
             shutil.rmtree(self.root / sub, ignore_errors=True)
             (self.root / sub).mkdir(exist_ok=True)
 
@@ -346,7 +383,13 @@ class _OpenOutput:
 class EntryWriter:
     """The outputs of one call on their way into the store: each stream to a temporary file
     as it comes, then :meth:`commit` (blobs renamed, the entry written last) or
-    :meth:`discard`."""
+    :meth:`discard`.
+
+    The hashing and writing run in a worker thread of the writer's own, fed through a short
+    queue, so they overlap the call's own work instead of holding up the event loop (hashlib
+    and file writes release the GIL); a full queue makes the call wait, so memory stays
+    bounded.
+    """
 
     def __init__(self, store: CacheStore, cap: str, step: str) -> None:
         self.store = store
@@ -355,27 +398,60 @@ class EntryWriter:
         self._open: dict[str, _OpenOutput] = {}
         self._order: list[_OpenOutput] = []
         self.unstorable = False
+        self._jobs: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=WRITE_AHEAD)
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+
+    def _submit(self, job: tuple[Any, ...]) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="step-cache", daemon=True)
+            self._thread.start()
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                if job is None:
+                    return
+                if self._failure is None:
+                    if job[0] == "start":
+                        opened = _OpenOutput(self.store, *job[2:])
+                        self._open[job[1]] = opened
+                        self._order.append(opened)
+                    else:
+                        found = self._open.get(job[1])
+                        if found is not None:
+                            found.write(*job[2:])
+            except BaseException as error:  # kept for commit, which then stores nothing
+                self._failure = error
+            finally:
+                self._jobs.task_done()
+
+    def _stop(self) -> None:
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join()
+            self._thread = None
 
     def started(
         self, stream_id: str, output: str | None, media_urn: str, is_sequence: bool, meta: Any
     ) -> None:
-        opened = _OpenOutput(self.store, output, media_urn, is_sequence, meta)
-        self._open[stream_id] = opened
-        self._order.append(opened)
+        self._submit(("start", stream_id, output, media_urn, is_sequence, meta))
 
     def piece(self, stream_id: str, piece: Any, value: Any, meta: Any = None) -> None:
-        opened = self._open.get(stream_id)
-        if opened is not None:
-            opened.write(piece, value, meta)
+        self._submit(("piece", stream_id, piece, value, meta))
 
     def digest(self, stream_id: str) -> InputDigest | None:
         """The digest of a stream that ended (what a step it feeds sees as its input)."""
+        self._jobs.join()  # the worker caught up (a few pieces at most)
         opened = self._open.get(stream_id)
         return opened.hasher.digest() if opened is not None else None
 
     def commit(self, key: str) -> bool:
         """Store the entry under ``key``; False (nothing stored) when a stream could not be."""
-        if self.unstorable or any(o.unstorable for o in self._order):
+        self._stop()
+        if self._failure is not None or self.unstorable or any(o.unstorable for o in self._order):
             self.discard()
             return False
         try:
@@ -387,5 +463,6 @@ class EntryWriter:
         return True
 
     def discard(self) -> None:
+        self._stop()
         for opened in self._order:
             opened.discard()

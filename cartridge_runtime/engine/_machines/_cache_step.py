@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -50,6 +51,8 @@ __all__ = (
 DETERMINISTIC_KEY: Final = "deterministic"
 #: Bytes per piece when a hit streams a stored scalar from disk.
 REPLAY_PIECE: Final = 1 << 20
+#: Seconds a read may take in the event loop before a replay reads in a worker thread.
+SLOW_READ: Final = 0.002
 #: Items blobs up to this size are read in one go; larger ones item by item.
 SMALL_ITEMS: Final = 4 << 20
 #: Where ``capdag`` installs cartridges: ``{slug}/{channel}/{name}/{version}/``.
@@ -226,8 +229,16 @@ async def _pieces(
     path = store.blob_path(out.blob)
     if out.kind == "bytes":
         with path.open("rb", buffering=0) as f:
+            threaded = False
             while wanted(sid):
-                block = await anyio.to_thread.run_sync(f.read, REPLAY_PIECE)
+                if threaded:
+                    block = await anyio.to_thread.run_sync(f.read, REPLAY_PIECE)
+                else:
+                    # From the page cache a read takes less than a thread hop: read here
+                    # until one read is slow (the disk), then in a worker thread.
+                    began = time.perf_counter()
+                    block = f.read(REPLAY_PIECE)
+                    threaded = time.perf_counter() - began > SLOW_READ
                 if not block:
                     break
                 yield OutputData(output=out.output, stream_id=sid, value=block)

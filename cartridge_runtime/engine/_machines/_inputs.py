@@ -19,6 +19,7 @@ from ...machine import Machine
 from ...urn import MediaUrn
 from .._arguments import media_problem, shape_problem
 from .._events import Item
+from ._cache import CacheStore
 from ._cache_key import InputDigest, PieceHasher, digest_of
 from ._events import MachineInputError
 from ._node_stream import NodeStream
@@ -76,13 +77,13 @@ def check_inputs(machine: Machine, given: Mapping[str, Any]) -> dict[str, tuple[
     return checked
 
 
-async def feed_input(flow: NodeStream, value: Any, digest: bool = False) -> None:
+async def feed_input(flow: NodeStream, value: Any, store: CacheStore | None = None) -> None:
     """Put a checked input value into its flow: bytes and files in pieces, text whole, a list
-    item by item, an async iterable as it yields. With ``digest`` (a run with a step cache),
-    the flow first gets the value's digest when it can be known before the pieces go (not for
-    an async iterable)."""
-    if digest:
-        flow.digest = await _digest(value)
+    item by item, an async iterable as it yields. In a run with a step cache (``store``), the
+    flow first gets the value's digest when it can be known before the pieces go (not for an
+    async iterable); a file hashed before is known by its path, size and times."""
+    if store is not None:
+        flow.digest = await _digest(value, store)
     flow.start()
     try:
         if isinstance(value, str):  # text travels as UTF-8 in byte strings (REQ-38)
@@ -90,10 +91,12 @@ async def feed_input(flow: NodeStream, value: Any, digest: bool = False) -> None
         if isinstance(value, bytes | bytearray | memoryview):
             view = memoryview(value).cast("B")
             for pos in range(0, max(len(view), 1), PIECE):
+                if not flow.wanted:
+                    break  # every consumer stopped reading (a step cache hit, a skip)
                 await flow.put(view[pos : pos + PIECE])
         elif isinstance(value, os.PathLike):
             async with await anyio.open_file(Path(value), "rb") as f:
-                while block := await f.read(PIECE):
+                while flow.wanted and (block := await f.read(PIECE)):
                     await flow.put(block)
         elif isinstance(value, list | tuple):
             for item in value:
@@ -105,7 +108,7 @@ async def feed_input(flow: NodeStream, value: Any, digest: bool = False) -> None
         flow.close()
 
 
-async def _digest(value: Any) -> InputDigest | None:
+async def _digest(value: Any, store: CacheStore) -> InputDigest | None:
     if isinstance(value, str):
         return digest_of([value.encode("utf-8")], False)
     if isinstance(value, bytes | bytearray | memoryview):
@@ -113,13 +116,18 @@ async def _digest(value: Any) -> InputDigest | None:
     if isinstance(value, list | tuple):
         return digest_of(value, True)
     if isinstance(value, os.PathLike):
-        return await anyio.to_thread.run_sync(_file_digest, Path(value))
+        return await anyio.to_thread.run_sync(_file_digest, Path(value), store)
     return None
 
 
-def _file_digest(path: Path) -> InputDigest:
+def _file_digest(path: Path, store: CacheStore) -> InputDigest:
+    known = store.file_digest(path)
+    if known is not None:
+        return known
     hasher = PieceHasher(False)
     with path.open("rb", buffering=0) as f:
         while block := f.read(1 << 20):
             hasher.add(block)
-    return hasher.digest()
+    digest = hasher.digest()
+    store.remember_file(path, digest)
+    return digest

@@ -207,7 +207,7 @@ class RunRecorder:
     ) -> None:
         self.started = time.time()
         self.run_id = _new_run_id(self.started)
-        self.folder = Path(runs_dir) / self.run_id
+        self.folder = Path(runs_dir).expanduser() / self.run_id
         self.folder.mkdir(parents=True)
         self._engine = engine
         self._text = text

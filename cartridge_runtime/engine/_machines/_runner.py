@@ -151,7 +151,7 @@ class MachineRunner:
                             feed_input,
                             instance.flows[node],
                             self.inputs[node][1],
-                            self.cache is not None,
+                            self.cache.store if self.cache is not None else None,
                         )
                     self._start(instance, tg)
         except BaseException as exc:
