@@ -13,6 +13,10 @@ Example::
 
     engine.add_cartridge("cpu.py", replicas=2)  # two processes; calls go to the least loaded
     engine.add_cartridge("embedded", placement=InProcess(runtime))  # served in this process
+
+Left running for days (``docs/operations.md``): ``memory_limit=`` and ``idle_timeout=`` per
+cartridge, an activity timeout per call, ``retry=Retry(...)``, ``replace_cartridge`` and
+``remove_cartridge`` with a drain, and ``engine.subscribe()`` for the events of it all.
 """
 
 from __future__ import annotations
