@@ -112,8 +112,10 @@ def test_a_silent_handler_times_out_while_a_chatty_one_finishes(backend: str) ->
             assert "no activity for 0.3 s" in error.message
             assert chatty_result[0].data == b"done"  # 0.9 s of work, never 0.3 s silent
             stalled = [e for e in events.pending() if isinstance(e, CallStalled)]
-            assert stalled and all(e.cap == OPS.SILENT and e.limit == 0.3 for e in stalled)
-            assert [round(e.silent_for / 0.075) >= 1 for e in stalled]
+            # The silent call was warned about (a loaded machine may warn about the chatty
+            # one too, a quarter of the limit between two of its frames: not a timeout).
+            silent = [e for e in stalled if e.cap == OPS.SILENT]
+            assert silent and all(e.limit == 0.3 and e.silent_for >= 0.075 for e in silent)
             # The connection is still serving: the timeout cancelled one call only.
             again = await engine.call(OPS.ECHO, [(OPS.TEXT, b"alive")])
             assert again.data == b"alive"
