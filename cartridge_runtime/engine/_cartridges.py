@@ -64,6 +64,7 @@ class CartridgeAdmin:
         name: str | None = None,
         memory_limit: int | None = None,
         idle_timeout: float | None = None,
+        activity_timeout: float | None = None,
     ) -> str:
         """Register a cartridge; returns its name (unique within the engine).
 
@@ -84,10 +85,15 @@ class CartridgeAdmin:
         :param idle_timeout: seconds without a call after which an instance is stopped
             gracefully, and started again by the next call (default
             ``EngineConfig.idle_timeout``: never).
+        :param activity_timeout: seconds a call to it may go without a frame before it fails
+            with ``TIMEOUT`` (``math.inf``: none); it wins over the caps' metadata
+            ``activity_timeout_secs`` and ``EngineConfig.activity_timeout``, a call's own
+            ``activity_timeout=`` over it.
         :raises CartridgeNotFound: the script or program does not exist (nothing is added).
         :raises TypeError: the placement cannot run this target, or ``placement`` is not one.
         :raises ValueError: ``replicas`` is not a whole number of at least 1, ``memory_limit``
-            not a positive whole number of bytes, or ``idle_timeout`` not positive seconds.
+            not a positive whole number of bytes, or ``idle_timeout`` or ``activity_timeout``
+            not positive seconds.
         """
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
             raise ValueError(f"replicas must be a whole number of at least 1, not {replicas!r}")
@@ -97,6 +103,7 @@ class CartridgeAdmin:
         idle_timeout = check_limit(
             self.config.idle_timeout if idle_timeout is None else idle_timeout, "idle_timeout"
         )
+        activity_timeout = check_limit(activity_timeout, "activity_timeout")
         if placement is None:
             placement = self.config.placement or default_placement(target)
         elif not isinstance(placement, Placement):
@@ -121,6 +128,7 @@ class CartridgeAdmin:
             memory_limit=memory_limit,
             idle_timeout=idle_timeout,
         )
+        slot.activity_timeout = activity_timeout
         self._slots[unique] = slot
         self._caps_changed()
         if self._hub.active:
@@ -169,6 +177,7 @@ class CartridgeAdmin:
             memory_limit=old.memory_limit,
             idle_timeout=old.idle_timeout,
         )
+        new.activity_timeout = old.activity_timeout
         try:
             await self._starter.each(new, self._starter.ensure_started)
         except BaseException:

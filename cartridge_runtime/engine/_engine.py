@@ -395,6 +395,8 @@ class Engine(CartridgeAdmin):
         replica = single if single is not None else slot.replica_of(conn)
         if replica is not None:
             replica.served += 1
+        if activity_timeout is None:
+            activity_timeout = slot.activity_timeout
         if activity_timeout is None and (definition is None or not definition.metadata):
             limit = self.config.activity_timeout  # the common case, without a call
         else:

@@ -170,6 +170,8 @@ class CartridgeSlot:
         self.memory_limit = memory_limit
         #: Seconds without a call after which an instance is stopped (``None``: never).
         self.idle_timeout = idle_timeout
+        #: Seconds a call to it may go without a frame, when set for this cartridge.
+        self.activity_timeout: float | None = None
         #: Replaced or removed: it takes no new call and starts no instance.
         self.retired = False
         #: Metric name -> the sum of every value its handlers reported (all replicas, across

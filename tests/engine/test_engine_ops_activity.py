@@ -158,3 +158,17 @@ def test_a_caller_that_does_not_read_is_not_the_cartridges_silence() -> None:
             assert result.data == b"unread"
 
     run("asyncio", main)
+
+
+def test_the_cartridges_activity_timeout_wins_over_its_caps() -> None:
+    async def main() -> None:
+        async with Engine(heartbeat_interval=None, activity_timeout=None) as engine:
+            name = engine.add_cartridge(OPS.build_runtime(), activity_timeout=0.3)
+            assert engine.status()[0].activity_timeout == 0.3
+            with pytest.raises(CallTimeout, match=r"no activity for 0\.3 s"):
+                await engine.call(OPS.QUICK_SILENT, [(OPS.TEXT, b"x")])
+            with pytest.raises(CallTimeout, match=r"no activity for 0\.1 s"):
+                await engine.call(OPS.SILENT, [(OPS.TEXT, b"x")], activity_timeout=0.1)
+            assert name == "ops"
+
+    run("trio", main)
