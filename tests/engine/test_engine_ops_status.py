@@ -72,7 +72,7 @@ def test_the_otel_exporter_reports_each_replica() -> None:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from cartridge_runtime.engine import OtelExporter
+    from cartridge_runtime.engine._otel import OtelExporter
 
     reader = InMemoryMetricReader()
     points: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
@@ -83,7 +83,8 @@ def test_the_otel_exporter_reports_each_replica() -> None:
             engine.add_observer(OtelExporter(meter_provider=MeterProvider(metric_readers=[reader])))
             await engine.call(OPS.ECHO, [(OPS.TEXT, b"x")])
             await engine.call(OPS.ECHO, [(OPS.TEXT, b"y")])
-            for rm in reader.get_metrics_data().resource_metrics:
+            data: Any = reader.get_metrics_data()  # the SDK's types, read loosely
+            for rm in data.resource_metrics:
                 for sm in rm.scope_metrics:
                     for metric in sm.metrics:
                         for point in metric.data.data_points:
