@@ -51,7 +51,7 @@ class ReplicaStatus:
         (sampled only for a cartridge with a ``memory_limit``; ``None``: no figure).
     :ivar memory_enforcement: how its memory limit is enforced: ``watchdog`` (the engine's
         samples), ``watchdog+rlimit_as`` (also the process's address-space limit), or
-        ``None`` without a limit.
+        ``None``: no limit, or an instance without a figure of its own (in process).
     :ivar last_exit: how its last instance ended (died, stopped, idle, OOM-killed, retired),
         in words; ``None`` before any ended.
     """

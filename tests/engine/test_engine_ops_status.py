@@ -79,10 +79,12 @@ def test_the_otel_exporter_reports_each_replica() -> None:
 
     async def main() -> None:
         async with Engine(heartbeat_interval=None) as engine:
-            engine.add_cartridge(OPS.build_runtime(), name="inproc")
+            engine.add_cartridge(OPS.build_runtime(), name="inproc", memory_limit=1 << 30)
             engine.add_observer(OtelExporter(meter_provider=MeterProvider(metric_readers=[reader])))
             await engine.call(OPS.ECHO, [(OPS.TEXT, b"x")])
             await engine.call(OPS.ECHO, [(OPS.TEXT, b"y")])
+            # In process there is nothing of its own to measure: the limit is not enforced.
+            assert engine.status()[0].replicas[0].memory_enforcement is None
             data: Any = reader.get_metrics_data()  # the SDK's types, read loosely
             for rm in data.resource_metrics:
                 for sm in rm.scope_metrics:

@@ -103,10 +103,11 @@ class Watchdog:
         replica.ending = None
         limit = slot.memory_limit
         replica.enforcement = None
-        if limit is not None:
+        pid = conn.pid
+        measurable = pid is not None or hasattr(conn.process, "resident_memory")
+        if limit is not None and measurable:  # an in-process instance has no figure of its own
             replica.enforcement = "watchdog"
             factor = self.config.memory_backstop
-            pid = conn.pid
             if (
                 factor is not None
                 and pid is not None
