@@ -13,6 +13,10 @@ Example::
 
     engine.add_cartridge("cpu.py", replicas=2)  # two processes; calls go to the least loaded
     engine.add_cartridge("embedded", placement=InProcess(runtime))  # served in this process
+
+Left running for days (``docs/operations.md``): ``memory_limit=`` and ``idle_timeout=`` per
+cartridge, an activity timeout per call, ``retry=Retry(...)``, ``replace_cartridge`` and
+``remove_cartridge`` with a drain, and ``engine.subscribe()`` for the events of it all.
 """
 
 from __future__ import annotations
@@ -183,7 +187,6 @@ __all__ = (
     "machine_digest",
     "default_runs_dir",
     "default_step_cache_dir",
-    "default_inputs",
     "MachineResult",
     "StepReport",
     "MachineEvent",

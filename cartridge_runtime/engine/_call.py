@@ -146,6 +146,9 @@ class CallState:
         self.bytes_out = 0
         #: Frames received for this call (the activity the watchdog looks at).
         self.frames = 0
+        #: Its activity timeout, seconds, when it has one; and what the watchdog saw of it.
+        self.activity_limit: float | None = None
+        self.silence: Any = None
 
     # -- start -----------------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ class CartridgeAdmin:
         name: str | None = None,
         memory_limit: int | None = None,
         idle_timeout: float | None = None,
+        activity_timeout: float | None = None,
         manifest: Manifest | None = None,
     ) -> str:
         """Register a cartridge; returns its name (unique within the engine).
@@ -88,6 +89,10 @@ class CartridgeAdmin:
         :param idle_timeout: seconds without a call after which an instance is stopped
             gracefully, and started again by the next call (default
             ``EngineConfig.idle_timeout``: never).
+        :param activity_timeout: seconds a call to it may go without a frame before it fails
+            with ``TIMEOUT`` (``math.inf``: none); it wins over the caps' metadata
+            ``activity_timeout_secs`` and ``EngineConfig.activity_timeout``, a call's own
+            ``activity_timeout=`` over it.
         :param manifest: its manifest, when known without starting it (a discovery's cache
             gives it): planning and machine resolution read it instead of starting the
             cartridge, and its caps route calls as ``known_caps`` do. The manifest the
@@ -95,7 +100,8 @@ class CartridgeAdmin:
         :raises CartridgeNotFound: the script or program does not exist (nothing is added).
         :raises TypeError: the placement cannot run this target, or ``placement`` is not one.
         :raises ValueError: ``replicas`` is not a whole number of at least 1, ``memory_limit``
-            not a positive whole number of bytes, or ``idle_timeout`` not positive seconds.
+            not a positive whole number of bytes, or ``idle_timeout`` or ``activity_timeout``
+            not positive seconds.
         """
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
             raise ValueError(f"replicas must be a whole number of at least 1, not {replicas!r}")
@@ -105,6 +111,7 @@ class CartridgeAdmin:
         idle_timeout = check_limit(
             self.config.idle_timeout if idle_timeout is None else idle_timeout, "idle_timeout"
         )
+        activity_timeout = check_limit(activity_timeout, "activity_timeout")
         if placement is None:
             placement = self.config.placement or default_placement(target)
         elif not isinstance(placement, Placement):
@@ -132,6 +139,7 @@ class CartridgeAdmin:
             memory_limit=memory_limit,
             idle_timeout=idle_timeout,
         )
+        slot.activity_timeout = activity_timeout
         self._slots[unique] = slot
         self._caps_changed()
         if self._hub.active:
@@ -180,6 +188,7 @@ class CartridgeAdmin:
             memory_limit=old.memory_limit,
             idle_timeout=old.idle_timeout,
         )
+        new.activity_timeout = old.activity_timeout
         try:
             await self._starter.each(new, self._starter.ensure_started)
         except BaseException:

@@ -93,6 +93,9 @@ from ._supervision._watchdog import Watchdog
 
 log = logging.getLogger("cartridge_runtime.engine")
 
+#: The options of a call made without any.
+_PLAIN = CallOptions()
+
 #: Times one call is routed again when the instance it was given stopped under it (retired
 #: or idle-stopped between routing and sending).
 _REROUTES = 4
@@ -394,7 +397,7 @@ class Engine(CartridgeAdmin):
             :class:`Retry` (at once).
         """
         if activity_timeout is None and retry is None:
-            options = CallOptions(timeout=timeout)
+            options = _PLAIN if timeout is None else CallOptions(timeout=timeout)
         else:
             if retry is not None and not isinstance(retry, Retry):
                 raise ValueError(f"retry must be a Retry(...), not {type(retry).__name__}")
@@ -482,7 +485,12 @@ class Engine(CartridgeAdmin):
         replica = single if single is not None else slot.replica_of(conn)
         if replica is not None:
             replica.served += 1
-        limit = self._activity_limit(activity_timeout, definition, slot.name)
+        if activity_timeout is None:
+            activity_timeout = slot.activity_timeout
+        if activity_timeout is None and (definition is None or not definition.metadata):
+            limit = self.config.activity_timeout  # the common case, without a call
+        else:
+            limit = self._activity_limit(activity_timeout, definition, slot.name)
         if limit is not None and not state.done:
             self._watchdog.watch(state, limit)
         return state

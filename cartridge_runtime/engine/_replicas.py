@@ -51,7 +51,7 @@ class ReplicaStatus:
         (sampled only for a cartridge with a ``memory_limit``; ``None``: no figure).
     :ivar memory_enforcement: how its memory limit is enforced: ``watchdog`` (the engine's
         samples), ``watchdog+rlimit_as`` (also the process's address-space limit), or
-        ``None`` without a limit.
+        ``None``: no limit, or an instance without a figure of its own (in process).
     :ivar last_exit: how its last instance ended (died, stopped, idle, OOM-killed, retired),
         in words; ``None`` before any ended.
     """
@@ -173,6 +173,8 @@ class CartridgeSlot:
         self.memory_limit = memory_limit
         #: Seconds without a call after which an instance is stopped (``None``: never).
         self.idle_timeout = idle_timeout
+        #: Seconds a call to it may go without a frame, when set for this cartridge.
+        self.activity_timeout: float | None = None
         #: Replaced or removed: it takes no new call and starts no instance.
         self.retired = False
         #: Metric name -> the sum of every value its handlers reported (all replicas, across

@@ -145,18 +145,8 @@ class Response:
 
         :raises CallError: the call failed (ERR, death, cancel).
         """
-        context = self._retrying
-        if context is None:
-            return await self._collect_once()
-        while True:
-            try:
-                result = await self._collect_once()
-            except CallError as exc:
-                self._state = await context.again(exc, output_began=self._output_began)
-                continue
-            return attrs.evolve(result, attempts=context.attempt)
-
-    async def _collect_once(self) -> Result:
+        if self._retrying is not None:
+            return await self._collect_retrying()
         parts: dict[str | None, list[bytes]] = {}
         values: dict[str | None, list[Any]] = {}
         odd: set[str | None] = set()
@@ -226,6 +216,22 @@ class Response:
             traces=tuple(traces),
         )
 
+    async def _collect_retrying(self) -> Result:
+        """:meth:`collect`, each failure it covers retried by the call's policy."""
+        context = self._retrying
+        assert context is not None
+        self._retrying = None  # the attempts below collect plainly
+        try:
+            while True:
+                try:
+                    result = await self.collect()
+                except CallError as exc:
+                    self._state = await context.again(exc, output_began=self._output_began)
+                    continue
+                return attrs.evolve(result, attempts=context.attempt)
+        finally:
+            self._retrying = context
+
     async def cancel(self, force_kill: bool = False) -> None:
         """Ask the cartridge to cancel the call (CANCELLED, class user).
 
@@ -276,6 +282,11 @@ class CallContext:
     async def __aenter__(self) -> Response:
         if self._state is not None:
             raise EngineError("a call runs once: make a new engine.call(...) to call again")
+        options = self._options
+        if options.retry is None and options.timeout is None:  # the plain call, kept short
+            state = await self._open_call(self._cap, self._inputs, options.activity_timeout)
+            self._state = state
+            return Response(state)
         if self.retries:
             while True:
                 try:

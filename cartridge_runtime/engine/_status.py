@@ -28,6 +28,8 @@ class CartridgeStatus:
 
     :ivar memory_limit: resident bytes past which an instance is killed (``None``: none).
     :ivar idle_timeout: seconds without a call after which an instance stops (``None``: never).
+    :ivar activity_timeout: this cartridge's own activity timeout (``None``: its caps' or the
+        engine's).
     """
 
     name: str
@@ -55,6 +57,7 @@ class CartridgeStatus:
     memory_limit: int | None = None
     memory_enforcement: str | None = None
     idle_timeout: float | None = None
+    activity_timeout: float | None = None
     last_exit: str | None = None
 
 
@@ -116,6 +119,7 @@ def cartridge_status(slot: CartridgeSlot) -> CartridgeStatus:
         memory_limit=slot.memory_limit,
         memory_enforcement=first.memory_enforcement,
         idle_timeout=slot.idle_timeout,
+        activity_timeout=slot.activity_timeout,
         last_exit=first.last_exit,
     )
 

@@ -112,8 +112,10 @@ def test_a_silent_handler_times_out_while_a_chatty_one_finishes(backend: str) ->
             assert "no activity for 0.3 s" in error.message
             assert chatty_result[0].data == b"done"  # 0.9 s of work, never 0.3 s silent
             stalled = [e for e in events.pending() if isinstance(e, CallStalled)]
-            assert stalled and all(e.cap == OPS.SILENT and e.limit == 0.3 for e in stalled)
-            assert [round(e.silent_for / 0.075) >= 1 for e in stalled]
+            # The silent call was warned about (a loaded machine may warn about the chatty
+            # one too, a quarter of the limit between two of its frames: not a timeout).
+            silent = [e for e in stalled if e.cap == OPS.SILENT]
+            assert silent and all(e.limit == 0.3 and e.silent_for >= 0.075 for e in silent)
             # The connection is still serving: the timeout cancelled one call only.
             again = await engine.call(OPS.ECHO, [(OPS.TEXT, b"alive")])
             assert again.data == b"alive"
@@ -156,3 +158,17 @@ def test_a_caller_that_does_not_read_is_not_the_cartridges_silence() -> None:
             assert result.data == b"unread"
 
     run("asyncio", main)
+
+
+def test_the_cartridges_activity_timeout_wins_over_its_caps() -> None:
+    async def main() -> None:
+        async with Engine(heartbeat_interval=None, activity_timeout=None) as engine:
+            name = engine.add_cartridge(OPS.build_runtime(), activity_timeout=0.3)
+            assert engine.status()[0].activity_timeout == 0.3
+            with pytest.raises(CallTimeout, match=r"no activity for 0\.3 s"):
+                await engine.call(OPS.QUICK_SILENT, [(OPS.TEXT, b"x")])
+            with pytest.raises(CallTimeout, match=r"no activity for 0\.1 s"):
+                await engine.call(OPS.SILENT, [(OPS.TEXT, b"x")], activity_timeout=0.1)
+            assert name == "ops"
+
+    run("trio", main)

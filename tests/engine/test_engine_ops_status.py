@@ -72,18 +72,21 @@ def test_the_otel_exporter_reports_each_replica() -> None:
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-    from cartridge_runtime.engine import OtelExporter
+    from cartridge_runtime.engine._otel import OtelExporter
 
     reader = InMemoryMetricReader()
     points: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
 
     async def main() -> None:
         async with Engine(heartbeat_interval=None) as engine:
-            engine.add_cartridge(OPS.build_runtime(), name="inproc")
+            engine.add_cartridge(OPS.build_runtime(), name="inproc", memory_limit=1 << 30)
             engine.add_observer(OtelExporter(meter_provider=MeterProvider(metric_readers=[reader])))
             await engine.call(OPS.ECHO, [(OPS.TEXT, b"x")])
             await engine.call(OPS.ECHO, [(OPS.TEXT, b"y")])
-            for rm in reader.get_metrics_data().resource_metrics:
+            # In process there is nothing of its own to measure: the limit is not enforced.
+            assert engine.status()[0].replicas[0].memory_enforcement is None
+            data: Any = reader.get_metrics_data()  # the SDK's types, read loosely
+            for rm in data.resource_metrics:
                 for sm in rm.scope_metrics:
                     for metric in sm.metrics:
                         for point in metric.data.data_points:

@@ -7,8 +7,9 @@ Rules
    cartridge's).
 2. Silent for a quarter, a half and three quarters of its limit, a call is warned about once
    each; silent for the whole limit, it is timed out.
-3. The limit is the call's own ``activity_timeout=``, else its cap's metadata
-   ``activity_timeout_secs``, else the engine's ``EngineConfig.activity_timeout``.
+3. The limit is the call's own ``activity_timeout=``, else its cartridge's, else its cap's
+   metadata ``activity_timeout_secs``, else the engine's ``EngineConfig.activity_timeout``
+   (the engine passes the cartridge's as ``per_call`` when the call has none).
 
 The engine counts the frames each call receives (one integer per frame, nothing else on the
 hot path); the watchdog looks at the count every quarter of the limit. Activity is therefore

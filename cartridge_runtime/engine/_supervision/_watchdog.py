@@ -66,7 +66,10 @@ class Watchdog:
         self.config = config
         self._slots = slots
         self._hub = hub
-        self._calls: dict[CallState, Silence] = {}
+        #: The shortest activity timeout of a call so far: calls are looked at each quarter
+        #: of it (``inf``: no call had one yet).
+        self._shortest = math.inf
+        self._next_call_look = -math.inf
         self._idle: dict[Replica, IdleRecord] = {}
         #: Replicas whose remote memory figure is being asked for.
         self._asking: set[Replica] = set()
@@ -80,10 +83,12 @@ class Watchdog:
     # -- registrations -----------------------------------------------------------------------
 
     def watch(self, state: CallState, limit: float) -> None:
-        """Time ``state`` out after ``limit`` seconds without a frame."""
-        record = Silence.begin(limit, anyio.current_time())
-        self._calls[state] = record
-        if record.next_look < self._wake:
+        """Time ``state`` out after ``limit`` seconds without a frame. Nothing is registered:
+        the looks find live calls in their connections; only a limit shorter than any seen
+        before wakes the task, so that it looks often enough."""
+        state.activity_limit = limit
+        if limit < self._shortest:
+            self._shortest = limit
             self.poke()
 
     def poke(self) -> None:
@@ -98,10 +103,11 @@ class Watchdog:
         replica.ending = None
         limit = slot.memory_limit
         replica.enforcement = None
-        if limit is not None:
+        pid = conn.pid
+        measurable = pid is not None or hasattr(conn.process, "resident_memory")
+        if limit is not None and measurable:  # an in-process instance has no figure of its own
             replica.enforcement = "watchdog"
             factor = self.config.memory_backstop
-            pid = conn.pid
             if (
                 factor is not None
                 and pid is not None
@@ -193,8 +199,8 @@ class Watchdog:
 
     def tick(self, now: float) -> float:
         """Judge everything due at ``now`` and act; when the next look is due."""
-        wake = self._look_at_calls(now)
         slots = list(self._slots())
+        wake = self._look_at_calls(slots, now)
         if any(s.memory_limit is not None for s in slots):
             if now >= self._next_sample:
                 self._sample(slots)
@@ -208,40 +214,52 @@ class Watchdog:
 
     # -- calls ---------------------------------------------------------------------------------
 
-    def _look_at_calls(self, now: float) -> float:
-        wake = math.inf
-        calls = self._calls
-        for state, record in list(calls.items()):
-            if state.done:
-                del calls[state]
-                continue
-            if now < record.next_look:
-                wake = min(wake, record.next_look)
-                continue
-            record, verdict = judge_silence(record, state.frames, bool(state.events), now)
-            if verdict is Verdict.EXPIRE:
-                del calls[state]
-                log.warning(
-                    "%s: a call to %s sent no frame for %g s: timed out",
-                    state.conn.name,
-                    state.cap,
-                    record.limit,
+    def _look_at_calls(self, slots: list[CartridgeSlot], now: float) -> float:
+        if self._shortest == math.inf:
+            return math.inf
+        step = max(_MIN_STEP, self._shortest / 4)
+        if now < self._next_call_look:
+            return self._next_call_look
+        self._next_call_look = now + step
+        for slot in slots:
+            for replica in slot.replicas:
+                conn = replica.conn
+                if conn is not None and conn.core.calls:
+                    for flow in list(conn.core.calls.values()):
+                        if getattr(flow, "activity_limit", None) is not None:
+                            self._look_at_call(flow, now)  # type: ignore[arg-type]
+        return self._next_call_look
+
+    def _look_at_call(self, state: CallState, now: float) -> None:
+        limit = state.activity_limit
+        assert limit is not None
+        record = state.silence
+        if record is None:
+            # First seen now, at most a look after it opened: timed out at most a look late.
+            state.silence = Silence(limit=limit, frames=state.frames, since=now)
+            return
+        if state.done or now < record.next_look:
+            return
+        record, verdict = judge_silence(record, state.frames, bool(state.events), now)
+        state.silence = record
+        if verdict is Verdict.EXPIRE:
+            log.warning(
+                "%s: a call to %s sent no frame for %g s: timed out",
+                state.conn.name,
+                state.cap,
+                record.limit,
+            )
+            state.expire_inactive(record.limit)
+        elif verdict is Verdict.WARN and self._hub.active:
+            self._hub.emit(
+                CallStalled(
+                    cartridge=state.conn.name,
+                    cap=state.cap,
+                    silent_for=record.silent_for(now),
+                    limit=record.limit,
+                    at=now,
                 )
-                state.expire_inactive(record.limit)
-                continue
-            if verdict is Verdict.WARN and self._hub.active:
-                self._hub.emit(
-                    CallStalled(
-                        cartridge=state.conn.name,
-                        cap=state.cap,
-                        silent_for=record.silent_for(now),
-                        limit=record.limit,
-                        at=now,
-                    )
-                )
-            calls[state] = record
-            wake = min(wake, max(record.next_look, now + _MIN_STEP))
-        return wake
+            )
 
     # -- memory --------------------------------------------------------------------------------
 
