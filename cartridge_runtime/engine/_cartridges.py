@@ -73,7 +73,9 @@ class CartridgeAdmin:
         """Register a cartridge; returns its name (unique within the engine).
 
         :param target: for a subprocess (the default placement), a ``.py`` script (run with
-            this interpreter), an executable, or a command list; for
+            this interpreter), a ``.js`` script (run with ``node``), an executable (a bare
+            name that exists in the current folder runs as ``./name``, else it is looked up
+            on ``PATH``), or a command list; for
             ``InProcess(runtime)``, a name or the runtime. A ``CartridgeRuntime`` given
             without a placement runs in process.
         :param replicas: how many instances run it; each call goes to the least-loaded ready

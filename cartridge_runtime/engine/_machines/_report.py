@@ -58,11 +58,7 @@ class Reports:
         self._keep = keep_outputs
         self._began = time.monotonic()
         self._steps: dict[int, _StepCount] = {}
-        seen: dict[str, int] = {}
-        for step in machine.steps:
-            base = step.label or step.alias
-            seen[base] = seen.get(base, 0) + 1
-            name = base if seen[base] == 1 else f"{base}#{seen[base]}"
+        for step, name in zip(machine.steps, machine.step_names, strict=True):
             self._steps[id(step)] = _StepCount(step, name)
         self._items: dict[tuple[int, int], int] = {}
         self._present: dict[str, Node] = {}
