@@ -18,8 +18,8 @@ REASON_CHARS: Final = 200
 
 
 def error_line(report: ErrorReport) -> str:
-    """``CODE (class): message [arg=URN]`` on one line, as the ``cartridge`` commands print it. A message's own
-    appended stderr tail (``... stderr:`` and the lines after it) is left out."""
+    """``CODE (class): message [arg=URN]`` on one line, as the ``cartridge`` commands print
+    it. A message's own appended stderr tail (``... stderr:`` and the lines after it) is left out."""
     text = report.one_line()
     for cut in (". stderr:", " stderr:"):
         if text.endswith(cut):
