@@ -55,3 +55,33 @@ def test_a_subscription_iterates_until_closed() -> None:
         assert not hub.active
 
     anyio.run(main)
+
+
+def test_the_watchdog_acts_on_the_now_it_is_given() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    from cartridge_runtime.engine import Engine
+
+    path = Path(__file__).with_name("ops_cartridge.py")
+    spec = importlib.util.spec_from_file_location("ops_cartridge", path)
+    assert spec is not None and spec.loader is not None
+    ops = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ops)
+
+    async def main() -> None:
+        # Limits of an hour: the watchdog's own timer never fires during the test.
+        async with Engine(heartbeat_interval=None, activity_timeout=3600) as engine:
+            name = engine.add_cartridge(ops.build_runtime(), idle_timeout=3600)
+            await engine.call(ops.ECHO, [(ops.TEXT, b"x")])
+            watchdog = engine._watchdog
+            now = anyio.current_time()
+            assert watchdog.tick(now + 10) <= now + 10 + 900  # the next look: a quarter on
+            assert engine.status()[0].state == "running"
+            watchdog.tick(now + 10 + 3600)  # an hour without a call, by its clock
+            with anyio.fail_after(10):
+                while engine.status()[0].state != "idle":  # noqa: ASYNC110 - engine state
+                    await anyio.sleep(0.01)
+            assert engine.status()[0].name == name
+
+    anyio.run(main)

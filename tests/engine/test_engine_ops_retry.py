@@ -123,7 +123,8 @@ def test_a_retry_that_succeeds_is_counted_in_the_result(backend: str, tmp_path: 
     anyio.run(main, backend=backend)
 
 
-def test_input_errors_are_never_retried() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_input_errors_are_never_retried(backend: str) -> None:
     async def main() -> None:
         async with Engine(heartbeat_interval=None) as engine, engine.subscribe() as events:
             engine.add_cartridge(OPS.build_runtime())
@@ -134,10 +135,11 @@ def test_input_errors_are_never_retried() -> None:
             assert caught.value.code == "BAD_TEXT" and caught.value.attribution_class == "input"
             assert retried(events) == []
 
-    anyio.run(main, backend="asyncio")
+    anyio.run(main, backend=backend)
 
 
-def test_no_retry_once_output_reached_the_caller() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_retry_once_output_reached_the_caller(backend: str) -> None:
     async def main() -> None:
         async with Engine(heartbeat_interval=None) as engine, engine.subscribe() as events:
             engine.add_cartridge(SCRIPT, name="half")
@@ -154,7 +156,7 @@ def test_no_retry_once_output_reached_the_caller() -> None:
             assert "not retried: output had already reached the caller" in caught.value.message
             assert retried(events) == []
 
-    anyio.run(main, backend="asyncio")
+    anyio.run(main, backend=backend)
 
 
 def test_a_streamed_input_is_not_sent_twice() -> None:
