@@ -29,6 +29,7 @@ import typer
 
 from ..engine._machines._cache import CacheError
 from ..engine._machines._records import RunRecorder, default_runs_dir, read_run
+from ..protocol import AttributionClass, ErrorCode
 from . import app
 from ._run_setup import Sinks, Usage, choose_cache, parse_inputs, parse_targets
 
@@ -292,14 +293,13 @@ async def _run(opts: _Options, held: _Held) -> int:
             view.stop()
             if sinks is not None:
                 sinks.discard()
-            line = f"TIMEOUT (resource): the run did not end within {opts.timeout:g} s (--timeout)"
-            recorder.amend(status="failed", error={"code": "TIMEOUT", "class": "resource",
-                                                   "message": line})  # fmt: skip
+            code, kind = ErrorCode.TIMEOUT, AttributionClass.RESOURCE
+            line = f"{code} ({kind}): the run did not end within {opts.timeout:g} s (--timeout)"
+            recorder.amend(status="failed", error={"code": code, "class": kind, "message": line})
             if opts.verbose:
                 _stderr_tails(engine)
             _write_report(opts, recorder)
-            return fail({"code": "TIMEOUT", "message": line, "run": recorder.run_id}, line,
-                        _FAILED)  # fmt: skip
+            return fail({"code": code, "message": line, "run": recorder.run_id}, line, _FAILED)
         view.stop()
         result = run.result
         paths = sinks.commit(result.absent) if sinks is not None else {}
