@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from cartridge_runtime.machine import parse_machine
@@ -21,7 +22,8 @@ WORD = "media:enc=utf-8;word"
 
 
 def cartridge(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, XDG_CACHE_HOME=str(cwd / ".cache"))
+    home = Path(tempfile.mkdtemp(prefix="cartridge-home-"))  # caches and run records
+    env = dict(os.environ, XDG_CACHE_HOME=str(home / "cache"), CARTRIDGE_HOME=str(home))
     return subprocess.run(
         [sys.executable, "-m", "cartridge_runtime.cli", *args],
         capture_output=True,
