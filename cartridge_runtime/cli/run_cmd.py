@@ -34,6 +34,7 @@ import typer
 from ..engine import CacheError, RunRecorder, default_runs_dir, read_run
 from ..protocol import AttributionClass, ErrorCode, ErrorReport
 from . import app
+from ._lines import start_failure_line
 from ._paths import cartridge_problem, output_dir_problem, output_file_problem
 from ._planned import NoPlan, plan_run, scratch_folder, show
 from ._run_setup import Sinks, Usage, choose_cache, parse_inputs, parse_targets
@@ -278,7 +279,8 @@ async def _run(opts: _Options, held: _Held) -> int:
                 _FAILED,
             )
         except SpawnFailed as error:
-            return fail({"code": error.code, "message": error.message}, error.one_line(), _FAILED)
+            line = start_failure_line(error)
+            return fail({"code": error.code, "message": error.message}, line, _FAILED)
         outputs = [node.label or node.name for node in machine.outputs]
         names = [node.label or node.name for node in machine.nodes]
         try:
