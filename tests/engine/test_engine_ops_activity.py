@@ -172,3 +172,25 @@ def test_the_cartridges_activity_timeout_wins_over_its_caps() -> None:
             assert name == "ops"
 
     run("trio", main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_short_limit_after_a_watched_call_is_not_held_to_the_defaults_quarter(
+    backend: str,
+) -> None:
+    async def main() -> None:
+        # Under the two-minute default the watchdog looks every 30 s; a later call's 0.3 s
+        # (its own, or its cap's 0.2 s) must bring the next look forward, not wait for it.
+        async with Engine(heartbeat_interval=None) as engine:
+            engine.add_cartridge(OPS.build_runtime())
+            assert (await engine.call(OPS.ECHO, [(OPS.TEXT, b"x")])).data == b"x"
+            with anyio.fail_after(10), pytest.raises(CallTimeout, match=r"for 0\.3 s"):
+                await engine.call(OPS.SILENT, [(OPS.TEXT, b"x")], activity_timeout=0.3)
+
+        async with Engine(heartbeat_interval=None) as engine:
+            engine.add_cartridge(OPS.build_runtime())
+            assert (await engine.call(OPS.ECHO, [(OPS.TEXT, b"x")])).data == b"x"
+            with anyio.fail_after(10), pytest.raises(CallTimeout, match=r"for 0\.2 s"):
+                await engine.call(OPS.QUICK_SILENT, [(OPS.TEXT, b"x")])
+
+    run(backend, main)

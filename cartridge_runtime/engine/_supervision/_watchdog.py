@@ -89,6 +89,8 @@ class Watchdog:
         state.activity_limit = limit
         if limit < self._shortest:
             self._shortest = limit
+            # The next look was planned at the old, longer step: look now, then at the new one.
+            self._next_call_look = -math.inf
             self.poke()
 
     def poke(self) -> None:
