@@ -23,6 +23,7 @@ from ..protocol import ConnState
 from ._connection._shell import Connection
 from ._errors import SpawnFailed
 from ._placements._seam import Placement, Target
+from ._supervision._memory import resident_bytes
 
 __all__ = ("CartridgeSlot", "Replica", "ReplicaStatus", "replica_state")
 
@@ -117,10 +118,17 @@ class Replica:
             last_error=last_error,
             returncode=conn.returncode if conn is not None else None,
             served=self.served,
-            resident_memory=self.resident if live else None,
+            resident_memory=self._resident(conn) if live else None,
             memory_enforcement=self.enforcement,
             last_exit=self.last_exit,
         )
+
+    def _resident(self, conn: Connection | None) -> int | None:
+        # A local process is read now (a few /proc files); one elsewhere was sampled by the
+        # watchdog, which asks it every memory interval.
+        if conn is not None and conn.pid is not None:
+            return resident_bytes(conn.pid)
+        return self.resident
 
 
 def replica_state(replica: Replica) -> str:

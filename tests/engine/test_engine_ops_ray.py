@@ -97,3 +97,15 @@ async def test_a_ray_instance_stops_when_idle_and_drains_on_removal() -> None:
             await engine.remove_cartridge(name, drain=0.2)
         assert [e.code for e in outcomes] == ["CARTRIDGE_RETIRED"]
         assert len(fake.actors) == 2 and fake.actors[1].host.resident() is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="memory figures from /proc")
+@pytest.mark.asyncio
+async def test_a_ray_instance_reports_its_memory_without_a_limit() -> None:
+    async with Engine(heartbeat_interval=None, memory_interval=0.05) as engine:
+        name = engine.add_cartridge(SCRIPT, placement=FAKE.FakeRayPlacement())
+        await engine.start(name)
+        await until(lambda: engine.status()[0].resident_memory is not None)
+        replica = engine.status()[0].replicas[0]
+        assert replica.resident_memory and replica.resident_memory > MIB
+        assert replica.memory_enforcement is None

@@ -104,3 +104,17 @@ def test_the_otel_exporter_reports_each_replica() -> None:
     assert points["bifaci.replica.state"] == [
         (1, where | {"bifaci.state": "running", "bifaci.last_exit": ""})
     ]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="memory figures from /proc")
+def test_every_subprocess_replica_reports_its_memory_without_a_limit() -> None:
+    async def main() -> None:
+        async with Engine(heartbeat_interval=None) as engine:
+            name = engine.add_cartridge(SCRIPT, name="free", replicas=2)
+            await engine.start(name)
+            (status,) = engine.status()
+            assert status.memory_limit is None
+            assert all(r.resident_memory and r.resident_memory > MIB for r in status.replicas)
+            assert status.resident_memory == sum(r.resident_memory or 0 for r in status.replicas)
+
+    anyio.run(main, backend="asyncio")

@@ -49,6 +49,17 @@ log = logging.getLogger("cartridge_runtime.engine")
 _MIN_STEP = 0.01
 
 
+def _remote_figure(conn: Connection | None) -> Callable[[], Awaitable[int | None]] | None:
+    """How an instance on another host reports its resident memory (``None``: it is local,
+    in-process, or not running)."""
+    if conn is None or conn.pid is not None:
+        return None
+    remote: Callable[[], Awaitable[int | None]] | None = getattr(
+        conn.process, "resident_memory", None
+    )
+    return remote
+
+
 class Watchdog:
     """Activity, memory and idle supervision of one engine (see the module docstring).
 
@@ -120,7 +131,7 @@ class Watchdog:
             if factor is not None and pid is None and remote is not None and self._tg is not None:
                 self._tg.start_soon(self._limit_remote, replica, conn, remote, int(limit * factor))
         now = anyio.current_time()
-        if slot.idle_timeout is not None or limit is not None:
+        if slot.idle_timeout is not None or limit is not None or _remote_figure(conn):
             self._idle.pop(replica, None)
             self.poke()
         state = InstanceState.STARTED if replica.starts == 1 else InstanceState.RESPAWNED
@@ -203,7 +214,9 @@ class Watchdog:
         """Judge everything due at ``now`` and act; when the next look is due."""
         slots = list(self._slots())
         wake = self._look_at_calls(slots, now)
-        if any(s.memory_limit is not None for s in slots):
+        if any(s.memory_limit is not None for s in slots) or any(
+            _remote_figure(r.conn) is not None for s in slots for r in s.replicas
+        ):
             if now >= self._next_sample:
                 self._sample(slots)
                 self._next_sample = now + self.config.memory_interval
@@ -266,22 +279,21 @@ class Watchdog:
     # -- memory --------------------------------------------------------------------------------
 
     def _sample(self, slots: list[CartridgeSlot]) -> None:
+        # A local instance's figure is read when status() asks; one on another host (a Ray
+        # actor) reads its own, so it is asked here for every such instance, limit or not.
         for slot in slots:
             limit = slot.memory_limit
-            if limit is None:
-                continue
             for replica in slot.replicas:
                 conn = replica.conn
                 if conn is None or conn.core.gone:
                     continue
                 if conn.pid is None:
-                    # An instance on another host reads its own figure (a Ray actor does).
-                    remote = getattr(conn.process, "resident_memory", None)
+                    remote = _remote_figure(conn)
                     if remote is not None and self._tg is not None and replica not in self._asking:
                         self._asking.add(replica)
                         self._tg.start_soon(self._sample_remote, slot, replica, conn, remote)
-                    continue
-                self._judge_memory(slot, replica, conn, resident_bytes(conn.pid), limit)
+                elif limit is not None:
+                    self._judge_memory(slot, replica, conn, resident_bytes(conn.pid), limit)
 
     def _judge_memory(
         self,
@@ -309,6 +321,8 @@ class Watchdog:
             self._asking.discard(replica)
         if slot.memory_limit is not None:
             self._judge_memory(slot, replica, conn, resident, slot.memory_limit)
+        elif replica.conn is conn:
+            replica.resident = resident
 
     async def _limit_remote(
         self,
