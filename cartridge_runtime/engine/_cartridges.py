@@ -201,6 +201,7 @@ class CartridgeAdmin:
         caps_before = old.caps or ()
         self._slots[name] = new  # the same key keeps its place in routing order
         self._caps_changed()
+        old.replaced = True
         old.retired = True
         self._watchdog.caps_changed(new, caps_before, new.caps or ())
         if self._hub.active:

@@ -457,7 +457,9 @@ class Engine(CartridgeAdmin):
             if definition is not None:  # before anything is sent, even the REQ
                 inputs = plan_call_inputs(cap, definition, inputs)
             chain = await conn.gate.acquire(handler)
-            if conn.ready and not slot.retired:
+            # A removed cartridge still serves, during its drain, the calls that waited for it;
+            # a replaced one sends them to its new version.
+            if conn.ready and not slot.replaced:
                 break
             conn.gate.release(chain)
             replica = slot.replica_of(conn)

@@ -109,7 +109,16 @@ class ReplicaStarter:
 
         :raises SpawnFailed: no replica is ready and the one waited for cannot start.
         :raises EngineClosed: the engine is not running.
+        :raises CartridgeRetired: the cartridge was replaced while the call waited for a
+            start-up (the caller routes again, to the new version).
         """
+        slot.waiting += 1
+        try:
+            return await self._connection(slot)
+        finally:
+            slot.waiting -= 1
+
+    async def _connection(self, slot: CartridgeSlot) -> Connection:
         single = slot.single
         if single is not None:
             conn = single.conn
@@ -162,6 +171,8 @@ class ReplicaStarter:
                 await conn.started.wait()
                 if conn.ready:
                     return conn
+                if slot.retired:
+                    raise _stopped_start(slot)
             if replica.failure is not None:
                 retry = self._config.spawn_retry_after
                 if retry is None or anyio.current_time() - replica.failed_at < retry:
@@ -207,8 +218,16 @@ class ReplicaStarter:
                     step="spawn",
                     stderr_tail=conn.stderr_tail,
                 )
+                if slot.retired:  # stopped by its replacement or removal, not a failure
+                    raise _stopped_start(slot)
                 replica.failure = failure
                 replica.failed_at = anyio.current_time()
                 watchdog.failed(slot, replica, failure.message)
                 raise failure
             return conn
+
+
+def _stopped_start(slot: CartridgeSlot) -> CartridgeRetired:
+    return CartridgeRetired(
+        f"cartridge {slot.name} was retired during its start-up: it starts no instance"
+    )

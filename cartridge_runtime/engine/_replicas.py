@@ -185,6 +185,10 @@ class CartridgeSlot:
         self.activity_timeout: float | None = None
         #: Replaced or removed: it takes no new call and starts no instance.
         self.retired = False
+        #: Replaced by a new version: calls still waiting for one of its start-ups go there.
+        self.replaced = False
+        #: Calls routed to it that wait for an instance to start (a removal drains them).
+        self.waiting = 0
         #: Metric name -> the sum of every value its handlers reported (all replicas, across
         #: restarts).
         self.metric_totals: dict[str, float] = {}

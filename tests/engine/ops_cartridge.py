@@ -159,4 +159,8 @@ def build_runtime(name: str = "ops", tag: str | None = None) -> CartridgeRuntime
 
 
 if __name__ == "__main__":
+    if os.environ.get("OPS_START_DELAY"):  # a slow start-up, such as a model's load
+        import time
+
+        time.sleep(float(os.environ["OPS_START_DELAY"]))
     build_runtime(tag=os.environ.get("OPS_TAG")).run()

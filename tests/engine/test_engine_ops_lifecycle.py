@@ -228,3 +228,55 @@ def test_a_replacement_that_cannot_start_leaves_the_old_version_serving() -> Non
             assert result.data.startswith(b"1 ")
 
     anyio.run(main, backend="asyncio")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_replace_during_a_slow_start_up_sends_the_waiting_calls_to_the_new_version(
+    backend: str,
+) -> None:
+    async def main() -> None:
+        async with Engine(heartbeat_interval=None) as engine:
+            slow = {**version_env("1"), "OPS_START_DELAY": "3"}
+            name = engine.add_cartridge(SCRIPT, name="loading", env=slow, known_caps=[OPS.VERSION])
+            answers: list[str] = []
+
+            async def call() -> None:
+                result = await engine.call(OPS.VERSION, [(OPS.TEXT, b"0")])
+                answers.append(result.data.decode())
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(32):
+                    tg.start_soon(call)
+                await until(lambda: status_of(engine, name).state == "starting")
+                await engine.replace_cartridge(name, SCRIPT, drain=20, env=version_env("2"))
+            assert len(answers) == 32
+            assert {a.split()[0] for a in answers} == {"2"}
+            status = status_of(engine, name)
+            assert status.state == "running" and status.replicas[0].last_error is None
+
+    anyio.run(main, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_remove_during_a_start_up_drains_the_calls_waiting_for_it(backend: str) -> None:
+    async def main() -> None:
+        async with Engine(heartbeat_interval=None) as engine:
+            slow = {**version_env("1"), "OPS_START_DELAY": "1"}
+            name = engine.add_cartridge(SCRIPT, name="loading", env=slow, known_caps=[OPS.VERSION])
+            answers: list[str] = []
+
+            async def call() -> None:
+                result = await engine.call(OPS.VERSION, [(OPS.TEXT, b"0")])
+                answers.append(result.data.decode())
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(8):
+                    tg.start_soon(call)
+                await until(lambda: status_of(engine, name).state == "starting")
+                await engine.remove_cartridge(name, drain=20)
+            assert len(answers) == 8 and {a.split()[0] for a in answers} == {"1"}
+            assert engine.status() == []
+            with pytest.raises(NoRoute):
+                await engine.call(OPS.VERSION, [(OPS.TEXT, b"0")])
+
+    anyio.run(main, backend=backend)

@@ -6,7 +6,10 @@ Rules
 1. A retired cartridge takes no new call and starts no instance: routing has already moved to
    its successor (a replacement) or forgotten it (a removal) when the drain begins.
 2. Calls in flight, and calls queued for a pool of one of its instances, finish on it for up to
-   the drain; a call never moves to another version.
+   the drain; a call never moves to another version once it was sent. Calls still waiting for
+   one of its instances to start are drained too when it is removed (the start-up goes on and
+   serves them); when it is replaced they go to the new version, already running, and the old
+   start-up is stopped.
 3. When the drain ends, every call still running gets a CANCEL with code ``CARTRIDGE_RETIRED``
    and fails with it at once; then each instance is shut down (stdin closed, a kill after the
    shutdown grace).
@@ -28,6 +31,8 @@ _POLL = 0.05
 
 
 def _busy(slot: CartridgeSlot) -> bool:
+    if slot.waiting and not slot.replaced:
+        return True  # calls waiting for a start-up: a removal lets it finish and serve them
     for replica in slot.replicas:
         conn = replica.conn
         if conn is not None and not conn.core.gone and (conn.in_flight or conn.gate.queued):
