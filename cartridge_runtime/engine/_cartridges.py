@@ -28,6 +28,7 @@ from ._supervision._drain import retire
 from ._supervision._lifecycle import (
     CapsChanged,
     CartridgeAdded,
+    CartridgeDrained,
     CartridgeRemoved,
     CartridgeReplaced,
     EventHub,
@@ -191,6 +192,7 @@ class CartridgeAdmin:
             idle_timeout=old.idle_timeout,
         )
         new.activity_timeout = old.activity_timeout
+        new.standby = True
         try:
             await self._starter.each(new, self._starter.ensure_started)
         except BaseException:
@@ -199,6 +201,7 @@ class CartridgeAdmin:
                 await retire(new, drain=0, grace=self.config.shutdown_grace)
             raise
         caps_before = old.caps or ()
+        new.standby = False
         self._slots[name] = new  # the same key keeps its place in routing order
         self._caps_changed()
         old.replaced = True
@@ -232,9 +235,19 @@ class CartridgeAdmin:
             raise ValueError(f"drain must be a number of seconds of 0 or more, not {drain!r}")
         self._draining.append(slot)
         try:
-            await retire(slot, drain=drain, grace=self.config.shutdown_grace)
+            drained = await retire(slot, drain=drain, grace=self.config.shutdown_grace)
         finally:
             self._draining.remove(slot)
+        if self._hub.active:
+            self._hub.emit(
+                CartridgeDrained(
+                    cartridge=slot.name,
+                    seconds=drained.seconds,
+                    limit=drained.limit,
+                    ended=drained.ended,
+                    at=_now(),
+                )
+            )
 
     def subscribe(self, *, buffer: int = 1024) -> Subscription:
         """Events of this engine from now on: cartridges and caps added, replaced and

@@ -185,6 +185,9 @@ class CartridgeSlot:
         self.activity_timeout: float | None = None
         #: Replaced or removed: it takes no new call and starts no instance.
         self.retired = False
+        #: A new version that replace_cartridge is starting, not routed yet: its caps are
+        #: reported when routing moves to it, not at its start-up.
+        self.standby = False
         #: Replaced by a new version: calls still waiting for one of its start-ups go there.
         self.replaced = False
         #: Calls routed to it that wait for an instance to start (a removal drains them).

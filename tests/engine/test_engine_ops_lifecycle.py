@@ -17,6 +17,7 @@ from cartridge_runtime.engine import (
     CallError,
     CapsChanged,
     CartridgeAdded,
+    CartridgeDrained,
     CartridgeRemoved,
     CartridgeReplaced,
     CartridgeRetired,
@@ -140,18 +141,20 @@ def test_a_replace_under_32_calls_in_flight_loses_none(backend: str) -> None:
             assert old[0].split()[1] != new[0].split()[1]  # two processes
             status = status_of(engine, name)
             assert status.state == "running" and status.in_flight == 0
-            kinds = [
-                (type(e).__name__, getattr(e, "state", None))
-                for e in seen(events)
-                if not isinstance(e, CapsChanged)
-            ]
+            kinds = [(type(e).__name__, getattr(e, "state", None)) for e in seen(events)]
             assert kinds == [
                 ("CartridgeAdded", None),
                 ("InstanceChanged", InstanceState.STARTED),  # the first version
+                ("CapsChanged", None),  # its caps became known
                 ("InstanceChanged", InstanceState.STARTED),  # the second, before routing moves
-                ("CartridgeReplaced", None),
+                ("CartridgeReplaced", None),  # the same caps: no CapsChanged
                 ("InstanceChanged", InstanceState.RETIRED),  # the first, drained
+                ("CartridgeDrained", None),
             ]
+            retired, drained = SEEN[-2:]
+            assert isinstance(drained, CartridgeDrained)
+            assert drained.limit == 20 and drained.ended == 0 and 0 < drained.seconds < 20
+            assert f"a drain of {drained.seconds:.2f} s (of 20 s allowed)" in retired.detail
 
     SEEN.clear()
     anyio.run(main, backend=backend)
@@ -204,7 +207,9 @@ def test_remove_drains_then_retires_what_is_left(backend: str) -> None:
                 CartridgeRemoved,
                 CapsChanged,
                 InstanceChanged,
+                CartridgeDrained,
             ]
+            assert got[6].ended == 1 and got[6].limit == 0.5 and 0 < got[6].seconds <= 0.5
             assert got[1].state is InstanceState.STARTED
             assert got[2].added and not got[2].removed
             assert got[4].removed == got[2].added and not got[4].added

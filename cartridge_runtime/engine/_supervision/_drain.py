@@ -18,13 +18,14 @@ Rules
 from __future__ import annotations
 
 import anyio
+import attrs
 
 from .._call import CallState
 from .._replicas import CartridgeSlot
 from ._errors import CartridgeRetired
 from ._lifecycle import InstanceState
 
-__all__ = ("retire",)
+__all__ = ("Drained", "retire")
 
 #: The longest wait between two looks at a draining cartridge's calls, seconds.
 _POLL = 0.05
@@ -40,14 +41,25 @@ def _busy(slot: CartridgeSlot) -> bool:
     return False
 
 
-async def retire(slot: CartridgeSlot, *, drain: float, grace: float) -> int:
-    """Drain and stop ``slot`` (see the module's rules); how many calls the drain ended."""
+@attrs.frozen(kw_only=True)
+class Drained:
+    """How a drain went: ``seconds`` taken of the ``limit``, ``ended`` calls cut at it."""
+
+    seconds: float
+    limit: float
+    ended: int
+
+
+async def retire(slot: CartridgeSlot, *, drain: float, grace: float) -> Drained:
+    """Drain and stop ``slot`` (see the module's rules); how the drain went."""
     slot.retired = True
     step = min(_POLL, max(drain / 20, 0.005))
+    began = anyio.current_time()
     with anyio.move_on_after(drain):
         # The counters belong to the connections' tasks: looked at, not waited on.
         while _busy(slot):  # noqa: ASYNC110
             await anyio.sleep(step)
+    taken = min(anyio.current_time() - began, drain)
     ended = 0
     error = CartridgeRetired(
         f"cartridge {slot.name} was retired (replaced or removed) and the call did not finish "
@@ -59,7 +71,7 @@ async def retire(slot: CartridgeSlot, *, drain: float, grace: float) -> int:
         if conn is None or conn.core.gone:
             continue
         replica.ending = InstanceState.RETIRED
-        replica.last_exit = f"retired after a drain of {drain:g} s"
+        replica.last_exit = f"retired after a drain of {taken:.2f} s (of {drain:g} s allowed)"
         for flow in list(conn.core.calls.values()):
             ended += 1
             if isinstance(flow, CallState):
@@ -72,4 +84,4 @@ async def retire(slot: CartridgeSlot, *, drain: float, grace: float) -> int:
         async with anyio.create_task_group() as tg:
             for conn in live:
                 tg.start_soon(conn.close, grace)
-    return ended
+    return Drained(seconds=taken, limit=drain, ended=ended)

@@ -21,6 +21,7 @@ __all__ = (
     "CallStalled",
     "CapsChanged",
     "CartridgeAdded",
+    "CartridgeDrained",
     "CartridgeRemoved",
     "CartridgeReplaced",
     "EngineEvent",
@@ -75,6 +76,19 @@ class CartridgeRemoved:
 
 
 @attrs.frozen(kw_only=True)
+class CartridgeDrained:
+    """A replaced or removed cartridge's drain is over: it took ``seconds`` of the ``limit``
+    allowed, and ``ended`` calls still running at the limit failed with
+    ``CARTRIDGE_RETIRED``; its instances have stopped."""
+
+    cartridge: str
+    seconds: float
+    limit: float
+    ended: int
+    at: float
+
+
+@attrs.frozen(kw_only=True)
 class CapsChanged:
     """The caps a cartridge serves changed (its manifest became known, a new version, its
     removal): ``added`` and ``removed`` cap URNs."""
@@ -124,6 +138,7 @@ EngineEvent = (
     CartridgeAdded
     | CartridgeReplaced
     | CartridgeRemoved
+    | CartridgeDrained
     | CapsChanged
     | InstanceChanged
     | CallStalled

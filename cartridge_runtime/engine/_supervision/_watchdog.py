@@ -172,6 +172,8 @@ class Watchdog:
         self, slot: CartridgeSlot, before: Iterable[str], after: Iterable[str]
     ) -> None:
         """Report the caps ``slot`` gained and lost, if any."""
+        if slot.standby:
+            return
         old, new = list(before), list(after)
         added = tuple(c for c in new if c not in old)
         removed = tuple(c for c in old if c not in new)
