@@ -62,6 +62,13 @@ class EngineConfig:
     :ivar retry_backoff: seconds before the first retry of a machine step with ``retry=N``
         (doubling with each, capped at ``retry_max_delay``, with jitter).
     :ivar retry_max_delay: the longest delay between two attempts of a machine step.
+    :ivar tune_allocator: while the engine runs, keep CHUNK-sized buffers in glibc's heap
+        instead of an ``mmap`` each (much faster large transfers; see
+        :func:`cartridge_runtime.protocol.hold_allocator`); glibc's defaults come back when the
+        last engine of the process exits. ``False``: the engine never touches malloc's settings.
+    :ivar heap_trim_interval: seconds between two trims of this process's heap
+        (``malloc_trim``), made only after calls were served or an instance ended since the
+        last, so a long-lived host gives freed memory back; ``None``: never.
     :ivar frame_tap: told of every frame each connection sends and receives
         (:class:`~cartridge_runtime.engine.FrameTap`, for test tools and debugging); ``None``:
         no tap, and no cost per frame.
@@ -91,4 +98,6 @@ class EngineConfig:
     idle_timeout: float | None = None
     retry_backoff: float = 0.5
     retry_max_delay: float = 30.0
+    tune_allocator: bool = True
+    heap_trim_interval: float | None = 30.0
     frame_tap: FrameTap | None = attrs.field(default=None, eq=False)

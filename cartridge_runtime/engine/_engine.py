@@ -56,7 +56,8 @@ from ..protocol import (
     Frame,
     NetworkPolicy,
     frames,
-    tune_allocator,
+    hold_allocator,
+    release_allocator,
 )
 from ._arguments import plan_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
@@ -126,6 +127,7 @@ class Engine(CartridgeAdmin):
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._holds_allocator = False
         self._log_dir: Path | None = None
         #: Replaced or removed cartridges whose calls drain.
         self._draining: list[CartridgeSlot] = []
@@ -143,8 +145,9 @@ class Engine(CartridgeAdmin):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def __aenter__(self) -> Engine:
-        # Keep 256 KiB payload buffers in the heap instead of an mmap/munmap per chunk.
-        tune_allocator()
+        # Keep 256 KiB payload buffers in the heap instead of an mmap/munmap per chunk, while
+        # this engine runs (glibc's defaults come back after the last engine).
+        self._holds_allocator = self.config.tune_allocator and hold_allocator()
         if self.config.log_dir is not None:
             self._log_dir = Path(self.config.log_dir)
             self._log_dir.mkdir(parents=True, exist_ok=True)
@@ -173,6 +176,9 @@ class Engine(CartridgeAdmin):
         finally:
             self._tg = None
             self._starter.run_in(None, None)
+            if self._holds_allocator:
+                self._holds_allocator = False
+                release_allocator()
             if self._tmp is not None:
                 # The private log directory lives as long as the engine; set
                 # ``EngineConfig.log_dir`` to keep the stderr logs afterwards.

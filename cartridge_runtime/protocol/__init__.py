@@ -6,7 +6,13 @@ Nothing here does IO, imports anyio or sleeps; time, where it matters, is an arg
 
 from . import _builders as frames
 from ._admission import CAPACITY_UNLIMITED, POOL_ALL, Pool, PoolAdmission, effective_capacity
-from ._alloc import tune_allocator
+from ._alloc import (
+    allocator_holders,
+    hold_allocator,
+    release_allocator,
+    trim_heap,
+    tune_allocator,
+)
 from ._cartridge_conn import REQ_RULES, CartridgeConnection
 from ._cartridge_state import (
     PHASE_TRANSITIONS,
@@ -184,6 +190,10 @@ __all__ = (
     "checksum",
     "verify_chunk",
     "tune_allocator",
+    "hold_allocator",
+    "release_allocator",
+    "trim_heap",
+    "allocator_holders",
     # limits and handshake
     "Limits",
     "DEFAULT_LIMITS",

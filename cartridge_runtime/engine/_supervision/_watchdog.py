@@ -23,6 +23,7 @@ import anyio
 import anyio.abc
 
 from ..._report import ErrorCode
+from ...protocol import trim_heap
 from .._config import EngineConfig
 from .._replicas import CartridgeSlot, Replica
 from ._activity import Silence, Verdict, judge_silence
@@ -73,10 +74,17 @@ class Watchdog:
         config: EngineConfig,
         slots: Callable[[], Iterable[CartridgeSlot]],
         hub: EventHub,
+        trim: Callable[[], object] = trim_heap,
     ) -> None:
         self.config = config
         self._slots = slots
         self._hub = hub
+        self._trim = trim
+        #: Calls served (all replicas) at the last heap trim, and when the next is due.
+        self._served_at_trim = 0
+        self._next_trim = -math.inf
+        #: An instance ended since the last trim (its buffers were freed).
+        self._freed = False
         #: The shortest activity timeout of a call so far: calls are looked at each quarter
         #: of it (``inf``: no call had one yet).
         self._shortest = math.inf
@@ -133,7 +141,7 @@ class Watchdog:
         now = anyio.current_time()
         if slot.idle_timeout is not None or limit is not None or _remote_figure(conn):
             self._idle.pop(replica, None)
-            self.poke()
+        self.poke()  # at least the heap's trims now have something to look after
         state = InstanceState.STARTED if replica.starts == 1 else InstanceState.RESPAWNED
         self._emit_instance(slot, replica, state, conn.placement_id or "", now)
 
@@ -166,6 +174,7 @@ class Watchdog:
             state = InstanceState.STOPPED
         replica.last_exit = words
         replica.resident = None
+        self._freed = True
         self._emit_instance(slot, replica, state, words, anyio.current_time())
 
     def caps_changed(
@@ -227,7 +236,26 @@ class Watchdog:
             timeout = slot.idle_timeout
             if timeout is not None and not slot.retired:
                 wake = min(wake, self._look_idle(slot, timeout, now))
-        return wake
+        return min(wake, self._look_at_heap(slots, now))
+
+    # -- the engine's own heap -----------------------------------------------------------------
+
+    def _look_at_heap(self, slots: list[CartridgeSlot], now: float) -> float:
+        """Trim this process's heap every ``heap_trim_interval`` after calls were served or an
+        instance ended since the last trim; wake for it only while anything runs."""
+        interval = self.config.heap_trim_interval
+        if interval is None:
+            return math.inf
+        served = sum(r.served for s in slots for r in s.replicas)
+        if now >= self._next_trim:
+            if served != self._served_at_trim or self._freed:
+                self._trim()
+                self._served_at_trim, self._freed = served, False
+            self._next_trim = now + interval
+        running = any(
+            r.conn is not None and not r.conn.core.gone for s in slots for r in s.replicas
+        )
+        return self._next_trim if running or self._freed else math.inf
 
     # -- calls ---------------------------------------------------------------------------------
 
