@@ -272,3 +272,29 @@ def test_handler_guide_shell_block_runs(block: str, tmp_path: Path) -> None:
         f"exited {proc.returncode}\nstdout: {proc.stdout[-2000:]!r}\n"
         f"stderr: {proc.stderr[-2000:]!r}"
     )
+
+
+def test_the_guides_tee_in_front_of_a_cartridge_records_call_and_run(tmp_path: Path) -> None:
+    """The ``bash`` block that puts ``cartridge tee`` in front of a cartridge, run as written
+    (its ``/tmp/`` in a folder of the test's own) for ``call`` and for ``run``."""
+    (block,) = [b for b in _blocks(ENGINE_GUIDE, "bash") if "cartridge tee" in b]
+    (tmp_path / "words.machine").write_text(
+        'w cap:in="media:enc=utf-8";out="media:enc=utf-8;list";words\ndoc -> w -> out\n'
+    )
+    lines = block.replace("/tmp/", f"{tmp_path}/").splitlines()
+    call = [line for line in lines if "cartridge run" not in line]
+    run = [line for line in lines if "cartridge call" not in line]
+    for script, marker in ((call, "hello"), (run, "one two")):
+        proc = subprocess.run(
+            ["bash", "-ec", "\n".join(script)],
+            cwd=ROOT,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        frames = proc.stdout
+        # The capture decodes, and the input crossed the tee on its way to the cartridge.
+        assert "H→C  HELLO" in frames and "C→H  END" in frames
+        assert f"b'{marker}" in frames
