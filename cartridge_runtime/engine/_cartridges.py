@@ -1,6 +1,8 @@
 """The engine's cartridges: adding, replacing and removing them, starting and stopping their
-instances by hand (the part of :class:`~._engine.Engine` that manages what runs, as a base
-class the engine builds on; routing and calls live in :mod:`._engine`).
+instances by hand. :class:`Catalogue` is the part of :class:`~._engine.Engine` that manages
+what runs; the engine holds one and hands it the shared parts (the slots, the starter, the
+router, the event hub, the watchdog) through its constructor. Routing and calls live in
+:mod:`._engine`, which forwards its cartridge methods here.
 
 Replacing and removing a cartridge drain its calls in flight before its instances retire
 (:mod:`._supervision._drain`): routing moves first, so a call never sees a mix of versions.
@@ -39,24 +41,39 @@ from ._supervision._watchdog import Watchdog
 if TYPE_CHECKING:
     from ..manifest import Manifest
 
-__all__ = ("CartridgeAdmin", "default_placement")
+__all__ = ("Catalogue", "default_placement")
 
 
-class CartridgeAdmin:
-    """What an engine does with its cartridges (see the module docstring); the engine sets
-    the attributes declared here."""
+class Catalogue:
+    """What an engine does with its cartridges (see the module docstring). Each public
+    method is documented where users call it, on :class:`~._engine.Engine`.
 
-    config: EngineConfig
-    _slots: dict[str, CartridgeSlot]
-    _draining: list[CartridgeSlot]
-    _starter: ReplicaStarter
-    _router: CapRouter
-    _hub: EventHub
-    _watchdog: Watchdog
+    :param slots: the engine's cartridges by name, in routing order (shared with the router).
+    :param draining: the replaced or removed cartridges whose calls still drain.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: EngineConfig,
+        slots: dict[str, CartridgeSlot],
+        draining: list[CartridgeSlot],
+        starter: ReplicaStarter,
+        router: CapRouter,
+        hub: EventHub,
+        watchdog: Watchdog,
+    ) -> None:
+        self.config = config
+        self._slots = slots
+        self._draining = draining
+        self._starter = starter
+        self._router = router
+        self._hub = hub
+        self._watchdog = watchdog
 
     # -- cartridges ------------------------------------------------------------------------
 
-    def add_cartridge(
+    def add(
         self,
         target: str | os.PathLike[str] | Sequence[str] | object,
         *,
@@ -71,41 +88,7 @@ class CartridgeAdmin:
         activity_timeout: float | None = None,
         manifest: Manifest | None = None,
     ) -> str:
-        """Register a cartridge; returns its name (unique within the engine).
-
-        :param target: for a subprocess (the default placement), a ``.py`` script (run with
-            this interpreter), a ``.js`` script (run with ``node``), an executable (a bare
-            name that exists in the current folder runs as ``./name``, else it is looked up
-            on ``PATH``), or a command list; for
-            ``InProcess(runtime)``, a name or the runtime. A ``CartridgeRuntime`` given
-            without a placement runs in process.
-        :param replicas: how many instances run it; each call goes to the least-loaded ready
-            one, and each is respawned on its own after its death.
-        :param placement: where the instances run: :class:`Subprocess` (the default, or
-            ``EngineConfig.placement``), :class:`InProcess`.
-        :param known_caps: its cap URNs, so calls route to it before it ever started.
-        :param env: the process environment (default: inherit).
-        :param eager: start its replicas as soon as the engine runs instead of at the first call.
-        :param memory_limit: resident bytes (each instance's process tree) past which an
-            instance is killed, its calls failing with ``OOM_KILLED`` (default
-            ``EngineConfig.memory_limit``); the next call starts it again.
-        :param idle_timeout: seconds without a call after which an instance is stopped
-            gracefully, and started again by the next call (default
-            ``EngineConfig.idle_timeout``: never).
-        :param activity_timeout: seconds a call to it may go without a frame before it fails
-            with ``TIMEOUT`` (``math.inf``: none); it wins over the caps' metadata
-            ``activity_timeout_secs`` and ``EngineConfig.activity_timeout``, a call's own
-            ``activity_timeout=`` over it.
-        :param manifest: its manifest, when known without starting it (a discovery's cache
-            gives it): planning and machine resolution read it instead of starting the
-            cartridge, and its caps route calls as ``known_caps`` do. The manifest the
-            cartridge sends at start-up takes its place.
-        :raises CartridgeNotFound: the script or program does not exist (nothing is added).
-        :raises TypeError: the placement cannot run this target, or ``placement`` is not one.
-        :raises ValueError: ``replicas`` is not a whole number of at least 1, ``memory_limit``
-            not a positive whole number of bytes, or ``idle_timeout`` or ``activity_timeout``
-            not positive seconds.
-        """
+        """See :meth:`Engine.add_cartridge <._engine.Engine.add_cartridge>`."""
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
             raise ValueError(f"replicas must be a whole number of at least 1, not {replicas!r}")
         memory_limit = _check_bytes(
@@ -144,7 +127,7 @@ class CartridgeAdmin:
         )
         slot.activity_timeout = activity_timeout
         self._slots[unique] = slot
-        self._caps_changed()
+        self.caps_changed()
         if self._hub.active:
             now = _now()
             self._hub.emit(CartridgeAdded(cartridge=unique, caps=tuple(slot.caps or ()), at=now))
@@ -159,7 +142,7 @@ class CartridgeAdmin:
                 self._starter.start_soon(slot, replica)
         return unique
 
-    async def replace_cartridge(
+    async def replace(
         self,
         name: str,
         target: str | os.PathLike[str] | Sequence[str] | object,
@@ -169,15 +152,7 @@ class CartridgeAdmin:
         env: Mapping[str, str] | None = None,
         known_caps: Sequence[str] | None = None,
     ) -> None:
-        """Upgrade cartridge ``name`` to ``target`` without losing a call: start the new
-        version (every replica), route new calls to it at once, let calls in flight on the old
-        one finish within ``drain`` seconds, then end the rest with ``CARTRIDGE_RETIRED`` and
-        stop it. A call never sees a mix of versions. The new version keeps the name, the
-        place in routing order, the replicas and the supervision options of the old.
-
-        :raises SpawnFailed: the new version cannot start (the old one goes on serving).
-        :raises EngineError: no such cartridge.
-        """
+        """See :meth:`Engine.replace_cartridge <._engine.Engine.replace_cartridge>`."""
         old = self._slot(name)
         placement = placement or old.placement
         new = CartridgeSlot(
@@ -203,7 +178,7 @@ class CartridgeAdmin:
         caps_before = old.caps or ()
         new.standby = False
         self._slots[name] = new  # the same key keeps its place in routing order
-        self._caps_changed()
+        self.caps_changed()
         old.replaced = True
         old.retired = True
         self._watchdog.caps_changed(new, caps_before, new.caps or ())
@@ -215,15 +190,11 @@ class CartridgeAdmin:
             )
         await self._retire(old, drain)
 
-    async def remove_cartridge(self, name: str, *, drain: float = 30.0) -> None:
-        """Stop routing calls to cartridge ``name`` at once; let its calls in flight finish
-        within ``drain`` seconds, then end the rest with ``CARTRIDGE_RETIRED`` and stop it.
-
-        :raises EngineError: no such cartridge.
-        """
+    async def remove(self, name: str, *, drain: float = 30.0) -> None:
+        """See :meth:`Engine.remove_cartridge <._engine.Engine.remove_cartridge>`."""
         slot = self._slot(name)
         del self._slots[name]
-        self._caps_changed()
+        self.caps_changed()
         slot.retired = True
         if self._hub.active:
             self._hub.emit(CartridgeRemoved(cartridge=name, at=_now()))
@@ -250,33 +221,19 @@ class CartridgeAdmin:
             )
 
     def subscribe(self, *, buffer: int = 1024) -> Subscription:
-        """Events of this engine from now on: cartridges and caps added, replaced and
-        removed; instances started, died, respawned, idle, OOM-killed, retired; calls stalled
-        and retried. Use as ``async with engine.subscribe() as events: async for event in
-        events``. A subscriber more than ``buffer`` events behind misses the newest
-        (``Subscription.dropped`` counts them); the engine never waits for one.
-
-        :raises ValueError: ``buffer`` is not a whole number of at least 1.
-        """
+        """See :meth:`Engine.subscribe <._engine.Engine.subscribe>`."""
         return self._hub.subscribe(buffer)
 
-    def _supervised(self) -> list[CartridgeSlot]:
+    def supervised(self) -> list[CartridgeSlot]:
         """The cartridges with instances to watch: those added, and those draining."""
         return [*self._slots.values(), *self._draining]
 
     async def start(self, name: str) -> None:
-        """Start a cartridge now, every replica of it (no-op for those running).
-
-        :raises SpawnFailed: a start-up failed (the first replica's, in order).
-        """
+        """See :meth:`Engine.start <._engine.Engine.start>`."""
         await self._starter.each(self._slot(name), self._starter.ensure_started)
 
     async def restart(self, name: str) -> None:
-        """Forget start-up failures and (re)start the cartridge's replicas, stopping those
-        running first.
-
-        :raises SpawnFailed: a start-up failed.
-        """
+        """See :meth:`Engine.restart <._engine.Engine.restart>`."""
 
         async def restart(slot: CartridgeSlot, replica: Replica) -> Connection:
             replica.failure = None
@@ -290,7 +247,7 @@ class CartridgeAdmin:
         await self._starter.each(self._slot(name), restart)
 
     async def stop(self, name: str) -> None:
-        """Shut one cartridge down, every replica of it (a later call starts it again)."""
+        """See :meth:`Engine.stop <._engine.Engine.stop>`."""
         slot = self._slot(name)
         async with anyio.create_task_group() as tg:
             for replica in slot.replicas:
@@ -298,27 +255,17 @@ class CartridgeAdmin:
                     tg.start_soon(replica.conn.close, self.config.shutdown_grace)
 
     def kill(self, name: str, *, replica: int | None = None) -> None:
-        """Kill a cartridge's instances at once, or only replica ``replica`` (for tests and
-        operators).
-
-        :raises EngineError: no such cartridge or replica.
-        """
+        """See :meth:`Engine.kill <._engine.Engine.kill>`."""
         for one in self._replicas_of(self._slot(name), replica):
             if one.conn is not None:
                 one.conn.kill("killed by the engine operator")
 
     def manifest(self, name: str) -> Any:
-        """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, else the one
-        given to :meth:`add_cartridge`, or ``None``."""
+        """See :meth:`Engine.manifest <._engine.Engine.manifest>`."""
         return self._slot(name).manifest
 
     async def probe(self, name: str, *, replica: int = 0) -> bool:
-        """Send one health probe now (to replica ``replica``, starting it if needed); returns
-        whether it answered in time.
-
-        :raises EngineError: no such cartridge or replica.
-        :raises SpawnFailed: it cannot start.
-        """
+        """See :meth:`Engine.probe <._engine.Engine.probe>`."""
         slot = self._slot(name)
         (one,) = self._replicas_of(slot, replica)
         conn = await self._starter.ensure_started(slot, one)
@@ -346,7 +293,7 @@ class CartridgeAdmin:
                 f"no cartridge named {name!r}; known: {', '.join(self._slots) or 'none'}"
             ) from None
 
-    def _caps_changed(self) -> None:
+    def caps_changed(self) -> None:
         """The routing table changed (a cartridge added, or its manifest became known)."""
         self._router.changed()
 

@@ -61,7 +61,7 @@ from ..protocol import (
 )
 from ._arguments import plan_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
-from ._cartridges import CartridgeAdmin
+from ._cartridges import Catalogue
 from ._config import EngineConfig
 from ._connection._counters import Counters
 from ._connection._health import set_capacities
@@ -77,6 +77,7 @@ from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
 from ._peer import PeerLink, run_peer_link
 from ._placements._command import describe_returncode
+from ._placements._seam import Placement
 from ._plans import plan_on
 from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot
@@ -88,6 +89,7 @@ from ._supervision._errors import CartridgeRetired
 from ._supervision._lifecycle import (
     CallRetried,
     EventHub,
+    Subscription,
 )
 from ._supervision._retry import Retry
 from ._supervision._watchdog import Watchdog
@@ -103,11 +105,12 @@ _REROUTES = 4
 
 if TYPE_CHECKING:
     from ..machine import Machine, MachineSource
+    from ..manifest import Manifest
     from ..planner import Plan
     from ..urn import MediaUrn
 
 
-class Engine(CartridgeAdmin):
+class Engine:
     """Starts cartridges, routes calls to them, and keeps them healthy. Use as::
 
         async with Engine() as engine:
@@ -141,6 +144,15 @@ class Engine(CartridgeAdmin):
             watchdog=self._watchdog,
         )
         self._router = CapRouter(self._slots, self._starter, self._counters)
+        self._catalogue = Catalogue(
+            config=self.config,
+            slots=self._slots,
+            draining=self._draining,
+            starter=self._starter,
+            router=self._router,
+            hub=self._hub,
+            watchdog=self._watchdog,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -350,6 +362,164 @@ class Engine(CartridgeAdmin):
             outputs=outputs,
             record=record,
         )
+
+    # -- cartridges (the catalogue's, forwarded) -------------------------------------------
+
+    def add_cartridge(
+        self,
+        target: str | os.PathLike[str] | Sequence[str] | object,
+        *,
+        replicas: int = 1,
+        placement: Placement | None = None,
+        known_caps: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        eager: bool = False,
+        name: str | None = None,
+        memory_limit: int | None = None,
+        idle_timeout: float | None = None,
+        activity_timeout: float | None = None,
+        manifest: Manifest | None = None,
+    ) -> str:
+        """Register a cartridge; returns its name (unique within the engine).
+
+        :param target: for a subprocess (the default placement), a ``.py`` script (run with
+            this interpreter), a ``.js`` script (run with ``node``), an executable (a bare
+            name that exists in the current folder runs as ``./name``, else it is looked up
+            on ``PATH``), or a command list; for
+            ``InProcess(runtime)``, a name or the runtime. A ``CartridgeRuntime`` given
+            without a placement runs in process.
+        :param replicas: how many instances run it; each call goes to the least-loaded ready
+            one, and each is respawned on its own after its death.
+        :param placement: where the instances run: :class:`Subprocess` (the default, or
+            ``EngineConfig.placement``), :class:`InProcess`.
+        :param known_caps: its cap URNs, so calls route to it before it ever started.
+        :param env: the process environment (default: inherit).
+        :param eager: start its replicas as soon as the engine runs instead of at the first call.
+        :param memory_limit: resident bytes (each instance's process tree) past which an
+            instance is killed, its calls failing with ``OOM_KILLED`` (default
+            ``EngineConfig.memory_limit``); the next call starts it again.
+        :param idle_timeout: seconds without a call after which an instance is stopped
+            gracefully, and started again by the next call (default
+            ``EngineConfig.idle_timeout``: never).
+        :param activity_timeout: seconds a call to it may go without a frame before it fails
+            with ``TIMEOUT`` (``math.inf``: none); it wins over the caps' metadata
+            ``activity_timeout_secs`` and ``EngineConfig.activity_timeout``, a call's own
+            ``activity_timeout=`` over it.
+        :param manifest: its manifest, when known without starting it (a discovery's cache
+            gives it): planning and machine resolution read it instead of starting the
+            cartridge, and its caps route calls as ``known_caps`` do. The manifest the
+            cartridge sends at start-up takes its place.
+        :raises CartridgeNotFound: the script or program does not exist (nothing is added).
+        :raises TypeError: the placement cannot run this target, or ``placement`` is not one.
+        :raises ValueError: ``replicas`` is not a whole number of at least 1, ``memory_limit``
+            not a positive whole number of bytes, or ``idle_timeout`` or ``activity_timeout``
+            not positive seconds.
+        """
+        return self._catalogue.add(
+            target,
+            replicas=replicas,
+            placement=placement,
+            known_caps=known_caps,
+            env=env,
+            eager=eager,
+            name=name,
+            memory_limit=memory_limit,
+            idle_timeout=idle_timeout,
+            activity_timeout=activity_timeout,
+            manifest=manifest,
+        )
+
+    async def replace_cartridge(
+        self,
+        name: str,
+        target: str | os.PathLike[str] | Sequence[str] | object,
+        *,
+        drain: float = 30.0,
+        placement: Placement | None = None,
+        env: Mapping[str, str] | None = None,
+        known_caps: Sequence[str] | None = None,
+    ) -> None:
+        """Upgrade cartridge ``name`` to ``target`` without losing a call: start the new
+        version (every replica), route new calls to it at once, let calls in flight on the old
+        one finish within ``drain`` seconds, then end the rest with ``CARTRIDGE_RETIRED`` and
+        stop it. A call never sees a mix of versions. The new version keeps the name, the
+        place in routing order, the replicas and the supervision options of the old.
+
+        :raises SpawnFailed: the new version cannot start (the old one goes on serving).
+        :raises EngineError: no such cartridge.
+        """
+        await self._catalogue.replace(
+            name, target, drain=drain, placement=placement, env=env, known_caps=known_caps
+        )
+
+    async def remove_cartridge(self, name: str, *, drain: float = 30.0) -> None:
+        """Stop routing calls to cartridge ``name`` at once; let its calls in flight finish
+        within ``drain`` seconds, then end the rest with ``CARTRIDGE_RETIRED`` and stop it.
+
+        :raises EngineError: no such cartridge.
+        """
+        await self._catalogue.remove(name, drain=drain)
+
+    def subscribe(self, *, buffer: int = 1024) -> Subscription:
+        """Events of this engine from now on: cartridges and caps added, replaced and
+        removed; instances started, died, respawned, idle, OOM-killed, retired; calls stalled
+        and retried. Use as ``async with engine.subscribe() as events: async for event in
+        events``. A subscriber more than ``buffer`` events behind misses the newest
+        (``Subscription.dropped`` counts them); the engine never waits for one.
+
+        :raises ValueError: ``buffer`` is not a whole number of at least 1.
+        """
+        return self._catalogue.subscribe(buffer=buffer)
+
+    async def start(self, name: str) -> None:
+        """Start a cartridge now, every replica of it (no-op for those running).
+
+        :raises SpawnFailed: a start-up failed (the first replica's, in order).
+        """
+        await self._catalogue.start(name)
+
+    async def restart(self, name: str) -> None:
+        """Forget start-up failures and (re)start the cartridge's replicas, stopping those
+        running first.
+
+        :raises SpawnFailed: a start-up failed.
+        """
+        await self._catalogue.restart(name)
+
+    async def stop(self, name: str) -> None:
+        """Shut one cartridge down, every replica of it (a later call starts it again)."""
+        await self._catalogue.stop(name)
+
+    def kill(self, name: str, *, replica: int | None = None) -> None:
+        """Kill a cartridge's instances at once, or only replica ``replica`` (for tests and
+        operators).
+
+        :raises EngineError: no such cartridge or replica.
+        """
+        self._catalogue.kill(name, replica=replica)
+
+    def manifest(self, name: str) -> Any:
+        """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, else the one
+        given to :meth:`add_cartridge`, or ``None``.
+        """
+        return self._catalogue.manifest(name)
+
+    async def probe(self, name: str, *, replica: int = 0) -> bool:
+        """Send one health probe now (to replica ``replica``, starting it if needed); returns
+        whether it answered in time.
+
+        :raises EngineError: no such cartridge or replica.
+        :raises SpawnFailed: it cannot start.
+        """
+        return await self._catalogue.probe(name, replica=replica)
+
+    def _supervised(self) -> list[CartridgeSlot]:
+        """The cartridges with instances to watch: those added, and those draining."""
+        return [*self._slots.values(), *self._draining]
+
+    def _caps_changed(self) -> None:
+        """The routing table changed (a cartridge added, or its manifest became known)."""
+        self._router.changed()
 
     # -- routing ---------------------------------------------------------------------------
 
