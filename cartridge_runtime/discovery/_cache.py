@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import attrs
 
+from .._home import cartridge_home
 from .._version import __version__
 from ..manifest import Manifest, ManifestError
 from ._digests import FileDigests
@@ -41,9 +42,10 @@ MAX_LISTED_FILES: Final = 4096
 
 
 def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/cartridge-runtime/manifests``, or ``~/.cache/...`` without it."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cartridge-runtime" / "manifests"
+    """``manifests/`` in the package's per-user home: ``$CARTRIDGE_HOME``, else
+    ``$XDG_CACHE_HOME/cartridge``, else ``~/.cache/cartridge`` (beside the run records and
+    the step cache)."""
+    return cartridge_home() / "manifests"
 
 
 def _listing(version_dir: Path, skip: set[str]) -> list[tuple[str, int, int]]:

@@ -130,12 +130,17 @@ async def test_an_unwritable_cache_is_reported_not_fatal(
     assert all(str(blocker) in line for line in result.cache_errors)
 
 
-def test_the_default_cache_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_default_cache_lives_in_the_cartridge_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CARTRIDGE_HOME", str(tmp_path / "mine"))
+    assert default_cache_dir() == tmp_path / "mine" / "manifests"
+    monkeypatch.delenv("CARTRIDGE_HOME")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert default_cache_dir() == tmp_path / "xdg" / "cartridge-runtime" / "manifests"
+    assert default_cache_dir() == tmp_path / "xdg" / "cartridge" / "manifests"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert default_cache_dir() == tmp_path / "home" / ".cache" / "cartridge-runtime" / "manifests"
+    assert default_cache_dir() == tmp_path / "home" / ".cache" / "cartridge" / "manifests"
 
 
 @pytest.mark.asyncio

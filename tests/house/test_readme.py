@@ -40,6 +40,8 @@ README_LINKS = (
     "docs/handler-guide.md",
     "docs/engine-guide.md",
     "docs/architecture.md",
+    "docs/operations.md",
+    "docs/runs.md",
     "protocol_spec/README.md",
     "benchmarks/README.md",
     "benchmarks/RESULTS.md",

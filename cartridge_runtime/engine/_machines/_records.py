@@ -28,6 +28,7 @@ from typing import IO, Any, Final
 
 import attrs
 
+from ..._home import cartridge_home
 from .._errors import CallError
 from ._events import MachineOutputData, MachineRunError
 from ._report import Reports
@@ -54,11 +55,7 @@ STDERR_TAIL: Final = 4000
 
 def default_home() -> Path:
     """``$CARTRIDGE_HOME``, else ``$XDG_CACHE_HOME/cartridge``, else ``~/.cache/cartridge``."""
-    home = os.environ.get("CARTRIDGE_HOME")
-    if home:
-        return Path(home)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "cartridge"
+    return cartridge_home()
 
 
 def default_runs_dir() -> Path:
