@@ -1,12 +1,5 @@
 from cartridge_runtime.manifest import CapDef, Manifest
-from cartridge_runtime.runtime import (
-    CartridgeRuntime,
-    DryContext,
-    Op,
-    OpError,
-    Request,
-    WetContext,
-)
+from cartridge_runtime.runtime import CartridgeRuntime, DryContext, Op, OpError, Request, WetContext
 
 SHOUT = 'cap:in="media:enc=utf-8";out="media:enc=utf-8";shout'
 WORDS = 'cap:in="media:enc=utf-8";out="media:enc=utf-8;list";words'
