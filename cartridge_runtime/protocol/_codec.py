@@ -97,6 +97,8 @@ _c_map_to_frame: Any = None
 _c_decode_direct: Any = None
 _c_encode_small: Any = None
 _c_take_frame: Any = None
+_c_take_frames: Any = None
+_c_scan_prefixes: Any = None
 
 
 def _c_kind(key: int, typ: Any) -> int:
@@ -108,11 +110,20 @@ def _c_kind(key: int, typ: Any) -> int:
 
 def _load_speedups() -> bool:
     """Import and configure the compiled fast paths; False when absent or switched off."""
-    global _c_map_to_frame, _c_decode_direct, _c_encode_small, _c_take_frame
+    global _c_map_to_frame, _c_decode_direct, _c_encode_small, _c_take_frame, _c_take_frames
+    global _c_scan_prefixes
     if os.environ.get(PURE_PYTHON_ENV):
         return False
     try:
-        from ._speedups import configure, decode_direct, encode_small, map_to_frame, take_frame
+        from ._speedups import (
+            configure,
+            decode_direct,
+            encode_small,
+            map_to_frame,
+            scan_prefixes,
+            take_frame,
+            take_frames,
+        )
     except ImportError:
         return False
     configure(
@@ -135,6 +146,8 @@ def _load_speedups() -> bool:
     _c_decode_direct = decode_direct
     _c_encode_small = encode_small
     _c_take_frame = take_frame
+    _c_take_frames = take_frames
+    _c_scan_prefixes = scan_prefixes
     return True
 
 
