@@ -26,7 +26,7 @@ from ._errors import (
     FrameTooLargeError,
     FrameTooLargeToSendError,
 )
-from ._frame import WIRE_FIELD_NAMES, Frame, MessageId, _from_fields
+from ._frame import _ID_CACHE, _ID_CACHE_MAX, WIRE_FIELD_NAMES, Frame, MessageId, _from_fields
 from ._validate import PRESENCE_CHECKED as _REQUIRED_KEYS
 from ._validate import TYPE_CHECKS as _TYPE_CHECKS
 
@@ -81,10 +81,6 @@ _STR_TYPE = frozenset({str})
 _U64 = 1 << 64
 _INT_TYPE = frozenset({int})
 
-#: Decoded ids, shared: a request's frames all carry the same rid/xid, so most lookups hit.
-#: Bounded (cleared when full) so a hostile peer cannot grow it.
-_ID_CACHE: dict[bytes | int, MessageId] = {}
-_ID_CACHE_MAX = 4096
 
 #: Environment variable that turns the compiled fast paths off (to test or time the pure path).
 PURE_PYTHON_ENV = "CARTRIDGE_RUNTIME_PURE_PYTHON"
