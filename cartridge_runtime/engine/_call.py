@@ -169,11 +169,10 @@ class CallState:
             if body is None:
                 conn.send(req)
             else:
-                # The whole flow, REQ to END, is queued here: number it ourselves.
-                send = conn.send_numbered
-                send(req, None)  # its own seq (0)
-                for seq, frame in enumerate(body, 1):
-                    send(frame, seq)  # numbered as encoded: no copy of the frame
+                # The whole flow, REQ to END, is queued here: numbered 0, 1, 2... as encoded
+                # (no copy of a frame), in one call.
+                body.insert(0, req)
+                conn.send_flow(body)
             self._queued = (first, conn.mark())
         except P.ProtocolError as exc:  # e.g. an item's meta over max_frame
             self._abort_input(0, self.inputs[0][0] if self.inputs else "", exc)

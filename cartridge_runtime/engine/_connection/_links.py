@@ -5,7 +5,7 @@ a request the engine sent (:class:`Flow`), the origin of a peer request a cartri
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -65,6 +65,8 @@ class CallLink(Protocol):
     def send(self, frame: Frame) -> None: ...
 
     def send_numbered(self, numbered: Frame, seq: int | None) -> None: ...
+
+    def send_flow(self, frames: Sequence[Frame]) -> None: ...
 
     def hold(self) -> None: ...
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import logging
 import operator
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -362,6 +362,14 @@ class Connection:
         if tap is not None:
             tap.on_sent(self.name, frame)
         self.outbox.push_numbered(frame, seq)
+
+    def send_flow(self, frames: Sequence[Frame]) -> None:
+        """Queue a whole flow the caller opens and ends in one go, numbered 0, 1, 2..."""
+        tap = self._tap
+        if tap is not None:
+            for frame in frames:
+                tap.on_sent(self.name, frame)
+        self.outbox.push_flow(frames)
 
     def hold(self) -> None:
         """Queue frames without writing them until the matching :meth:`release`."""
