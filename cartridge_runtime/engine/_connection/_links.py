@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from ..._plumbing import Wake
 from ...protocol import Frame, Limits, MessageId
 from .._errors import CallError
 from ._counters import Counters
@@ -53,6 +54,8 @@ class CallLink(Protocol):
     def metric_totals(self) -> dict[str, float]: ...
 
     def new_event(self) -> anyio.Event: ...
+
+    def new_wake(self) -> Wake: ...
 
     def next_xid(self) -> MessageId: ...
 

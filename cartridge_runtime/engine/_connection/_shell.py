@@ -47,7 +47,7 @@ import anyio
 import anyio.abc
 
 from ... import protocol as P
-from ..._plumbing import FrameOutbox, FramePump, source_for
+from ..._plumbing import FrameOutbox, FramePump, Wake, source_for, wake_factory
 from ...protocol import (
     ConnState,
     Frame,
@@ -168,6 +168,8 @@ class Connection:
         #: The running backend's event class, made directly (``anyio.Event()`` looks the
         #: backend up on every call).
         self.new_event: Callable[[], anyio.Event] = type(anyio.Event())
+        #: The running backend's one-shot wake-up (a bare future on asyncio).
+        self.new_wake: Callable[[], Wake] = wake_factory()
 
     # -- state -----------------------------------------------------------------------------
 
