@@ -214,8 +214,8 @@ class FrameDecoder:
         are needed): what repeated :meth:`next_frame` calls give, up to the first frame that
         needs a decision of the Python path, which the next call takes or refuses.
 
-        With the compiled codec a block of small frames is taken in one call; the pump uses
-        this when it need not stop between two frames.
+        With the compiled codec a block of small frames is taken in one call (the pump takes
+        its frames so, and keeps those it may not dispatch yet).
 
         :raises ProtocolError: as :meth:`next_frame` (only when no frame came before the bad
             one: those are returned first).
