@@ -27,7 +27,16 @@ Who uses what
   reads from the loop's reader callback on asyncio).
 """
 
-from ._backend import Block, Cancellable, SoonCaller, event_factory, read_fd, soon_caller
+from ._backend import (
+    Block,
+    Cancellable,
+    SoonCaller,
+    Wake,
+    event_factory,
+    read_fd,
+    soon_caller,
+    wake_factory,
+)
 from ._fd import (
     IOV_MAX,
     PEER_GONE,
@@ -79,6 +88,8 @@ __all__ = (
     "read_fd",
     "soon_caller",
     "event_factory",
+    "Wake",
+    "wake_factory",
     # file descriptors
     "FdSink",
     "FdReader",

@@ -22,11 +22,14 @@ import contextlib
 import os
 import stat
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import anyio.lowlevel
 import sniffio
+
+if TYPE_CHECKING:
+    import asyncio
 
 #: A block of bytes read or to be written: bytes, or a view of a reusable buffer.
 Block = bytes | memoryview
@@ -59,6 +62,42 @@ def soon_caller() -> SoonCaller | None:
 def event_factory() -> Callable[[], anyio.Event]:
     """The running backend's event class, to make events without anyio's per-call backend
     look-up (``anyio.Event()`` finds the backend on every call)."""
+    return type(anyio.Event())
+
+
+class Wake(Protocol):
+    """A one-shot wake-up one task waits on (``await wake.wait()``) and anyone sets."""
+
+    def set(self) -> object: ...
+    def wait(self) -> Awaitable[object]: ...
+
+
+class _FutureWake:
+    """The wake-up on asyncio: a bare future, awaited directly. (``anyio.Event`` wraps an
+    ``asyncio.Event``, which makes a future per waiter, keeps a queue of them, and adds two
+    coroutines to each wait.) Setting it after its waiter was cancelled does nothing."""
+
+    __slots__ = ("_fut",)
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self._fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def set(self) -> None:
+        fut = self._fut
+        if not fut.done():
+            fut.set_result(None)
+
+    def wait(self) -> Awaitable[None]:
+        return self._fut
+
+
+def wake_factory() -> Callable[[], Wake]:
+    """What makes the running backend's one-shot wake-ups: a bare future on asyncio, an
+    ``anyio.Event`` elsewhere."""
+    if sniffio.current_async_library() == "asyncio":
+        return _FutureWake
     return type(anyio.Event())
 
 

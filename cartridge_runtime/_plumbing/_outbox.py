@@ -302,6 +302,31 @@ class FrameOutbox:
             return
         self._queue_encoded(frame, seq)
 
+    def push_flow(self, frames: Sequence[Frame]) -> None:
+        """Queue a whole flow the caller opens and ends in one go (a small call's request),
+        numbered 0, 1, 2... in order, bypassing the numbering as :meth:`push_numbered` does,
+        with one call for all of it. EncodeAt.QUEUE only.
+
+        :raises FrameEncodeError: a frame does not fit max_frame (the frames before it stay
+            queued, as with one :meth:`push_numbered` per frame).
+        """
+        if self._closed:
+            self.counts.drops += len(frames)
+            return
+        out = self._out
+        max_frame = self._max_frame()
+        try:
+            for seq, frame in enumerate(frames):
+                payload = frame.payload
+                if payload is None or len(payload) < SMALL_PAYLOAD:
+                    out.append(encode_frame(frame, max_frame, seq))
+                else:
+                    out.extend(encode_frame_parts(frame, max_frame, seq))
+                self._count += 1
+        finally:
+            if not self._hold and not self._kicked:
+                self._schedule()
+
     def _queue_encoded(self, frame: Frame, seq: int | None) -> None:
         """Encode ``frame`` with ``seq`` onto the queue: a small frame as one buffer, prefix
         included; a large payload as a buffer of its own (never copied into a joined frame)."""

@@ -16,9 +16,10 @@ parses a block in place: a block that is a view of the source's reusable buffer 
 Two optional partners shape the dispatch:
 
 - ``room`` (the outbound queue of a bounded outbox): frames are dispatched only while it has
-  room; otherwise the pump stops dispatching, keeps the rest in the decoder, asks the source to
-  stop reading, and resumes once :meth:`Room.wait_room` returns. Dispatch never waits; reading
-  does.
+  room; otherwise the pump stops dispatching, keeps the rest (in the decoder, or already
+  decoded in its backlog: the decoder hands over a block's frames in one batch), asks the
+  source to stop reading, and resumes once :meth:`Room.wait_room` returns. Dispatch never
+  waits; reading does.
 - ``hold`` (an outbox): the frames that dispatching a block queues (replies, credit, forwarded
   frames) are held and leave together in one write after the block.
 
@@ -32,6 +33,7 @@ garbage in one write gets its request answered or failed, not silence (FRM-21).
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
@@ -147,6 +149,8 @@ class FramePump:
         self._size = read_size
         self._on_error = on_error
         self._buffer: memoryview | None = None
+        #: Frames the decoder gave in one batch that wait for room to be dispatched.
+        self._backlog: collections.deque[Frame] = collections.deque()
         #: Frames a failed block completed before its bad prefix, not yet handed out, and
         #: the error to raise after them (see :meth:`next_frame`).
         self._salvaged: list[Frame] = []
@@ -217,18 +221,34 @@ class FramePump:
     def drain(self) -> bool:
         """Dispatch the frames the decoder holds while there is room; ``False`` when the room
         ran out first."""
-        next_frame = self.decoder.next_frame
         dispatch = self._dispatch
         room = self._room
+        backlog = self._backlog
+        if backlog:  # frames taken before the room ran out
+            while room is None or room.has_room:
+                dispatch(backlog.popleft())
+                if not backlog:
+                    break
+            else:
+                return False
+        take = self.decoder.take_frames
         if room is None:
-            while (frame := next_frame()) is not None:
-                dispatch(frame)
+            while batch := take():
+                for frame in batch:
+                    dispatch(frame)
             return True
         while room.has_room:
-            frame = next_frame()
-            if frame is None:
+            batch = take()
+            if not batch:
                 return True
-            dispatch(frame)
+            if len(batch) == 1:
+                dispatch(batch[0])
+                continue
+            for i, frame in enumerate(batch):
+                if i and not room.has_room:
+                    backlog.extend(batch[i:])
+                    return False
+                dispatch(frame)
         return False
 
     async def until_drained(self) -> None:

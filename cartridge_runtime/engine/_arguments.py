@@ -208,7 +208,31 @@ def plan_call_inputs(
     ``default_value`` is filled in for the engine, machines and ``cartridge call``; CLI mode
     gives the same bytes from :attr:`ArgDef.default_bytes`).
 
+    The plan depends only on the definition and the inputs' shapes, so the defaults a shape
+    gets are remembered per definition (a repeated call checks nothing twice); a shape that
+    does not fit is checked again each time, so that its error is raised afresh.
+
     :raises ArgumentError: ``inputs`` do not fit (see :func:`check_call_inputs`).
     """
+    shape = (cap, *[(media, is_sequence_value(value)) for media, value in inputs])
+    seen = _PLANS.get(id(definition))
+    if seen is not None and seen[0] is definition:
+        defaults = seen[1].get(shape)
+        if defaults is not None:
+            return [*inputs, *defaults] if defaults else list(inputs)
     check_call_inputs(cap, definition, inputs)
-    return [*inputs, *default_inputs(definition, inputs)]
+    defaults = tuple(default_inputs(definition, inputs))
+    if seen is None or seen[0] is not definition:
+        if len(_PLANS) >= _PLANS_KEPT:
+            _PLANS.clear()
+        seen = _PLANS[id(definition)] = (definition, {})
+    if len(seen[1]) < _PLANS_KEPT:
+        seen[1][shape] = defaults
+    return [*inputs, *defaults]
+
+
+#: Definition id -> (the definition, {(cap, (media, is a sequence)...): its defaults}): the
+#: plans of shapes that fitted. The definition is kept so that a reused id never matches.
+_PLANS: dict[int, tuple[CapDef, dict[tuple[Any, ...], tuple[tuple[str, bytes], ...]]]] = {}
+#: At most this many definitions, and shapes per definition, are remembered.
+_PLANS_KEPT = 256

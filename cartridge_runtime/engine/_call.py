@@ -71,6 +71,7 @@ import anyio.lowlevel
 import cbor2
 
 from .. import protocol as P
+from .._plumbing import Wake
 from ..protocol import AttributionClass, ErrorCode, Frame, FrameType, MessageId, frames
 from ._connection._gate import Chain
 from ._connection._links import CallLink
@@ -121,7 +122,7 @@ class CallState:
             self.rid, xid=self.xid, initial_credit=conn.limits.initial_credit, expect_req=False
         )
         self.events: deque[tuple[CallEvent, str | None]] = deque()
-        self._waiter: anyio.Event | None = None  # the caller, while it waits for events
+        self._waiter: Wake | None = None  # the caller, while it waits for events
         self._ended: anyio.Event | None = None  # a cancel timer, while it waits for the end
         self.done = False
         self.error: CallError | None = None
@@ -169,11 +170,10 @@ class CallState:
             if body is None:
                 conn.send(req)
             else:
-                # The whole flow, REQ to END, is queued here: number it ourselves.
-                send = conn.send_numbered
-                send(req, None)  # its own seq (0)
-                for seq, frame in enumerate(body, 1):
-                    send(frame, seq)  # numbered as encoded: no copy of the frame
+                # The whole flow, REQ to END, is queued here: numbered 0, 1, 2... as encoded
+                # (no copy of a frame), in one call.
+                body.insert(0, req)
+                conn.send_flow(body)
             self._queued = (first, conn.mark())
         except P.ProtocolError as exc:  # e.g. an item's meta over max_frame
             self._abort_input(0, self.inputs[0][0] if self.inputs else "", exc)
@@ -282,15 +282,13 @@ class CallState:
 
     def _on_data(self, ev: P.StreamData, cost: str | None) -> None:
         out = self._outputs.get(ev.stream_id)
-        self._queue(
-            OutputData(
-                output=out[0] if out else None,
-                stream_id=ev.stream_id,
-                value=ev.value,
-                wire=ev.wire,
-            ),
-            cost,
+        event = OutputData(
+            output=out[0] if out else None, stream_id=ev.stream_id, value=ev.value, wire=ev.wire
         )
+        if self.abandoned:
+            self._queue(event, cost)
+        else:
+            self.events.append((event, cost))  # _queue, inlined on the per-chunk path
 
     def _on_item(self, ev: P.StreamItem, cost: str | None) -> None:
         out = self._outputs.get(ev.stream_id)
@@ -303,27 +301,25 @@ class CallState:
 
     def _on_opened(self, ev: P.StreamOpened, cost: str | None) -> str | None:
         self._outputs[ev.stream_id] = (ev.output, ev.media_urn, ev.is_sequence)
-        self._queue(
-            OutputStarted(
+        if not self.abandoned:
+            event = OutputStarted(
                 output=ev.output,
                 stream_id=ev.stream_id,
                 media_urn=ev.media_urn,
                 is_sequence=ev.is_sequence,
                 unbounded=ev.unbounded,
                 meta=ev.meta,
-            ),
-            None,
-        )
+            )
+            self.events.append((event, None))
         return cost
 
     def _on_closed(self, ev: P.StreamClosed, cost: str | None) -> str | None:
-        out = self._outputs.get(ev.stream_id)
-        self._queue(
-            OutputEnded(
+        if not self.abandoned:
+            out = self._outputs.get(ev.stream_id)
+            event = OutputEnded(
                 output=out[0] if out else None, stream_id=ev.stream_id, chunk_count=ev.chunk_count
-            ),
-            None,
-        )
+            )
+            self.events.append((event, None))
         return cost
 
     def _on_progress(self, ev: P.ProgressReceived, cost: str | None) -> str | None:
@@ -474,7 +470,7 @@ class CallState:
             if credits:
                 for credit in credits:
                     self.conn.send(credit)
-            waiter = self._waiter = self.conn.new_event()
+            waiter = self._waiter = self.conn.new_wake()
             if deadline is None:
                 await waiter.wait()
             else:

@@ -150,7 +150,17 @@ def inline_frames(
         if total > INLINE_MAX:
             return None
     out: list[Frame] = []
+    frames = P.frames
     for index, (media, value) in enumerate(inputs):
+        if type(value) is bytes and 0 < len(value) <= size and credit > 0:
+            # The common small argument: its stream in one CHUNK, built directly (the same
+            # frames an OutgoingStream makes, without the stream object).
+            sid = f"arg-{index}"
+            out.append(frames.stream_start(rid, sid, media, xid=xid, is_sequence=False))
+            (payload,) = P.scalar_payloads(value, size)
+            out.append(frames.chunk(rid, sid, 0, payload, xid=xid))
+            out.append(frames.stream_end(rid, sid, 1, xid=xid))
+            continue
         is_seq = isinstance(value, list | tuple)
         stream = _stream(rid, xid, limits, index, media, is_seq)
         first = len(out)
@@ -180,7 +190,7 @@ def inline_frames(
             return None
         for _ in range(chunks):
             stream.take_credit()
-    out.append(P.frames.end(rid, xid=xid, response=False))
+    out.append(frames.end(rid, xid=xid, response=False))
     return out
 
 

@@ -26,7 +26,7 @@ from ._errors import (
     FrameTooLargeError,
     FrameTooLargeToSendError,
 )
-from ._frame import WIRE_FIELD_NAMES, Frame, MessageId, _from_fields
+from ._frame import _ID_CACHE, _ID_CACHE_MAX, WIRE_FIELD_NAMES, Frame, MessageId, _from_fields
 from ._validate import PRESENCE_CHECKED as _REQUIRED_KEYS
 from ._validate import TYPE_CHECKS as _TYPE_CHECKS
 
@@ -81,10 +81,6 @@ _STR_TYPE = frozenset({str})
 _U64 = 1 << 64
 _INT_TYPE = frozenset({int})
 
-#: Decoded ids, shared: a request's frames all carry the same rid/xid, so most lookups hit.
-#: Bounded (cleared when full) so a hostile peer cannot grow it.
-_ID_CACHE: dict[bytes | int, MessageId] = {}
-_ID_CACHE_MAX = 4096
 
 #: Environment variable that turns the compiled fast paths off (to test or time the pure path).
 PURE_PYTHON_ENV = "CARTRIDGE_RUNTIME_PURE_PYTHON"
@@ -97,6 +93,8 @@ _c_map_to_frame: Any = None
 _c_decode_direct: Any = None
 _c_encode_small: Any = None
 _c_take_frame: Any = None
+_c_take_frames: Any = None
+_c_scan_prefixes: Any = None
 
 
 def _c_kind(key: int, typ: Any) -> int:
@@ -108,11 +106,20 @@ def _c_kind(key: int, typ: Any) -> int:
 
 def _load_speedups() -> bool:
     """Import and configure the compiled fast paths; False when absent or switched off."""
-    global _c_map_to_frame, _c_decode_direct, _c_encode_small, _c_take_frame
+    global _c_map_to_frame, _c_decode_direct, _c_encode_small, _c_take_frame, _c_take_frames
+    global _c_scan_prefixes
     if os.environ.get(PURE_PYTHON_ENV):
         return False
     try:
-        from ._speedups import configure, decode_direct, encode_small, map_to_frame, take_frame
+        from ._speedups import (
+            configure,
+            decode_direct,
+            encode_small,
+            map_to_frame,
+            scan_prefixes,
+            take_frame,
+            take_frames,
+        )
     except ImportError:
         return False
     configure(
@@ -135,6 +142,8 @@ def _load_speedups() -> bool:
     _c_decode_direct = decode_direct
     _c_encode_small = encode_small
     _c_take_frame = take_frame
+    _c_take_frames = take_frames
+    _c_scan_prefixes = scan_prefixes
     return True
 
 

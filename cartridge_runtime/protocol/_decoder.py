@@ -125,6 +125,13 @@ class FrameDecoder:
         # frame's body at once, so a hostile prefix never makes us hold its body (FRM-9).
         scan = self._scan
         limit = self._max_frame
+        c_scan = _codec._c_scan_prefixes
+        if c_scan is not None:
+            scan = c_scan(buf, scan, limit)
+            if scan >= 0:
+                self._scan = scan
+                return
+            scan = -1 - scan  # a prefix over the limit: the loop below names it
         while scan + PREFIX_LEN <= len(buf):
             (n,) = _unpack_len(buf, scan)
             if n > limit:
@@ -201,6 +208,40 @@ class FrameDecoder:
         else:
             self._off = end
         return frame
+
+    def take_frames(self) -> list[Frame]:
+        """The complete frames now available, in order, as a list (empty when more bytes
+        are needed): what repeated :meth:`next_frame` calls give, up to the first frame that
+        needs a decision of the Python path, which the next call takes or refuses.
+
+        With the compiled codec a block of small frames is taken in one call (the pump takes
+        its frames so, and keeps those it may not dispatch yet).
+
+        :raises ProtocolError: as :meth:`next_frame` (only when no frame came before the bad
+            one: those are returned first).
+        """
+        buf = self._buf
+        if type(buf) is bytearray:
+            if not buf and self._error is None:
+                return []  # nothing pending (a bytearray buffer starts at offset 0)
+            take = None
+        else:
+            take = _codec._c_take_frames  # looked up each time: the codec may switch it off
+        if take is not None and self._error is None:
+            try:
+                got, end = take(buf, self._off, self._max_frame)
+            except ProtocolError as exc:
+                self._fail(exc)
+            if got:
+                if end == len(buf):  # all consumed: let the caller's object go
+                    self._buf = bytearray()
+                    self._off = self._scan = 0
+                else:
+                    self._off = end
+                taken: list[Frame] = got
+                return taken
+        frame = self.next_frame()
+        return [] if frame is None else [frame]
 
     def release_borrowed(self) -> None:
         """Stop referring to the buffer given to :meth:`feed_borrowed`, keeping a copy of

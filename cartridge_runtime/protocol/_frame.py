@@ -60,11 +60,12 @@ class MessageId:
 
     @classmethod
     def new(cls) -> MessageId:
-        """A fresh random UUID id (version 4)."""
+        """A fresh random UUID id (version 4), the one the frames decoded for it will hold
+        (see :func:`share_id`)."""
         b = bytearray(_random16())
         b[6] = (b[6] & 0x0F) | 0x40
         b[8] = (b[8] & 0x3F) | 0x80
-        return cls(bytes(b))
+        return share_id(cls(bytes(b)))
 
     @property
     def is_uuid(self) -> bool:
@@ -77,6 +78,23 @@ class MessageId:
 
     def __repr__(self) -> str:
         return f"MessageId({self})"
+
+
+#: Ids by value, shared by the decoder (``_codec``) and the ids handed out by :func:`share_id`:
+#: a request's frames all carry the same rid/xid, so most lookups hit, and a response frame's
+#: id is the very object its request was filed under (a dict lookup then compares no values).
+#: Bounded (cleared when full) so a hostile peer cannot grow it.
+_ID_CACHE: dict[bytes | int, MessageId] = {}
+_ID_CACHE_MAX = 4096
+
+
+def share_id(mid: MessageId) -> MessageId:
+    """Make ``mid`` the object the decoder gives for frames carrying its value (while the
+    bounded cache keeps it), and return it."""
+    if len(_ID_CACHE) >= _ID_CACHE_MAX:
+        _ID_CACHE.clear()
+    _ID_CACHE[mid.value] = mid
+    return mid
 
 
 #: The id every non-request frame of the handshake uses (HELLO, POLICY, RELAY_*).

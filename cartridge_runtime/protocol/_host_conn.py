@@ -39,7 +39,7 @@ from ._conn_state import ConnState
 from ._constants import CreditDirection, FrameType, NetworkPolicy
 from ._errors import HandshakeError, LocalProtocolError
 from ._events import ErrorReport
-from ._frame import Frame, MessageId
+from ._frame import Frame, MessageId, share_id
 from ._handshake import IdentityCheck
 from ._host_startup import HostHandshake, StartupPhase
 from ._limits import Limits
@@ -305,7 +305,7 @@ class HostConnection(Generic[F, O]):
 
     def next_xid(self) -> MessageId:
         """A fresh small-uint routing id for a request sent on this connection."""
-        xid = MessageId(self._next_xid)
+        xid = share_id(MessageId(self._next_xid))
         self._next_xid += 1
         return xid
 

@@ -113,3 +113,23 @@ def test_help_says_the_default_is_used_when_not_given() -> None:
 
     text = cap_help(DEF, "repeat.py")
     assert 'default: "-" (used when not given, by every caller)' in text
+
+
+def test_a_repeated_plan_gives_the_same_answer_and_refuses_again() -> None:
+    # The second plan of a shape is remembered: same defaults, still a fresh list each time.
+    first = plan_call_inputs(CAP, DEF, [(TEXT, b"x")])
+    again = plan_call_inputs(CAP, DEF, [(TEXT, b"y")])
+    assert again == [(TEXT, b"y"), (SEP, b"-"), (TIMES, b"2"), (FLAGS, b"[true, null]")]
+    assert again is not first
+    # A list is another shape: refused every time, even after the single value fitted.
+    for _ in range(2):
+        with pytest.raises(ArgumentError, match="takes one value"):
+            plan_call_inputs(CAP, DEF, [(TEXT, [b"a", b"b"])])
+    # Another definition with the same URN is planned on its own.
+    other = CapDef.simple(CAP, "Repeat", aliases="repeat", input_name="text")
+    assert plan_call_inputs(CAP, other, [(TEXT, b"x")]) == [(TEXT, b"x")]
+    # A missing required argument is refused whatever was planned before.
+    times_only = [(TIMES, b"3")]
+    for _ in range(2):
+        with pytest.raises(ArgumentError, match="required"):
+            plan_call_inputs(CAP, DEF, times_only)

@@ -233,6 +233,33 @@ def test_push_numbered_keeps_the_callers_seq_and_bypasses_the_assigner() -> None
     assert not seq.is_closed(rid)
 
 
+def test_push_flow_gives_the_bytes_of_one_push_numbered_per_frame() -> None:
+    rid = MessageId.new()
+    flow = [
+        frames.req(rid, "cap:in=media:;out=media:"),
+        frames.stream_start(rid, "arg-0", "media:", is_sequence=False),
+        frames.chunk(rid, "arg-0", 0, b"\x42hi"),
+        frames.stream_end(rid, "arg-0", 1),
+        frames.end(rid, response=False),
+    ]
+    one_by_one, at_once = MemSink(), MemSink()
+    seq = SeqAssigner()
+    box = FrameOutbox(one_by_one, lambda: MAX, number=seq.number)
+    box.hold()
+    for n, frame in enumerate(flow):
+        box.push_numbered(frame, n)
+    box.release()
+    box = FrameOutbox(at_once, lambda: MAX, number=seq.number)
+    start = box.mark()
+    box.hold()
+    box.push_flow(flow)
+    assert box.mark()[1] - start[1] == len(flow)  # one queue position per frame (withdraw)
+    box.release()
+    assert at_once.data == one_by_one.data
+    assert [f.seq for f in decoded(at_once.data)] == [0, 1, 2, 3, 4]
+    assert not seq.is_closed(rid)  # the numbering never saw the flow
+
+
 def test_withdraw_takes_back_frames_not_yet_written() -> None:
     sink = MemSink()
     seq = SeqAssigner()

@@ -52,9 +52,11 @@ def pure() -> Iterator[None]:
         _codec._c_decode_direct,
         _codec._c_encode_small,
         _codec._c_take_frame,
+        _codec._c_take_frames,
+        _codec._c_scan_prefixes,
     )
-    _codec._c_map_to_frame = _codec._c_decode_direct = None
-    _codec._c_encode_small = _codec._c_take_frame = None
+    _codec._c_map_to_frame = _codec._c_decode_direct = _codec._c_scan_prefixes = None
+    _codec._c_encode_small = _codec._c_take_frame = _codec._c_take_frames = None
     try:
         yield
     finally:
@@ -63,6 +65,8 @@ def pure() -> Iterator[None]:
             _codec._c_decode_direct,
             _codec._c_encode_small,
             _codec._c_take_frame,
+            _codec._c_take_frames,
+            _codec._c_scan_prefixes,
         ) = saved
 
 
@@ -402,3 +406,61 @@ def test_the_decoder_gives_the_same_frames_and_errors_on_both_paths(
     max_frame = data.draw(st.sampled_from([1 << 20, 64]))
     compiled, python = both(lambda: _decoder_run(blocks, max_frame))
     assert _same(compiled, python)
+
+
+def _decoder_batch_run(blocks: list[bytes], max_frame: int) -> list[Any]:
+    """:func:`_decoder_run` taking the frames in batches (``take_frames``), blocks fed as the
+    pump feeds them (a borrowed view of a reused buffer)."""
+    dec = FrameDecoder(max_frame)
+    got: list[Any] = []
+    try:
+        for block in [*blocks, b""]:
+            if block:
+                reused = bytearray(block)
+                dec.feed_borrowed(memoryview(reused))
+            else:
+                dec.feed(block)
+            while batch := dec.take_frames():
+                got.extend(batch)
+            if block:
+                dec.release_borrowed()
+                reused[:] = b"\xff" * len(reused)  # the buffer is refilled: nothing kept of it
+    except Exception as exc:  # compared, never swallowed: the caller asserts on it
+        got.append(("raised", type(exc), str(exc)))
+    return got
+
+
+@needs_c
+@FAST
+@given(
+    picks=st.lists(st.sampled_from([r for r in RAWS if len(r) < 4096]), min_size=1, max_size=6),
+    data=st.data(),
+)
+def test_batches_give_the_frames_and_errors_one_frame_at_a_time_gives(
+    picks: list[bytes], data: st.DataObject
+) -> None:
+    stream = bytearray(b"".join(picks))
+    for _ in range(data.draw(st.integers(min_value=0, max_value=2))):
+        i = data.draw(st.integers(min_value=0, max_value=len(stream) - 1))
+        stream[i] = data.draw(st.integers(min_value=0, max_value=255))
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(stream) - 1), max_size=3)))
+    blocks = [bytes(stream[a:b]) for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+    max_frame = data.draw(st.sampled_from([1 << 20, 64]))
+    batched = _decoder_batch_run(blocks, max_frame)
+    with pure():
+        one_by_one = _decoder_run(blocks, max_frame)
+        pure_batched = _decoder_batch_run(blocks, max_frame)
+    assert _same(batched, one_by_one)
+    assert _same(pure_batched, one_by_one)
+
+
+@needs_c
+def test_a_batch_stops_before_a_bad_frame_and_the_next_call_names_it() -> None:
+    good = RAWS[0]
+    bad = bytearray(good)
+    bad[4] = 0xFF  # not a CBOR map: refused by name, by the Python path
+    dec = FrameDecoder(1 << 20)
+    dec.feed(good + good + bytes(bad))
+    assert len(dec.take_frames()) == 2
+    with pytest.raises(ProtocolError):
+        dec.take_frames()

@@ -5,11 +5,12 @@ a request the engine sent (:class:`Flow`), the origin of a peer request a cartri
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 import anyio
 
+from ..._plumbing import Wake
 from ...protocol import Frame, Limits, MessageId
 from .._errors import CallError
 from ._counters import Counters
@@ -54,6 +55,8 @@ class CallLink(Protocol):
 
     def new_event(self) -> anyio.Event: ...
 
+    def new_wake(self) -> Wake: ...
+
     def next_xid(self) -> MessageId: ...
 
     def add_flow(self, rid: MessageId, flow: Flow) -> None: ...
@@ -65,6 +68,8 @@ class CallLink(Protocol):
     def send(self, frame: Frame) -> None: ...
 
     def send_numbered(self, numbered: Frame, seq: int | None) -> None: ...
+
+    def send_flow(self, frames: Sequence[Frame]) -> None: ...
 
     def hold(self) -> None: ...
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import logging
 import operator
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,7 @@ import anyio
 import anyio.abc
 
 from ... import protocol as P
-from ..._plumbing import FrameOutbox, FramePump, source_for
+from ..._plumbing import FrameOutbox, FramePump, Wake, source_for, wake_factory
 from ...protocol import (
     ConnState,
     Frame,
@@ -168,6 +168,8 @@ class Connection:
         #: The running backend's event class, made directly (``anyio.Event()`` looks the
         #: backend up on every call).
         self.new_event: Callable[[], anyio.Event] = type(anyio.Event())
+        #: The running backend's one-shot wake-up (a bare future on asyncio).
+        self.new_wake: Callable[[], Wake] = wake_factory()
 
     # -- state -----------------------------------------------------------------------------
 
@@ -362,6 +364,14 @@ class Connection:
         if tap is not None:
             tap.on_sent(self.name, frame)
         self.outbox.push_numbered(frame, seq)
+
+    def send_flow(self, frames: Sequence[Frame]) -> None:
+        """Queue a whole flow the caller opens and ends in one go, numbered 0, 1, 2..."""
+        tap = self._tap
+        if tap is not None:
+            for frame in frames:
+                tap.on_sent(self.name, frame)
+        self.outbox.push_flow(frames)
 
     def hold(self) -> None:
         """Queue frames without writing them until the matching :meth:`release`."""

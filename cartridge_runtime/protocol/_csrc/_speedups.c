@@ -190,6 +190,83 @@ done:
     return result;
 }
 
+/* scan_prefixes(data, offset, max_frame) -> int: walk the length prefixes of ``data`` from
+ * ``offset`` (each frame's prefix and body, skipped) while a whole prefix is there; the offset
+ * of the first prefix not yet complete, or -1 - the offset of the first over ``max_frame``
+ * (the decoder's Python loop then names it). */
+static PyObject *
+scan_prefixes(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    Py_ssize_t scan, max_frame;
+    if (!buffer_args(args, nargs, "scan_prefixes(data, offset, max_frame)", &view, &scan,
+                     &max_frame))
+        return NULL;
+    const unsigned char *base = (const unsigned char *)view.buf;
+    while (scan >= 0 && view.len - scan >= PREFIX_LEN) {
+        const unsigned char *p = base + scan;
+        Py_ssize_t n = ((Py_ssize_t)p[0] << 24) | ((Py_ssize_t)p[1] << 16) |
+                       ((Py_ssize_t)p[2] << 8) | (Py_ssize_t)p[3];
+        if (n > max_frame) {
+            scan = -1 - scan;
+            break;
+        }
+        scan += PREFIX_LEN + n;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(scan);
+}
+
+/* take_frames(data, offset, max_frame) -> (list of Frame, end): the frames take_frame would
+ * give one after another from ``offset``, in one call (a block of small frames costs one call
+ * instead of one per frame). It stops before the first frame take_frame answers None for, and
+ * before one that raises unless it is the first (which raises here): the decoder's next call
+ * then meets that frame again and decides about it exactly as it would have. */
+static PyObject *
+take_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    Py_ssize_t off, max_frame;
+    if (!buffer_args(args, nargs, "take_frames(data, offset, max_frame)", &view, &off,
+                     &max_frame))
+        return NULL;
+    const unsigned char *base = (const unsigned char *)view.buf;
+    PyObject *list = PyList_New(0);
+    if (list == NULL)
+        goto fail;
+    while (off >= 0 && view.len - off >= PREFIX_LEN) {
+        const unsigned char *p = base + off;
+        Py_ssize_t n = ((Py_ssize_t)p[0] << 24) | ((Py_ssize_t)p[1] << 16) |
+                       ((Py_ssize_t)p[2] << 8) | (Py_ssize_t)p[3];
+        if (n > max_frame || n > view.len - off - PREFIX_LEN)
+            break;
+        Py_ssize_t end = off + PREFIX_LEN + n;
+        CborReader r = {p + PREFIX_LEN, base + end};
+        PyObject *frame = frame_read(&r);
+        if (frame == NULL) {
+            if (PyList_GET_SIZE(list) == 0)
+                goto fail;
+            PyErr_Clear();
+            break;
+        }
+        if (frame == Py_None) {
+            Py_DECREF(frame);
+            break;
+        }
+        int failed = PyList_Append(list, frame);
+        Py_DECREF(frame);
+        if (failed)
+            goto fail;
+        off = end;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(Nn)", list, off);
+fail:
+    Py_XDECREF(list);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 /* encode_small(frame_dict, seq, max_frame) -> bytes | None: prefix and body of a frame
  * without a large payload; None when the payload is large or the body exceeds a limit
  * (Python's path then takes over, and names the error). */
@@ -269,6 +346,10 @@ static PyMethodDef methods[] = {
      "decode_direct(data, start, stop) -> Frame | None (None: let Python read it)."},
     {"take_frame", (PyCFunction)(void (*)(void))take_frame, METH_FASTCALL,
      "take_frame(data, offset, max_frame) -> (Frame, end) | None (None: let Python read it)."},
+    {"scan_prefixes", (PyCFunction)(void (*)(void))scan_prefixes, METH_FASTCALL,
+     "scan_prefixes(data, offset, max_frame) -> offset (negative: -1 - a prefix over the limit)."},
+    {"take_frames", (PyCFunction)(void (*)(void))take_frames, METH_FASTCALL,
+     "take_frames(data, offset, max_frame) -> (frames, end): take_frame over a block."},
     {"encode_small", (PyCFunction)(void (*)(void))encode_small, METH_FASTCALL,
      "encode_small(frame_dict, seq, max_frame) -> bytes | None (small frames only)."},
     {NULL, NULL, 0, NULL},
