@@ -80,7 +80,7 @@ def test_an_engine_holds_the_tuning_only_while_it_runs() -> None:
 def test_the_watchdog_trims_the_heap_after_calls_not_while_idle() -> None:
     import anyio
 
-    from cartridge_runtime.engine import Engine
+    from cartridge_runtime.engine import Engine, InstanceChanged
 
     trims: list[float] = []
 
@@ -100,10 +100,12 @@ def test_the_watchdog_trims_the_heap_after_calls_not_while_idle() -> None:
             now += 30
             assert dog.tick(now) == now + 30  # nothing new: no trim, but still watching
             assert trims == [now - 30]
-            engine.kill(engine.status()[0].name)
-            with anyio.fail_after(10):
-                while engine.status()[0].state == "running":  # noqa: ASYNC110 - engine state
-                    await anyio.sleep(0.01)
+            async with engine.subscribe() as events:
+                engine.kill(engine.status()[0].name)
+                with anyio.fail_after(30):
+                    async for event in events:  # told once the watchdog knows of the end
+                        if isinstance(event, InstanceChanged) and event.state == "died":
+                            break
             now += 30
             dog.tick(now)  # an instance ended: its memory is given back
             assert trims == [now - 60, now]
