@@ -159,10 +159,10 @@ def _presents(conn: socket.socket, token: bytes, deadline: float) -> bool:
 
 
 async def dial(
-    addresses: Mapping[str, Any], token: bytes, timeout: float = CONNECT_TIMEOUT
+    addresses: Mapping[str, Any], token: bytes, within: float = CONNECT_TIMEOUT
 ) -> socket.socket | None:
     """Connect to the actor's socket and present ``token``: the Unix socket when its path is
-    on this host, else TCP. ``None`` when neither answers within ``timeout`` seconds (no
+    on this host, else TCP. ``None`` when neither answers within ``within`` seconds (no
     direct path: the bytes then go through Ray)."""
     candidates: list[tuple[socket.AddressFamily, Any]] = []
     path = addresses.get("unix")
@@ -178,7 +178,7 @@ async def dial(
         try:
             _tune(sock)
             sock.setblocking(False)
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(within):
                 await loop.sock_connect(sock, address)
                 await loop.sock_sendall(sock, token)
         except (OSError, TimeoutError):

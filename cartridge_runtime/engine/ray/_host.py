@@ -26,7 +26,7 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from cartridge_runtime._plumbing import grow_pipe
@@ -215,7 +215,9 @@ def _node_address() -> str | None:
 
     if not ray.is_initialized():
         return None
-    return str(ray.util.get_node_ip_address())
+    # Untyped in Ray: this node's address as the cluster knows it.
+    address: Callable[[], str] = ray.util.get_node_ip_address
+    return str(address())
 
 
 def _node_id() -> str:
