@@ -200,6 +200,8 @@ async def test_calls_and_a_streamed_echo_cross_the_fake_actor(direct: bool) -> N
         assert received == 16 << 20
         (replica,) = engine.status()[0].replicas
         assert (replica.placement_id or "").startswith("ray actor fa4efa4efa4e on node")
+        over = "over a unix socket)" if direct else "through ray)"
+        assert (replica.placement_id or "").endswith(over)
         assert engine.status()[0].name == name
     (actor,) = fake.actors
     (instance,) = fake.instances

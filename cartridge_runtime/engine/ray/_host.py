@@ -4,8 +4,9 @@
 (``ray.remote(CartridgeHost)``) run by a pool of :data:`THREADS` threads: each method is plain
 blocking code (a pipe write, a pipe read, a ``waitpid``) in a thread of its own. A threaded
 actor costs Ray about half the CPU per call of an asyncio one (no hop into an event loop and
-back), and every write and every block of output is such a call. It only moves bytes: the
-engine on the driver keeps the whole connection (frames, credit, routing).
+back), and without a direct stream every write and every block of output is such a call. It
+never reads a frame: the engine on the driver keeps the whole connection (frames, credit,
+routing).
 
 * :meth:`CartridgeHost.listen` opens the direct stream's sockets (:mod:`._direct`) and
   :meth:`CartridgeHost.start` with the engine's token starts the cartridge on the connection

@@ -263,7 +263,8 @@ class RayInstance:
         self.blocks = 0
         actor_id = actor._actor_id.hex()[:12]
         node = str(where.get("node", ""))[:8]
-        self._id = f"ray actor {actor_id} on node {node} (pid {where.get('pid')})"
+        over = f"over a {where['path']} socket" if direct is not None else "through ray"
+        self._id = f"ray actor {actor_id} on node {node} (pid {where.get('pid')}, {over})"
 
     @property
     def placement_id(self) -> str:
