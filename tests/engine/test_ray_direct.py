@@ -192,3 +192,20 @@ async def test_an_actor_lost_while_its_cartridge_runs_ends_the_socket_and_the_ca
         assert status == 0
         answer = await engine.call(WHOAMI, [(WORD, "b")])
         assert answer.data.startswith(b"b@") and len(fake.actors) == 2
+
+
+def test_a_silent_stranger_does_not_hold_the_engine_connection_up_for_long() -> None:
+    listener = Listener(None)
+    path = listener.addresses()["unix"]
+    try:
+        with socket.socket(socket.AF_UNIX) as stranger, socket.socket(socket.AF_UNIX) as engine:
+            stranger.connect(path)  # first in line, and never says a word
+            engine.connect(path)
+            engine.sendall(TOKEN)
+            # Taken after the stranger's short turn, well within the actor's overall wait.
+            conn = listener.accept(TOKEN, timeout=10)
+            with conn:
+                engine.sendall(b"hi")
+                assert conn.recv(2, socket.MSG_WAITALL) == b"hi"
+    finally:
+        listener.close()

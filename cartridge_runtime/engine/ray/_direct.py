@@ -39,6 +39,7 @@ __all__ = (
     "CONNECT_TIMEOUT",
     "SOCKET_BUFFER",
     "TOKEN_BYTES",
+    "TOKEN_WAIT",
     "Listener",
     "SocketSink",
     "dial",
@@ -51,6 +52,10 @@ CONNECT_TIMEOUT = 5.0
 ACCEPT_TIMEOUT = 30.0
 #: Bytes of the one-time token the engine presents on connecting.
 TOKEN_BYTES = 32
+#: Seconds one connection has to present the token (the engine sends it before it asks the
+#: actor to start, so it is already there): a stranger that connects and stays silent holds
+#: up the engine's connection behind it for this long at most.
+TOKEN_WAIT = 2.0
 #: Kernel buffer asked for each way (capped by the host's ``net.core.[rw]mem_max``): as the
 #: enlarged pipes of a local subprocess, a 256 KiB CHUNK crosses without a ping-pong.
 SOCKET_BUFFER = 4 << 20
@@ -123,7 +128,8 @@ class Listener:
                     assert isinstance(listening, socket.socket)
                     with contextlib.suppress(BlockingIOError):
                         conn, _ = listening.accept()
-                        if _presents(conn, token, deadline):
+                        within = min(deadline, time.monotonic() + TOKEN_WAIT)
+                        if _presents(conn, token, within):
                             conn.setblocking(True)
                             _tune(conn)
                             return conn
