@@ -159,6 +159,25 @@ async def test_without_a_direct_path_the_bytes_go_through_the_actor() -> None:
 
 
 @pytest.mark.asyncio
+async def test_from_another_host_the_engine_takes_the_tcp_socket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import cartridge_runtime.engine.ray._host as host
+
+    monkeypatch.setattr(host, "_node_address", lambda: "127.0.0.1")
+    placement = _FarPlacement()
+    async with Engine() as engine:
+        engine.add_cartridge(RAW, env=raw_env("echo"), placement=placement)
+        assert (await engine.call("cap:echo", [("media:", b"hi")])).data == b"hi"
+        big = bytes(range(256)) * (12 << 12)  # 12 MiB: many chunks, credit both ways
+        assert (await engine.call("cap:echo", [("media:", big)])).data == big
+        (replica,) = engine.status()[0].replicas
+        assert (replica.placement_id or "").endswith("over a tcp socket)")
+    (instance,) = placement.instances
+    assert instance.path == "tcp" and instance.blocks == 0
+
+
+@pytest.mark.asyncio
 async def test_an_actor_lost_while_its_cartridge_runs_ends_the_socket_and_the_cartridge() -> None:
     fake = FakeRayPlacement(direct=True)
     async with Engine() as engine:
