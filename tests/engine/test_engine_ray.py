@@ -111,6 +111,9 @@ async def test_calls_route_to_ray_replicas() -> None:
         assert None not in remote and len(remote) == 2
         # On one host the bytes go over the actors' Unix sockets, not through Ray.
         assert [instance(engine, name, i).path for i in (0, 1)] == ["unix", "unix"]
+        if os.geteuid() == 0:  # allowed to undo Ray's nice 15: the engine's niceness
+            mine = os.getpriority(os.PRIO_PROCESS, 0)
+            assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in remote} == {mine}
         answers: list[bytes] = []
 
         async def call(word: str) -> None:

@@ -66,13 +66,20 @@ class CartridgeHost:
         return self._listener.addresses()
 
     def start(
-        self, command: list[str], env: Mapping[str, str] | None, token: bytes | None = None
+        self,
+        command: list[str],
+        env: Mapping[str, str] | None,
+        token: bytes | None = None,
+        niceness: int | None = None,
     ) -> dict[str, Any]:
         """Spawn the cartridge; returns where it runs (its ``pid``, the ``actor_pid``, the
-        ``node`` id and the ``host`` name).
+        ``node`` id, the ``host`` name and the ``niceness`` it runs at).
 
         With ``token`` its stdin and stdout are the connection to :meth:`listen`'s sockets
         that presents it (the direct stream); without, pipes this actor reads and writes.
+        With ``niceness`` (the engine's), the cartridge is put back to it where the node
+        allows: Ray starts its workers, and so their children, at a low priority (nice 15),
+        which on a busy node leaves the process doing the calls' work behind every other one.
 
         :raises OSError: the program cannot be started (the OS error's words).
         :raises TimeoutError: with ``token``, the engine's connection did not come.
@@ -101,6 +108,7 @@ class CartridgeHost:
             "actor_pid": os.getpid(),
             "node": _node_id(),
             "host": os.uname().nodename,
+            "niceness": _renice(self._proc.pid, niceness),
         }
 
     @staticmethod
@@ -207,6 +215,18 @@ def _blocks(fd: int, size: int) -> Iterator[bytes]:
         if not data:
             return
         yield data
+
+
+def _renice(pid: int, niceness: int | None) -> int | None:
+    """Set ``pid``'s niceness to ``niceness`` where allowed (lowering it needs the privilege
+    to); returns the niceness it runs at (``None``: no figure on this platform)."""
+    try:
+        if niceness is not None and os.getpriority(os.PRIO_PROCESS, pid) != niceness:
+            with contextlib.suppress(PermissionError):
+                os.setpriority(os.PRIO_PROCESS, pid, niceness)
+        return os.getpriority(os.PRIO_PROCESS, pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _node_address() -> str | None:

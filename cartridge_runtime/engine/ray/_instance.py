@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import secrets
 import socket
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
@@ -429,7 +430,7 @@ async def start_actor(
         if sock is None:
             token = None
     try:
-        where: dict[str, Any] = await actor.start.remote(command, env, token)
+        where: dict[str, Any] = await actor.start.remote(command, env, token, _niceness())
     except BaseException:
         if sock is not None:
             sock.close()
@@ -439,6 +440,15 @@ async def start_actor(
         return where, None
     where["path"] = "unix" if sock.family == socket.AF_UNIX else "tcp"
     return where, socket_streams(sock)
+
+
+def _niceness() -> int | None:
+    """This process's niceness, which its cartridges on Ray get back where their node allows
+    (``None``: no figure on this platform)."""
+    try:
+        return os.getpriority(os.PRIO_PROCESS, 0)
+    except (AttributeError, OSError):
+        return None
 
 
 def _take_ready(ref: Any) -> bytes | None:
