@@ -7,13 +7,16 @@ calls one at a time and 16 in flight (``tests/fixtures/raw_cartridge.py`` echo),
 echo (``--echo-mib``, default 64), a machine's per-item map over 2 replicas
 (``tests/fixtures/replica_cartridge.py``), a CPU-bound cap over 1 and 2 Ray replicas
 (``_spin_cartridge.py``), and the peak memory of the driver and the actor during one big
-echo (``--big-mib``, default 1024; goal: each under 150 MiB). Targets: echo over
-Ray >= 0.5x local; 2 Ray replicas >= 1.6x one for the CPU-bound cap; the map >= 0.5x local.
+echo (``--big-mib``, default 1024; goal: each under 150 MiB). Ray's instances carry their
+bytes over the direct stream (a socket between the engine and the cartridge's process);
+``--through-ray`` adds a third column, the same rows with ``RayPlacement(direct=False)``.
+Targets (direct stream against local): small calls >= 0.5x, the 64 MiB echo >= 0.8x, the
+per-item map >= 0.7x; 2 Ray replicas >= 1.6x one for the CPU-bound cap.
 
 Usage::
 
     .venv/bin/python benchmarks/ray_bench.py [--echo-mib 64] [--big-mib 1024] [--calls 300]
-        [--words 400] [--rounds 5] [--spin-calls 40]
+        [--words 400] [--rounds 5] [--spin-calls 40] [--through-ray]
 
 Each row runs local then Ray in every round (``--rounds``), and reports the medians of each
 and of the per-round ratios, so that a change in the host's load hits both sides alike.
@@ -143,9 +146,8 @@ async def machine_map(placement: Placement, words: int) -> float:
         start = time.perf_counter()
         result = await engine.run_machine(MAP, {"doc": doc}, window=16)
         seconds = time.perf_counter() - start
-        MAP_CPU.setdefault(type(placement).__name__, []).append(
-            (_cpu_seconds(pids) - cpu) / words * 1000
-        )
+        key = type(placement).__name__ + ("" if getattr(placement, "direct", True) else " via ray")
+        MAP_CPU.setdefault(key, []).append((_cpu_seconds(pids) - cpu) / words * 1000)
         assert len(result["out"].items) == words
     return words / seconds
 
@@ -226,12 +228,15 @@ async def main(args: argparse.Namespace) -> None:
     print(f"cluster: {ray.cluster_resources()}")
     local: Placement = Subprocess()
     remote: Placement = RayPlacement(num_cpus=0.5)
-    rows: dict[str, tuple[list[float], list[float]]] = {}
+    sides: list[tuple[str, Placement]] = [("local", local), ("ray", remote)]
+    if args.through_ray:
+        sides.append(("via ray", RayPlacement(num_cpus=0.5, direct=False)))
+    rows: dict[str, list[list[float]]] = {}
 
     async def row(label: str, measure: Callable[[Placement], Awaitable[float]]) -> None:
-        a, b = rows.setdefault(label, ([], []))
-        a.append(await measure(local))
-        b.append(await measure(remote))
+        figures = rows.setdefault(label, [[] for _ in sides])
+        for column, (_, placement) in zip(figures, sides, strict=True):
+            column.append(await measure(placement))
 
     for _ in range(args.rounds):  # interleaved: local and Ray side by side in every round
         for label, inflight in (("small calls, 1 in flight (calls/s)", 1), ("16 in flight", 16)):
@@ -245,12 +250,13 @@ async def main(args: argparse.Namespace) -> None:
             lambda p: machine_map(p, args.words),
         )
     print(f"medians of {args.rounds} interleaved rounds")
-    print(f"{'':50} {'local':>10} {'ray':>10} {'ray/local':>10}")
-    for label, (a, b) in rows.items():
+    heads = "".join(f" {name:>10}" for name, _ in sides)
+    print(f"{'':50}{heads} {'ray/local':>10}")
+    for label, (a, b, *rest) in rows.items():
         ratios = [y / x for x, y in zip(a, b, strict=True)]
-        la, lb = statistics.median(a), statistics.median(b)
+        cells = "".join(f" {statistics.median(c):10.1f}" for c in (a, b, *rest))
         print(
-            f"{label:50} {la:10.1f} {lb:10.1f} {statistics.median(ratios):10.2f}"
+            f"{label:50}{cells} {statistics.median(ratios):10.2f}"
             f"   (ratios {' '.join(f'{r:.2f}' for r in ratios)})"
         )
     a, b = MAP_CPU.get("Subprocess", []), MAP_CPU.get("RayPlacement", [])
@@ -279,4 +285,7 @@ if __name__ == "__main__":
     parser.add_argument("--words", type=int, default=400)
     parser.add_argument("--spin-calls", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (medians)")
+    parser.add_argument(
+        "--through-ray", action="store_true", help="also without the direct stream (a column)"
+    )
     sys.exit(anyio.run(main, parser.parse_args()))

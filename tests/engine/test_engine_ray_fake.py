@@ -38,7 +38,7 @@ ray = pytest.importorskip("ray")
 
 from ray.exceptions import ActorDiedError  # noqa: E402
 
-from cartridge_runtime.engine.ray._instance import RayInstance  # noqa: E402
+from cartridge_runtime.engine.ray._instance import RayInstance, start_actor  # noqa: E402
 
 REPLICA: Final = ROOT / "tests" / "fixtures" / "replica_cartridge.py"
 DYING: Final = ROOT / "tests" / "fixtures" / "dying_cartridge.py"
@@ -148,10 +148,13 @@ class FakeStream:
 
 
 class FakeRayPlacement:
-    """What :class:`RayPlacement` does, with the fake backend instead of Ray."""
+    """What :class:`RayPlacement` does, with the fake backend instead of Ray; ``direct``: the
+    bytes go over the actor's Unix socket (else through the actor's calls)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, direct: bool = False) -> None:
         self.actors: list[FakeActor] = []
+        self.instances: list[RayInstance] = []
+        self.direct = direct
 
     def resolve(self, target: object) -> Target:
         return Subprocess().resolve(target)
@@ -159,8 +162,16 @@ class FakeRayPlacement:
     async def launch(self, spec: LaunchSpec, task_group: anyio.abc.TaskGroup) -> Instance:
         actor = FakeActor()
         self.actors.append(actor)
-        where = await actor.start.remote(list(spec.target.command), spec.env)
-        return RayInstance(actor, where, kill_actor=lambda a: a.die(), take_ready=_take_ready)
+        where, streams = await start_actor(
+            actor, list(spec.target.command), spec.env, direct=self.direct
+        )
+        instance = RayInstance(
+            actor, where, kill_actor=lambda a: a.die(), take_ready=_take_ready, direct=streams
+        )
+        if streams is not None:
+            task_group.start_soon(instance.watch)
+        self.instances.append(instance)
+        return instance
 
 
 def _take_ready(ref: asyncio.Future[bytes]) -> bytes | None:
@@ -175,8 +186,9 @@ async def _blocks(total: int, size: int = 256 << 10) -> AsyncIterator[bytes]:
 
 
 @pytest.mark.asyncio
-async def test_calls_and_a_streamed_echo_cross_the_fake_actor() -> None:
-    fake = FakeRayPlacement()
+@pytest.mark.parametrize("direct", [False, True], ids=["through-ray", "direct"])
+async def test_calls_and_a_streamed_echo_cross_the_fake_actor(direct: bool) -> None:
+    fake = FakeRayPlacement(direct=direct)
     async with Engine() as engine:
         name = engine.add_cartridge(RAW, env=raw_env("echo"), placement=fake)
         assert (await engine.call("cap:echo", [("media:", b"hi")])).data == b"hi"
@@ -188,15 +200,25 @@ async def test_calls_and_a_streamed_echo_cross_the_fake_actor() -> None:
         assert received == 16 << 20
         (replica,) = engine.status()[0].replicas
         assert (replica.placement_id or "").startswith("ray actor fa4efa4efa4e on node")
+        over = "over a unix socket)" if direct else "through ray)"
+        assert (replica.placement_id or "").endswith(over)
         assert engine.status()[0].name == name
     (actor,) = fake.actors
-    assert 0 < actor.most_unread <= 8  # the generator's backpressure bound held
+    (instance,) = fake.instances
+    if direct:
+        assert instance.path == "unix" and actor.most_unread == 0  # no block crossed the actor
+    else:
+        assert instance.path == "ray"
+        assert 0 < actor.most_unread <= 8  # the generator's backpressure bound held
 
 
 @pytest.mark.asyncio
-async def test_a_cartridge_dying_in_the_fake_actor_is_cartridge_died_with_stderr() -> None:
+@pytest.mark.parametrize("direct", [False, True], ids=["through-ray", "direct"])
+async def test_a_cartridge_dying_in_the_fake_actor_is_cartridge_died_with_stderr(
+    direct: bool,
+) -> None:
     async with Engine() as engine:
-        engine.add_cartridge(DYING, placement=FakeRayPlacement())
+        engine.add_cartridge(DYING, placement=FakeRayPlacement(direct=direct))
         with pytest.raises(CartridgeDied) as info:
             await engine.call(DIE, [(TEXT, "fake")])
     assert info.value.returncode == 7 and "exit status 7" in info.value.message
@@ -204,8 +226,11 @@ async def test_a_cartridge_dying_in_the_fake_actor_is_cartridge_died_with_stderr
 
 
 @pytest.mark.asyncio
-async def test_the_fake_actor_lost_fails_its_call_and_a_new_actor_serves_the_next() -> None:
-    fake = FakeRayPlacement()
+@pytest.mark.parametrize("direct", [False, True], ids=["through-ray", "direct"])
+async def test_the_fake_actor_lost_fails_its_call_and_a_new_actor_serves_the_next(
+    direct: bool,
+) -> None:
+    fake = FakeRayPlacement(direct=direct)
     async with Engine() as engine:
         engine.add_cartridge(REPLICA, placement=fake, env={"REPLICA_PAUSE": "1"})
         await engine.call(WHOAMI, [(WORD, "warm")])
@@ -231,13 +256,14 @@ async def test_the_fake_actor_lost_fails_its_call_and_a_new_actor_serves_the_nex
 
 
 @pytest.mark.asyncio
-async def test_cancel_reaches_the_cartridge_through_the_fake_actor() -> None:
+@pytest.mark.parametrize("direct", [False, True], ids=["through-ray", "direct"])
+async def test_cancel_reaches_the_cartridge_through_the_fake_actor(direct: bool) -> None:
     async def held() -> AsyncIterator[bytes]:
         yield b"x"
         await anyio.sleep_forever()
 
     async with Engine(cancel_grace=20.0) as engine:
-        engine.add_cartridge(RAW, env=raw_env("echo"), placement=FakeRayPlacement())
+        engine.add_cartridge(RAW, env=raw_env("echo"), placement=FakeRayPlacement(direct=direct))
         async with engine.call("cap:echo", [("media:", held())]) as response:
             async for event in response:
                 if isinstance(event, OutputData):

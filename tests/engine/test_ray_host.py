@@ -4,6 +4,7 @@ Ray would, each call in a thread of its own as in a threaded actor."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
 from collections.abc import Iterator
@@ -107,3 +108,17 @@ def test_a_host_outside_ray_does_not_start_ray(pool: ThreadPoolExecutor) -> None
     where = pool.submit(host.start, ["true"], None).result(30)
     assert where["node"] == "" and not ray.is_initialized()
     assert host.wait() == 0
+
+
+def test_the_cartridge_gets_the_engine_niceness_where_the_node_allows() -> None:
+    # Raising a niceness is always allowed; Ray's nice 15 back to the engine's needs the
+    # privilege, which the real-Ray tests check where they run with it.
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    host = CartridgeHost()
+    where = over_the_wire(host.start(["sleep", "30"], None, None, mine + 3))
+    try:
+        assert where["niceness"] == mine + 3
+        assert os.getpriority(os.PRIO_PROCESS, where["pid"]) == mine + 3
+    finally:
+        host.kill()
+        host.wait()

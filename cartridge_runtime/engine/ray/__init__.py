@@ -1,10 +1,12 @@
 """Cartridges on a Ray cluster: ``engine.add_cartridge("ml.py", placement=RayPlacement(...))``.
 
 Each instance is a Ray actor that owns the cartridge's process on its node; the engine on the
-driver keeps routing, manifests, pools, credit, cancel and retries, and only bytes cross the
-cluster (see :mod:`._instance` for how both directions stay bounded). Needs the ``ray`` extra
-(``pip install 'cartridge-runtime[ray]'``) and the asyncio backend. Importing this package does
-not import Ray; making a :class:`RayPlacement` checks that it is installed.
+driver keeps routing, manifests, pools, credit, cancel and retries. Ray places and supervises
+the actor; the bytes of calls go over a socket between the engine and the cartridge's process
+(:mod:`._direct`), through Ray only where the engine cannot reach the node (:mod:`._instance`).
+Needs the ``ray`` extra (``pip install 'cartridge-runtime[ray]'``) and the asyncio backend.
+Importing this package does not import Ray; making a :class:`RayPlacement` checks that it is
+installed.
 """
 
 from __future__ import annotations

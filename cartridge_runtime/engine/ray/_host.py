@@ -4,9 +4,14 @@
 (``ray.remote(CartridgeHost)``) run by a pool of :data:`THREADS` threads: each method is plain
 blocking code (a pipe write, a pipe read, a ``waitpid``) in a thread of its own. A threaded
 actor costs Ray about half the CPU per call of an asyncio one (no hop into an event loop and
-back), and every write and every block of output is such a call. It only moves bytes: the
-engine on the driver keeps the whole connection (frames, credit, routing).
+back), and without a direct stream every write and every block of output is such a call. It
+never reads a frame: the engine on the driver keeps the whole connection (frames, credit,
+routing).
 
+* :meth:`CartridgeHost.listen` opens the direct stream's sockets (:mod:`._direct`) and
+  :meth:`CartridgeHost.start` with the engine's token starts the cartridge on the connection
+  that presents it: the cartridge's stdin and stdout are then that socket and the engine reads
+  and writes it itself; the methods below that move bytes are for when no direct path exists.
 * :meth:`CartridgeHost.write` takes the engine's writes by sequence number, because two
   threads may start two calls out of order; each returns once its bytes are in the pipe, so a
   bounded number of unanswered writes on the driver bounds the bytes between the two.
@@ -22,11 +27,13 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from cartridge_runtime._plumbing import grow_pipe
 from cartridge_runtime.engine._supervision._memory import resident_bytes, set_address_limit
+
+from ._direct import Listener
 
 __all__ = ("THREADS", "CartridgeHost")
 
@@ -46,14 +53,67 @@ class CartridgeHost:
         self._turn = threading.Condition()
         self._next_seq = 0
         self._stdin_open = True
+        self._listener: Listener | None = None
 
-    def start(self, command: list[str], env: Mapping[str, str] | None) -> dict[str, Any]:
+    def listen(self) -> dict[str, Any]:
+        """Open the direct stream's sockets (a Unix socket on this host, a TCP socket on the
+        node's address); returns where they are (see :meth:`Listener.addresses`).
+
+        :raises OSError: no socket could be opened.
+        """
+        if self._listener is None:
+            self._listener = Listener(_node_address())
+        return self._listener.addresses()
+
+    def start(
+        self,
+        command: list[str],
+        env: Mapping[str, str] | None,
+        token: bytes | None = None,
+        niceness: int | None = None,
+    ) -> dict[str, Any]:
         """Spawn the cartridge; returns where it runs (its ``pid``, the ``actor_pid``, the
-        ``node`` id and the ``host`` name).
+        ``node`` id, the ``host`` name and the ``niceness`` it runs at).
+
+        With ``token`` its stdin and stdout are the connection to :meth:`listen`'s sockets
+        that presents it (the direct stream); without, pipes this actor reads and writes.
+        With ``niceness`` (the engine's), the cartridge is put back to it where the node
+        allows: Ray starts its workers, and so their children, at a low priority (nice 15),
+        which on a busy node leaves the process doing the calls' work behind every other one.
 
         :raises OSError: the program cannot be started (the OS error's words).
+        :raises TimeoutError: with ``token``, the engine's connection did not come.
         """
-        self._proc = subprocess.Popen(
+        listener, self._listener = self._listener, None
+        try:
+            if token is not None:
+                if listener is None:
+                    raise RuntimeError("start with a token needs listen() first")
+                with listener.accept(token) as conn:
+                    self._proc = subprocess.Popen(
+                        command,
+                        stdin=conn.fileno(),
+                        stdout=conn.fileno(),
+                        stderr=subprocess.PIPE,
+                        env=dict(env) if env is not None else None,
+                        bufsize=0,
+                    )
+            else:
+                self._proc = self._spawn_piped(command, env)
+        finally:
+            if listener is not None:
+                listener.close()
+        return {
+            "pid": self._proc.pid,
+            "actor_pid": os.getpid(),
+            "node": _node_id(),
+            "host": os.uname().nodename,
+            "niceness": _renice(self._proc.pid, niceness),
+        }
+
+    @staticmethod
+    def _spawn_piped(command: list[str], env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -63,15 +123,10 @@ class CartridgeHost:
         )
         # As the local placement does: a 256 KiB CHUNK crosses in one read, and each block
         # sent to the driver is one large object instead of many 64 KiB ones.
-        for pipe in (self._proc.stdin, self._proc.stdout):
+        for pipe in (proc.stdin, proc.stdout):
             if pipe is not None:
                 grow_pipe(pipe.fileno())
-        return {
-            "pid": self._proc.pid,
-            "actor_pid": os.getpid(),
-            "node": _node_id(),
-            "host": os.uname().nodename,
-        }
+        return proc
 
     def _process(self) -> subprocess.Popen[bytes]:
         if self._proc is None:
@@ -160,6 +215,30 @@ def _blocks(fd: int, size: int) -> Iterator[bytes]:
         if not data:
             return
         yield data
+
+
+def _renice(pid: int, niceness: int | None) -> int | None:
+    """Set ``pid``'s niceness to ``niceness`` where allowed (lowering it needs the privilege
+    to); returns the niceness it runs at (``None``: no figure on this platform)."""
+    try:
+        if niceness is not None and os.getpriority(os.PRIO_PROCESS, pid) != niceness:
+            with contextlib.suppress(PermissionError):
+                os.setpriority(os.PRIO_PROCESS, pid, niceness)
+        return os.getpriority(os.PRIO_PROCESS, pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _node_address() -> str | None:
+    """This node's address for the direct stream's TCP socket (``None`` outside Ray: a plain
+    object in a test offers its Unix socket only)."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    # Untyped in Ray: this node's address as the cluster knows it.
+    address: Callable[[], str] = ray.util.get_node_ip_address
+    return str(address())
 
 
 def _node_id() -> str:

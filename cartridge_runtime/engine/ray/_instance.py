@@ -1,6 +1,12 @@
 """The driver side of a Ray placement: a cartridge actor behind the
 :class:`~cartridge_runtime.engine.Instance` interface.
 
+Normally the bytes of calls go over the direct stream (:mod:`._direct`): the instance's stdin
+and stdout are then the engine's ends of a socket to the cartridge's process, and the actor is
+only watched (:meth:`RayInstance.watch`): its loss closes the socket, which the connection
+reads as the cartridge's end. The rest of this docstring is the path through Ray, for when no
+direct one exists.
+
 Bytes to the cartridge go as :meth:`CartridgeHost.write` calls, numbered (the actor writes them
 in order) and at most :data:`STDIN_WINDOW` unanswered at once: a write answers once its bytes
 are in the cartridge's pipe, so a full window makes the engine's writer wait, as a full pipe
@@ -21,7 +27,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+import os
+import secrets
+import socket
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, cast
 
 import anyio
@@ -29,9 +38,19 @@ import anyio.abc
 import ray
 from ray.exceptions import GetTimeoutError, RayError
 
-from .._placements._command import describe_returncode
+from cartridge_runtime._plumbing import FdReader
 
-__all__ = ("BATCH_BYTES", "RayInstance", "STDIN_WINDOW", "STDOUT_BLOCKS", "ray_reason")
+from .._placements._command import describe_returncode
+from ._direct import TOKEN_BYTES, SocketSink, dial, socket_streams
+
+__all__ = (
+    "BATCH_BYTES",
+    "RayInstance",
+    "STDIN_WINDOW",
+    "STDOUT_BLOCKS",
+    "ray_reason",
+    "start_actor",
+)
 
 #: Writes to the actor that may be unanswered at once (each is one batch of frames).
 STDIN_WINDOW = 8
@@ -210,6 +229,9 @@ class RayInstance:
     :param take_ready: a block's bytes if they are already here, else ``None`` (``ray.get``
         without waiting; a fake backend passes its own).
     :param on_end: called once when the instance is closed (its resources are free again).
+    :param direct: the engine's ends of the direct stream (stdin, stdout), when the cartridge
+        runs on it (then :meth:`watch` must run while the instance lives); ``None``: the bytes
+        go through the actor.
     """
 
     def __init__(
@@ -220,14 +242,20 @@ class RayInstance:
         kill_actor: Callable[[Any], None] | None = None,
         take_ready: Callable[[Any], bytes | None] | None = None,
         on_end: Callable[[], None] | None = None,
+        direct: tuple[SocketSink, FdReader] | None = None,
     ) -> None:
         self._actor = actor
         self._on_end = on_end
         self._kill_actor = kill_actor or _ray_kill
         self._take_ready = take_ready or _take_ready
         self._where = where
-        self._stdin = _RaySink(actor)
-        self._stdout = _RayStdout(self)
+        self._stdin: _RaySink | SocketSink
+        self._stdout: anyio.abc.ByteReceiveStream
+        if direct is None:
+            self._stdin, self._stdout = _RaySink(actor), _RayStdout(self)
+        else:
+            self._stdin, self._stdout = direct
+        self._direct = direct
         self._returncode: int | None = None
         self._lost: str | None = None
         self._ended = False
@@ -236,7 +264,8 @@ class RayInstance:
         self.blocks = 0
         actor_id = actor._actor_id.hex()[:12]
         node = str(where.get("node", ""))[:8]
-        self._id = f"ray actor {actor_id} on node {node} (pid {where.get('pid')})"
+        over = f"over a {where['path']} socket" if direct is not None else "through ray"
+        self._id = f"ray actor {actor_id} on node {node} (pid {where.get('pid')}, {over})"
 
     @property
     def placement_id(self) -> str:
@@ -264,11 +293,17 @@ class RayInstance:
         return pid if isinstance(pid, int) else None
 
     @property
+    def path(self) -> str:
+        """How the bytes of calls travel: ``"unix"`` or ``"tcp"`` (the direct stream), or
+        ``"ray"`` (the actor's calls and Ray's object store)."""
+        return str(self._where.get("path", "ray")) if self._direct is not None else "ray"
+
+    @property
     def returncode(self) -> int | None:
         return self._returncode
 
     @property
-    def stdin(self) -> _RaySink:
+    def stdin(self) -> _RaySink | SocketSink:
         return self._stdin
 
     @property
@@ -303,6 +338,19 @@ class RayInstance:
         """The actor was lost (a Ray error): remember why, unless it had ended."""
         if self._lost is None and not self._ended:
             self._lost = f"its Ray actor was lost ({ray_reason(exc)})"
+
+    async def watch(self) -> None:
+        """Watch the actor while the cartridge runs on the direct stream: if the actor is lost
+        (killed, its node gone), note why and shut the socket down, so the connection sees the
+        end as it would a local process's (no reader waits on a socket whose far end nobody
+        will close) and the cartridge, if it still runs, reads EOF. Returns when the cartridge
+        ended."""
+        try:
+            await self._actor.wait.remote()
+        except RayError as exc:
+            self.lose(exc)
+            if self._direct is not None:
+                self._direct[0].abort()
 
     def kill(self) -> None:
         if not self._ended:
@@ -354,9 +402,53 @@ class RayInstance:
         if self._on_end is not None:
             self._on_end()
             self._on_end = None
-        self._stdin.closed = True
+        if self._direct is None:
+            self._stdin.closed = True
+        else:
+            for end in self._direct:
+                end.close()
         # The process ended: free the actor (and the resources it holds on its node).
         self._kill_actor(self._actor)
+
+
+async def start_actor(
+    actor: Any, command: list[str], env: Mapping[str, str] | None, *, direct: bool
+) -> tuple[dict[str, Any], tuple[SocketSink, FdReader] | None]:
+    """Start the cartridge in ``actor``: on the direct stream when ``direct`` and the engine
+    reaches one of the actor's sockets, else on pipes the actor relays. Returns what the
+    actor's ``start`` answered (with ``path``: how the bytes travel) and the engine's ends of
+    the direct stream, if any.
+
+    :raises RayError: the actor failed (it could not start the program, or it was lost).
+    """
+    sock = None
+    token = None
+    if direct:
+        addresses = await actor.listen.remote()
+        token = secrets.token_bytes(TOKEN_BYTES)
+        sock = await dial(addresses, token)
+        if sock is None:
+            token = None
+    try:
+        where: dict[str, Any] = await actor.start.remote(command, env, token, _niceness())
+    except BaseException:
+        if sock is not None:
+            sock.close()
+        raise
+    if sock is None:
+        where["path"] = "ray"
+        return where, None
+    where["path"] = "unix" if sock.family == socket.AF_UNIX else "tcp"
+    return where, socket_streams(sock)
+
+
+def _niceness() -> int | None:
+    """This process's niceness, which its cartridges on Ray get back where their node allows
+    (``None``: no figure on this platform)."""
+    try:
+        return os.getpriority(os.PRIO_PROCESS, 0)
+    except (AttributeError, OSError):
+        return None
 
 
 def _take_ready(ref: Any) -> bytes | None:

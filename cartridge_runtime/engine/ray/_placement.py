@@ -8,6 +8,10 @@ actor with the resources asked for. An actor no node can take within ``placement
 a launch failure naming the resources the cluster lacks. Ray's awaitables are asyncio
 futures: on another anyio backend a launch is refused with that reason.
 
+Ray places and supervises the actor; the bytes of calls go over a direct stream between the
+engine and the cartridge's process (:mod:`._direct`), through Ray's calls only where the
+engine cannot reach the node.
+
 A dead actor is not restarted by Ray: the connection sees its death like a cartridge's, and
 the engine starts a new instance (a new actor) for the calls after it, as for any placement.
 
@@ -80,6 +84,9 @@ class RayPlacement:
     :param resources: custom resources each instance reserves (``{"big-memory": 1}``).
     :param placement_timeout: seconds to wait for a node that can take the instance; then the
         start-up fails with ``SPAWN_FAILED`` naming the resources the cluster lacks.
+    :param direct: carry the bytes of calls over a socket between the engine and the
+        cartridge's process (a Unix socket on the same host, else TCP to the node's address),
+        falling back to Ray's calls when it cannot be reached; ``False``: always through Ray.
     :raises ImportError: Ray is not installed (``pip install 'cartridge-runtime[ray]'``).
     :raises ValueError: a negative or non-finite number, a bad address or resource.
     """
@@ -89,6 +96,7 @@ class RayPlacement:
     num_gpus: float = 0
     resources: Mapping[str, float] = attrs.field(factory=dict, converter=dict)
     placement_timeout: float = 60.0
+    direct: bool = True
 
     def __attrs_post_init__(self) -> None:
         if importlib.util.find_spec("ray") is None:
@@ -138,7 +146,7 @@ class RayPlacement:
         from ray.exceptions import RayError
 
         from ._host import THREADS
-        from ._instance import RayInstance, ray_reason
+        from ._instance import RayInstance, ray_reason, start_actor
 
         await self._connect()
         actor = (
@@ -152,10 +160,11 @@ class RayPlacement:
             )
             .remote()
         )
-        started = actor.start.remote(list(spec.target.command), spec.env)
         try:
             with anyio.fail_after(self.placement_timeout):
-                where = await started
+                where, streams = await start_actor(
+                    actor, list(spec.target.command), spec.env, direct=self.direct
+                )
         except TimeoutError:
             ray.kill(actor, no_restart=True)
             # Untyped in Ray: the cluster's total resources by name.
@@ -175,7 +184,10 @@ class RayPlacement:
         def released() -> None:
             _holders.pop(key, None)
 
-        return RayInstance(actor, where, on_end=released)
+        instance = RayInstance(actor, where, on_end=released, direct=streams)
+        if streams is not None:
+            task_group.start_soon(instance.watch)
+        return instance
 
     def _unplaced(self, cluster: Mapping[str, float], holders: str = "") -> str:
         """Why no node took the actor: the resources the cluster lacks, if any, and who of
