@@ -26,6 +26,7 @@ from _oracle_common import AreaResult
 
 from cartridge_runtime.protocol import (
     BodyReceiver,
+    CartridgeConnection,
     CreditViolationError,
     Frame,
     FrameType,
@@ -34,7 +35,9 @@ from cartridge_runtime.protocol import (
     Limits,
     MessageId,
     OutgoingStream,
+    PoolAdmission,
     ProtocolError,
+    RequestAdmitted,
     RequestState,
     SeqAssigner,
     StartupProgress,
@@ -137,17 +140,92 @@ def _negotiate(res: AreaResult) -> None:
     for ours, theirs in itertools.product(range(0, 40), repeat=2):
         res.cases += 1
         try:
-            got: int | None = Limits(initial_credit=ours).negotiate(
-                Limits(initial_credit=theirs)
-            ).initial_credit
+            got: int | None = (
+                Limits(initial_credit=ours).negotiate(Limits(initial_credit=theirs)).initial_credit
+            )
         except HandshakeError:
             got = None
         res.check(f"negotiate {ours} {theirs}", got, F.negotiate(ours, theirs))
 
 
+class _Handlers:
+    """One cap, served by its own handler."""
+
+    def find_handler(self, cap_urn: str) -> tuple[str, str] | None:
+        return (cap_urn, "echo") if cap_urn == ECHO else None
+
+    def is_identity(self, cap_urn: str) -> bool:
+        return False
+
+    def pool_name(self, handler_urn: str) -> str:
+        return handler_urn
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.granted = 0
+
+    def grant(self, n: int) -> None:
+        self.granted += n
+
+    def deliver(self, event: object, credit: int = 0) -> None:
+        raise AssertionError("no peer call is open in these runs")
+
+
+ECHO = "cap:in=media:;op=echo;out=media:"
+
+
+class _Pools(PoolAdmission[object]):
+    """The admission table with the two answers a heartbeat and the HELLO ask for."""
+
+    def to_json_bytes(self) -> bytes:
+        return b'{"all":{}}'
+
+    def apply_desired_json(self, data: bytes | str) -> None:
+        raise AssertionError("no desired capacities in these runs")
+
+
+STREAM_IDS = ("a", "b", "c")
+
+
+def _grant_targets(res: AreaResult) -> None:
+    """Which output stream a CREDIT reaches in the cartridge's connection: every set of
+    open output streams (up to three) and every way of naming one (or none, or a stranger)."""
+    pools = _Pools()
+    pools.add_pool("all", 0)
+    conn = CartridgeConnection[str](
+        limits=Limits(),
+        handlers=_Handlers(),
+        pools=pools,
+        manifest=b'{"name":"t"}',
+        max_open_requests=1000,
+    )
+    conn.receive(frames.hello(Limits()))
+    conn.receive(frames.policy("offline"))
+    for k in range(len(STREAM_IDS) + 1):
+        for streams in itertools.combinations(STREAM_IDS, k):
+            for named in (None, *STREAM_IDS, "d"):
+                event = conn.receive(frames.req(MessageId.new(), ECHO))
+                assert isinstance(event, RequestAdmitted)
+                request = event.request
+                sinks = {s: _Sink() for s in streams}
+                request.outputs.update(sinks)
+                conn.receive(frames.credit(request.rid, 1, "response", stream_id=named))
+                reached = [s for s, sink in sinks.items() if sink.granted]
+                ours = None if not reached else reached[0]
+                got = F.grant_target(list(streams), named)
+                res.cases += 1
+                res.check(
+                    f"grant_target {list(streams)} {named}",
+                    (len(reached) <= 1, ours),
+                    (True, None if got is None else got.value),
+                )
+
+
 def run_credit(n: int, rng: random.Random) -> AreaResult:
     res = AreaResult("credit")
     _negotiate(res)
+    _grant_targets(res)
     while res.cases < n:
         if rng.random() < 0.5:
             _window(res, rng)
@@ -252,7 +330,9 @@ def _plausible(rng: random.Random) -> list[Emitted]:
             seq.append(("chunk", s, counts[s]))
             counts[s] += 1
         if rng.random() < 0.8:
-            seq.append(("end", s, counts[s] if rng.random() < 0.7 else rng.choice((None, 0, 1, 2, 3))))
+            seq.append(
+                ("end", s, counts[s] if rng.random() < 0.7 else rng.choice((None, 0, 1, 2, 3)))
+            )
     if rng.random() < 0.3:
         seq.insert(rng.randint(0, len(seq)), ("other",))
     seq.append(rng.choice((("fin",), ("fin",), ("err",))))
@@ -310,7 +390,9 @@ def _writes(res: AreaResult, rng: random.Random) -> None:
         got = F.write(over[i], model_frame_type(ft))
         ours = seqs.number(frame)
         theirs: object = "suppress" if isinstance(got, F.WriteSuppress) else ("send", got.ends)
-        sent: object = "suppress" if ours is None else ("send", seqs.is_closed(rids[i]) and not over[i])
+        sent: object = (
+            "suppress" if ours is None else ("send", seqs.is_closed(rids[i]) and not over[i])
+        )
         res.cases += 1
         res.check(f"write over={over[i]} {ft.name}", sent, theirs)
         if isinstance(got, F.WriteSend) and got.ends:
@@ -375,7 +457,9 @@ def ready_host() -> tuple[HostConnection[_Flow, _Origin], _Counters]:
     conn.start()
     meta: dict[str, Any] = Limits().to_meta()
     meta.update(version=6, manifest=b'{"name": "x"}', pools=b'{"all": {}}')
-    ev = conn.receive_frame(Frame(frame_type=FrameType.HELLO, id=frames.policy("full").id, meta=meta))
+    ev = conn.receive_frame(
+        Frame(frame_type=FrameType.HELLO, id=frames.policy("full").id, meta=meta)
+    )
     assert isinstance(ev, StartupProgress)
     request = list(ev.frames)
     rid = request[0].id

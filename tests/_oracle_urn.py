@@ -31,7 +31,9 @@ SMALL_FORMS: tuple[str | None, ...] = (None, "*", "=v", "!")
 EFFECTS = ("?", "declared", "none", "patch")
 
 #: (in tags, out tags, y tags, effect); tags are sorted (key, form) pairs.
-Coords = tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], str]
+Coords = tuple[
+    tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...], str
+]
 
 
 def _tag_text(key: str, form: str) -> str:
@@ -191,7 +193,8 @@ def compare_select(res: AreaResult, cands: Sequence[Coords], req: Coords) -> boo
     first = next(
         i
         for i, x in enumerate(cands)
-        if F.equivalent(model_cap(x), picked) and F.specificity(model_cap(x)) == F.specificity(picked)
+        if F.equivalent(model_cap(x), picked)
+        and F.specificity(model_cap(x)) == F.specificity(picked)
     )
     res.check(name, (same, index), (True, first))
     return True
