@@ -149,6 +149,9 @@ class CallState:
         #: Its activity timeout, seconds, when it has one; and what the watchdog saw of it.
         self.activity_limit: float | None = None
         self.silence: Any = None
+        #: The media definitions its outputs are held to when they end (an
+        #: ``_output_check.OutputChecks``), or None: nothing is checked (HST-24).
+        self.output_checks: Any = None
 
     # -- start -----------------------------------------------------------------------------
 

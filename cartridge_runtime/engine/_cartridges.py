@@ -69,6 +69,7 @@ class CartridgeAdmin:
         idle_timeout: float | None = None,
         activity_timeout: float | None = None,
         manifest: Manifest | None = None,
+        check_outputs: bool = True,
     ) -> str:
         """Register a cartridge; returns its name (unique within the engine).
 
@@ -99,6 +100,8 @@ class CartridgeAdmin:
             gives it): planning and machine resolution read it instead of starting the
             cartridge, and its caps route calls as ``known_caps`` do. The manifest the
             cartridge sends at start-up takes its place.
+        :param check_outputs: hold its calls' outputs to their media definitions (HST-24);
+            ``False``: never for this cartridge.
         :raises CartridgeNotFound: the script or program does not exist (nothing is added).
         :raises TypeError: the placement cannot run this target, or ``placement`` is not one.
         :raises ValueError: ``replicas`` is not a whole number of at least 1, ``memory_limit``
@@ -142,6 +145,7 @@ class CartridgeAdmin:
             idle_timeout=idle_timeout,
         )
         slot.activity_timeout = activity_timeout
+        slot.check_outputs = bool(check_outputs)
         self._slots[unique] = slot
         self._caps_changed()
         if self._hub.active:
@@ -191,6 +195,7 @@ class CartridgeAdmin:
             idle_timeout=old.idle_timeout,
         )
         new.activity_timeout = old.activity_timeout
+        new.check_outputs = old.check_outputs
         try:
             await self._starter.each(new, self._starter.ensure_started)
         except BaseException:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 
+from ..machine import MediaDef
 from ..protocol import DEFAULT_LIMITS, Limits, NetworkPolicy
 from ._connection._tap import FrameTap
 from ._placements._seam import Placement
@@ -65,6 +68,11 @@ class EngineConfig:
     :ivar frame_tap: told of every frame each connection sends and receives
         (:class:`~cartridge_runtime.engine.FrameTap`, for test tools and debugging); ``None``:
         no tap, and no cost per frame.
+    :ivar media: media definitions (:class:`~cartridge_runtime.machine.MediaDef`, or objects
+        in the registry's form) the outputs of every call are held to when they end, before a
+        cartridge's own ``media_defs`` (HST-24).
+    :ivar check_outputs: hold outputs to their media definitions (``False``: never; a
+        cartridge or a call may also turn it off).
     """
 
     step_timeout: float = 10.0
@@ -92,3 +100,12 @@ class EngineConfig:
     retry_backoff: float = 0.5
     retry_max_delay: float = 30.0
     frame_tap: FrameTap | None = attrs.field(default=None, eq=False)
+    media: tuple[MediaDef | Mapping[str, Any], ...] = attrs.field(
+        default=(), converter=lambda value: tuple(_media(value)), eq=False
+    )
+    check_outputs: bool = True
+
+
+def _media(value: Iterable[MediaDef | Mapping[str, Any]]) -> Iterable[MediaDef]:
+    for entry in value:
+        yield entry if isinstance(entry, MediaDef) else MediaDef.from_json(entry)

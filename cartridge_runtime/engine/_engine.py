@@ -74,6 +74,7 @@ from ._machines._events import MachineResult
 from ._machines._records import RunRecorder
 from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
+from ._output_check import OutputChecks
 from ._peer import PeerLink, run_peer_link
 from ._placements._command import describe_returncode
 from ._plans import plan_on
@@ -139,6 +140,8 @@ class Engine(CartridgeAdmin):
             watchdog=self._watchdog,
         )
         self._router = CapRouter(self._slots, self._starter, self._counters)
+        #: Output checks by the media_defs list of a manifest (HST-24).
+        self._checks: dict[int, tuple[tuple[Any, ...], OutputChecks]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -362,6 +365,7 @@ class Engine(CartridgeAdmin):
         timeout: float | None = None,
         activity_timeout: float | None = None,
         retry: Retry | None = None,
+        check_outputs: bool = True,
     ) -> CallContext:
         """Call ``cap`` with ``inputs`` (``[(media_urn, value), ...]`` or a mapping).
 
@@ -386,6 +390,9 @@ class Engine(CartridgeAdmin):
             ``environment`` or code ``OOM_KILLED``) is tried again after an exponential
             backoff with jitter, unless output already reached the caller or an input was a
             stream; :attr:`Result.attempts` counts the attempts.
+        :param check_outputs: ``False``: its outputs are not held to their media definitions
+            (HST-24; by default an output whose media URN has a definition with rules or a
+            JSON Schema is checked when it ends, and a failure is :class:`OutputInvalid`).
         :raises NoRoute: no cartridge provides ``cap`` (raised on awaiting or entering).
         :raises SpawnFailed: the chosen cartridge cannot start.
         :raises CallError: the call failed (when awaited).
@@ -396,7 +403,7 @@ class Engine(CartridgeAdmin):
         :raises ValueError: ``activity_timeout`` is not positive seconds, or ``retry`` is not a
             :class:`Retry` (at once).
         """
-        if activity_timeout is None and retry is None:
+        if activity_timeout is None and retry is None and check_outputs:
             options = _PLAIN if timeout is None else CallOptions(timeout=timeout)
         else:
             if retry is not None and not isinstance(retry, Retry):
@@ -405,6 +412,7 @@ class Engine(CartridgeAdmin):
                 timeout=timeout,
                 activity_timeout=check_limit(activity_timeout, "activity_timeout"),
                 retry=retry,
+                check_outputs=bool(check_outputs),
             )
         return CallContext(self._open, cap, normalize_inputs(inputs), options, self._on_retry)
 
@@ -481,6 +489,8 @@ class Engine(CartridgeAdmin):
         )
         if self._observers:
             state.observation = observe_call(self._observers, state, slot.name)
+        if slot.check_outputs and (self.config.media or conn.manifest_media):
+            state.output_checks = self._output_checks(conn.manifest_media)
         state.start()
         replica = single if single is not None else slot.replica_of(conn)
         if replica is not None:
@@ -494,6 +504,16 @@ class Engine(CartridgeAdmin):
         if limit is not None and not state.done:
             self._watchdog.watch(state, limit)
         return state
+
+    def _output_checks(self, shipped: tuple[Any, ...]) -> OutputChecks | None:
+        """The definitions a cartridge's outputs are held to: the application's, then those
+        its manifest ships (kept per manifest list, which the cache holds alive)."""
+        if not self.config.check_outputs:
+            return None
+        hit = self._checks.get(id(shipped))
+        if hit is None or hit[0] is not shipped:
+            hit = self._checks[id(shipped)] = (shipped, OutputChecks(self.config.media, shipped))
+        return hit[1] or None
 
     def _activity_limit(
         self, per_call: float | None, definition: Any, cartridge: str

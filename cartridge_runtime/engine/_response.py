@@ -39,6 +39,7 @@ from ._events import (
     Result,
     TraceEvent,
 )
+from ._output_check import OutputWatch, check_outputs
 from ._supervision._retry import Retry, retry_refusal
 
 __all__ = ("CallContext", "CallOptions", "OnRetry", "OpenCall", "Response")
@@ -58,11 +59,13 @@ _OUTPUT_EVENTS = (OutputStarted, OutputData, OutputItem)
 @attrs.frozen(kw_only=True)
 class CallOptions:
     """How one call runs: ``timeout`` per attempt, ``activity_timeout`` (``None``: the cap's
-    or the engine's), ``retry`` (``None``: one attempt)."""
+    or the engine's), ``retry`` (``None``: one attempt), ``check_outputs`` (``False``: its
+    outputs are not held to their media definitions)."""
 
     timeout: float | None = None
     activity_timeout: float | None = None
     retry: Retry | None = None
+    check_outputs: bool = True
 
 
 class Response:
@@ -77,6 +80,10 @@ class Response:
         #: The context that retries the call, when it has a retry policy.
         self._retrying = context if context is not None and context.retries else None
         self._output_began = False
+        #: Checks each output that has a media definition as it ends (HST-24), or None.
+        self._watch: OutputWatch | None = (
+            None if state.output_checks is None else OutputWatch(state.output_checks, state.cap)
+        )
 
     @property
     def attempts(self) -> int:
@@ -117,12 +124,16 @@ class Response:
     async def __anext__(self) -> CallEvent:
         state = self._state
         if self._retrying is not None:
-            return await self._next_retrying()
-        if state.events and state.deadline is None:
-            return state.take_queued()  # already queued: no second coroutine
-        ev = await state.next_event()
-        if ev is None:
-            raise StopAsyncIteration
+            ev = await self._next_retrying()
+        elif state.events and state.deadline is None:
+            ev = state.take_queued()  # already queued: no second coroutine
+        else:
+            got = await state.next_event()
+            if got is None:
+                raise StopAsyncIteration
+            ev = got
+        if self._watch is not None:
+            self._watch.see(ev)
         return ev
 
     async def _next_retrying(self) -> CallEvent:
@@ -206,6 +217,8 @@ class Response:
             )
             for name, (media, seq) in info.items()
         }
+        if state.output_checks is not None:
+            check_outputs(state.output_checks, state.cap, outputs)
         return Result(
             outputs=outputs,
             logs=tuple(logs),
@@ -285,6 +298,8 @@ class CallContext:
         options = self._options
         if options.retry is None and options.timeout is None:  # the plain call, kept short
             state = await self._open_call(self._cap, self._inputs, options.activity_timeout)
+            if not options.check_outputs:
+                state.output_checks = None
             self._state = state
             return Response(state)
         if self.retries:
@@ -314,6 +329,8 @@ class CallContext:
                 )
             state.deadline = deadline
             state.timeout = timeout
+        if not options.check_outputs:
+            state.output_checks = None
         self._state = state
         return state
 
