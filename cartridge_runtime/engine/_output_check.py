@@ -26,6 +26,7 @@ from ..protocol import AttributionClass, ErrorCode
 from ..urn import MediaUrn, UrnError
 from ._errors import CallError
 from ._events import CallEvent, OutputData, OutputEnded, OutputItem, OutputResult, OutputStarted
+from ._schema_fast import compile_schema
 
 __all__ = ("OutputChecks", "OutputInvalid", "OutputWatch", "check_outputs")
 
@@ -79,19 +80,18 @@ def _pointer(path: Iterable[Any]) -> str:
 class _Definition:
     """One definition, ready to check values: its rules and its compiled schema."""
 
-    __slots__ = ("media_def", "validator", "wants_json")
+    __slots__ = ("_validator", "media_def", "passes", "wants_json")
 
     def __init__(self, media_def: MediaDef, urn: MediaUrn) -> None:
         self.media_def = media_def
-        self.validator: Any = None
-        if media_def.schema is not None:
-            import jsonschema  # only when a definition carries a schema
-
-            self.validator = jsonschema.Draft7Validator(media_def.schema)
+        self._validator: Any = None
+        #: The schema compiled to a quick filter of valid values (None: no schema, or one it
+        #: cannot write out); the full validator decides what it does not pass.
+        self.passes = compile_schema(media_def.schema) if media_def.schema is not None else None
         # A value is read as JSON when the media says so or a schema describes it; text
         # media with only rules (a pattern, allowed values) are checked as their text.
         self.wants_json = (
-            self.validator is not None
+            media_def.schema is not None
             or urn.get_tag("fmt") == "json"
             or urn.is_numeric()
             or urn.is_bool()
@@ -107,9 +107,19 @@ class _Definition:
                 return "", str(error)
             if rule is not None:
                 return "", rule
-        if self.validator is not None:
-            for error in self.validator.iter_errors(value):
-                return _pointer(error.absolute_path), str(error.validator)
+        schema = self.media_def.schema
+        if schema is None or (self.passes is not None and self.passes(value)):
+            return None
+        if self._validator is None:
+            import jsonschema  # only for a schema the quick filter did not settle
+
+            try:
+                jsonschema.Draft7Validator.check_schema(schema)
+            except jsonschema.SchemaError as error:
+                return "", f"the schema does not compile: {error.message}"
+            self._validator = jsonschema.Draft7Validator(schema)
+        for error in self._validator.iter_errors(value):
+            return _pointer(error.absolute_path), str(error.validator)
         return None
 
     def decode(self, value: Any) -> tuple[Any, str | None]:
