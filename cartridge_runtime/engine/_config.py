@@ -14,6 +14,11 @@ from ._connection._tap import FrameTap
 from ._placements._seam import Placement
 
 
+def _media_defs(value: Iterable[MediaDef | Mapping[str, Any]]) -> tuple[MediaDef, ...]:
+    """Media definitions given as records or in the registry's form, as records."""
+    return tuple(e if isinstance(e, MediaDef) else MediaDef.from_json(e) for e in value)
+
+
 @attrs.frozen(kw_only=True)
 class EngineConfig:
     """Knobs of an :class:`Engine`. Every field has a working default.
@@ -100,12 +105,5 @@ class EngineConfig:
     retry_backoff: float = 0.5
     retry_max_delay: float = 30.0
     frame_tap: FrameTap | None = attrs.field(default=None, eq=False)
-    media: tuple[MediaDef | Mapping[str, Any], ...] = attrs.field(
-        default=(), converter=lambda value: tuple(_media(value)), eq=False
-    )
+    media: tuple[MediaDef, ...] = attrs.field(default=(), converter=_media_defs, eq=False)
     check_outputs: bool = True
-
-
-def _media(value: Iterable[MediaDef | Mapping[str, Any]]) -> Iterable[MediaDef]:
-    for entry in value:
-        yield entry if isinstance(entry, MediaDef) else MediaDef.from_json(entry)

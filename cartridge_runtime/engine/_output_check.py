@@ -115,11 +115,11 @@ class _Definition:
 
             try:
                 jsonschema.Draft7Validator.check_schema(schema)
-            except jsonschema.SchemaError as error:
-                return "", f"the schema does not compile: {error.message}"
+            except jsonschema.SchemaError as refused:
+                return "", f"the schema does not compile: {refused.message}"
             self._validator = jsonschema.Draft7Validator(schema)
-        for error in self._validator.iter_errors(value):
-            return _pointer(error.absolute_path), str(error.validator)
+        for failed in self._validator.iter_errors(value):
+            return _pointer(failed.absolute_path), str(failed.validator)
         return None
 
     def decode(self, value: Any) -> tuple[Any, str | None]:
