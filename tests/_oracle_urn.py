@@ -24,7 +24,7 @@ from _oracle_common import AreaResult
 
 from cartridge_runtime.urn import CapUrn, CapUrnError, ranking_key, select_handler
 
-#: Per-key forms: the stored value of §2.1 of the URN facts, ``None`` for a missing key.
+#: Per-key forms: the stored value of a key (URN-6), ``None`` for a missing key.
 FORMS: tuple[str | None, ...] = (None, "?", "?=v", "?=w", "*", "!=v", "!=w", "=v", "=w", "!")
 #: The small domain walked exhaustively: one media key, one y key, four forms each.
 SMALL_FORMS: tuple[str | None, ...] = (None, "*", "=v", "!")
