@@ -122,18 +122,31 @@ class Response:
         return self
 
     async def __anext__(self) -> CallEvent:
+        if self._watch is not None:
+            return await self._next_watched(self._watch)
         state = self._state
         if self._retrying is not None:
+            return await self._next_retrying()
+        if state.events and state.deadline is None:
+            return state.take_queued()  # already queued: no second coroutine
+        ev = await state.next_event()
+        if ev is None:
+            raise StopAsyncIteration
+        return ev
+
+    async def _next_watched(self, watch: OutputWatch) -> CallEvent:
+        """The next event of a call whose outputs are held to their media definitions.
+
+        :raises OutputInvalid: the event ends an output that breaks its definition.
+        """
+        if self._retrying is not None:
             ev = await self._next_retrying()
-        elif state.events and state.deadline is None:
-            ev = state.take_queued()  # already queued: no second coroutine
         else:
-            got = await state.next_event()
+            got = await self._state.next_event()
             if got is None:
                 raise StopAsyncIteration
             ev = got
-        if self._watch is not None:
-            self._watch.see(ev)
+        watch.see(ev)
         return ev
 
     async def _next_retrying(self) -> CallEvent:
