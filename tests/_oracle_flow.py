@@ -484,6 +484,7 @@ _RESPONSE_TYPES = (
     FrameType.LOG,
     FrameType.END,
     FrameType.ERR,
+    FrameType.CREDIT,
 )
 
 
@@ -498,6 +499,8 @@ def _response_frame(ft: FrameType, rid: MessageId) -> Frame:
         return frames.end(rid)
     if ft is FrameType.ERR:
         return frames.err(rid, "HANDLER_ERROR", "failed")
+    if ft is FrameType.CREDIT:
+        return frames.credit(rid, 4, "request", stream_id="s")
     return frames.log(rid, "info", "a line")
 
 
@@ -524,9 +527,18 @@ def _disposal(res: AreaResult, rng: random.Random) -> None:
         rid = rng.choice(rng.choice([p for p in pools if p]))
         ft = rng.choice(_RESPONSE_TYPES)
         flow = live.get(rid)
-        before = (flow.frames if flow else 0, counters.stragglers, counters.no_route)
+        # A late CREDIT is counted apart from other late frames: a grant racing the terminal.
+        before = (
+            flow.frames if flow else 0,
+            counters.stragglers + counters.late_credits,
+            counters.no_route,
+        )
         conn.receive_frame(_response_frame(ft, rid))
-        after = (flow.frames if flow else 0, counters.stragglers, counters.no_route)
+        after = (
+            flow.frames if flow else 0,
+            counters.stragglers + counters.late_credits,
+            counters.no_route,
+        )
         ours = {0: "route", 1: "straggler", 2: "no route"}.get(
             next((i for i in range(3) if after[i] != before[i]), -1), "nothing"
         )
