@@ -98,6 +98,11 @@ _INPUT_ERRORS = (OSError, P.ProtocolError, TypeError, ValueError, cbor2.CBOREnco
 class CallState:
     """The engine side of one call (internal; the caller sees :class:`Response`)."""
 
+    #: The media definitions its outputs are held to when they end (an
+    #: ``_output_check.OutputChecks``), set on the calls that have some; None: nothing is
+    #: checked (HST-24).
+    output_checks: Any = None
+
     def __init__(
         self,
         conn: CallLink,
@@ -149,9 +154,6 @@ class CallState:
         #: Its activity timeout, seconds, when it has one; and what the watchdog saw of it.
         self.activity_limit: float | None = None
         self.silence: Any = None
-        #: The media definitions its outputs are held to when they end (an
-        #: ``_output_check.OutputChecks``), or None: nothing is checked (HST-24).
-        self.output_checks: Any = None
 
     # -- start -----------------------------------------------------------------------------
 

@@ -140,8 +140,10 @@ class Engine(CartridgeAdmin):
             watchdog=self._watchdog,
         )
         self._router = CapRouter(self._slots, self._starter, self._counters)
-        #: Output checks by the media_defs list of a manifest (HST-24).
+        #: Output checks by the media_defs list of a manifest (HST-24), and whether the
+        #: application gave definitions of its own.
         self._checks: dict[int, tuple[tuple[Any, ...], OutputChecks]] = {}
+        self._media = bool(self.config.media)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -489,7 +491,7 @@ class Engine(CartridgeAdmin):
         )
         if self._observers:
             state.observation = observe_call(self._observers, state, slot.name)
-        if slot.check_outputs and (self.config.media or conn.manifest_media):
+        if (self._media or conn.manifest_media) and slot.check_outputs:
             state.output_checks = self._output_checks(conn.manifest_media)
         state.start()
         replica = single if single is not None else slot.replica_of(conn)

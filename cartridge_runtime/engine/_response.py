@@ -75,15 +75,17 @@ class Response:
     :class:`CallError`), or ``await response.collect()`` for everything at once.
     """
 
+    #: Checks each output that has a media definition as it ends (HST-24), when the call
+    #: has some.
+    _watch: OutputWatch | None = None
+
     def __init__(self, state: CallState, context: CallContext | None = None) -> None:
         self._state = state
         #: The context that retries the call, when it has a retry policy.
         self._retrying = context if context is not None and context.retries else None
         self._output_began = False
-        #: Checks each output that has a media definition as it ends (HST-24), or None.
-        self._watch: OutputWatch | None = (
-            None if state.output_checks is None else OutputWatch(state.output_checks, state.cap)
-        )
+        if state.output_checks is not None:
+            self._watch = OutputWatch(state.output_checks, state.cap)
 
     @property
     def attempts(self) -> int:
