@@ -79,3 +79,46 @@ def test_a_wrong_admission_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     res = run_pools(600, random.Random(1))
     assert res.disagreement_count > 0
     assert any(line.startswith("admit_next") for line in res.disagreements)
+
+
+#: The model's functions the differential runs ask (``capdag._formal`` names them in Lean).
+ASKED = (
+    "CapDAG.Exec.dispatch",
+    "CapDAG.Exec.mayDispatch",
+    "CapDAG.Exec.accepts",
+    "CapDAG.Exec.equivalent",
+    "CapDAG.Exec.comparable",
+    "CapDAG.Exec.flows",
+    "CapDAG.Exec.specificity",
+    "CapDAG.Exec.rankingKey",
+    "CapDAG.Exec.effectOk",
+    "CapDAG.Exec.select",
+    "CapDAG.Exec.queryAdmits",
+    "CapDAG.Exec.queryMayAdmit",
+    "CapDAG.Bifaci.Credit.Window.arrive",
+    "CapDAG.Bifaci.Credit.Window.consume",
+    "CapDAG.Bifaci.Credit.Window.flush",
+    "CapDAG.Bifaci.Credit.Gate.acquire",
+    "CapDAG.Bifaci.Credit.negotiate",
+    "CapDAG.Bifaci.Credit.grantTarget",
+    "CapDAG.Bifaci.Pools.State.arrive",
+    "CapDAG.Bifaci.Pools.State.admitNext",
+    "CapDAG.Bifaci.Pools.State.release",
+    "CapDAG.Bifaci.Pools.effective",
+    "CapDAG.Bifaci.Request.check",
+    "CapDAG.Bifaci.Request.write",
+    "CapDAG.Bifaci.Request.dispose",
+    "CapDAG.Bifaci.Request.terminalOf",
+)
+
+
+def test_what_the_runs_ask_the_model_rests_on_proved_claims() -> None:
+    exports = {e.name: e for e in F.ASSURANCE.exports}
+    claims = {c.name: c for c in F.ASSURANCE.claims}
+    for name in ASKED:
+        export = exports[name]
+        assert not export.trust.depends_on_sorry, name
+        assert export.claims, f"{name} has no claim"
+        for claim in export.claims:
+            assert claims[claim].status == "proved", (name, claim)
+            assert not claims[claim].evidence_trust.depends_on_sorry, (name, claim)
