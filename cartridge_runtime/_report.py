@@ -63,6 +63,8 @@ class ErrorCode(enum.StrEnum):
     NETWORK_POLICY = "NETWORK_POLICY"
     NETWORK_POLICY_UNSET = "NETWORK_POLICY_UNSET"
     TIMEOUT = "TIMEOUT"
+    #: an output broke the rules or JSON Schema of its media definition (HST-24)
+    OUTPUT_INVALID = "OUTPUT_INVALID"
     # The codes of this package's own typed errors (handler-side codes, ERR-4).
     INVALID_INPUT = "INVALID_INPUT"  #: an input that cannot be read as asked
     MISSING_INPUT = "MISSING_INPUT"  #: a required input stream that did not arrive

@@ -82,6 +82,7 @@ from ._machines._records import (
 )
 from ._machines._records import default_cache_dir as default_step_cache_dir
 from ._observe import CallInfo, CallObserver, CallOutcome
+from ._output_check import OutputInvalid
 from ._placements._inprocess import InProcess
 from ._placements._seam import ByteSink, Instance, LaunchError, LaunchSpec, Placement, Target
 from ._placements._subprocess import Subprocess
@@ -143,6 +144,7 @@ __all__ = (
     "NoRoute",
     "EngineClosed",
     "OutOfMemory",
+    "OutputInvalid",
     "CartridgeRetired",
     # supervision
     "Retry",

@@ -99,6 +99,11 @@ _INPUT_ERRORS = (OSError, P.ProtocolError, TypeError, ValueError, cbor2.CBOREnco
 class CallState:
     """The engine side of one call (internal; the caller sees :class:`Response`)."""
 
+    #: The media definitions its outputs are held to when they end (an
+    #: ``_output_check.OutputChecks``), set on the calls that have some; None: nothing is
+    #: checked (HST-24).
+    output_checks: Any = None
+
     def __init__(
         self,
         conn: CallLink,

@@ -87,6 +87,7 @@ class Catalogue:
         idle_timeout: float | None = None,
         activity_timeout: float | None = None,
         manifest: Manifest | None = None,
+        check_outputs: bool = True,
     ) -> str:
         """See :meth:`Engine.add_cartridge <._engine.Engine.add_cartridge>`."""
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
@@ -126,6 +127,7 @@ class Catalogue:
             idle_timeout=idle_timeout,
         )
         slot.activity_timeout = activity_timeout
+        slot.check_outputs = bool(check_outputs)
         self._slots[unique] = slot
         self.caps_changed()
         if self._hub.active:
@@ -168,6 +170,7 @@ class Catalogue:
         )
         new.activity_timeout = old.activity_timeout
         new.standby = True
+        new.check_outputs = old.check_outputs
         try:
             await self._starter.each(new, self._starter.ensure_started)
         except BaseException:

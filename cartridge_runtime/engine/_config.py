@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import attrs
 
+from ..machine import MediaDef
 from ..protocol import DEFAULT_LIMITS, Limits, NetworkPolicy
 from ._connection._tap import FrameTap
 from ._placements._seam import Placement
+
+
+def _media_defs(value: Iterable[MediaDef | Mapping[str, Any]]) -> tuple[MediaDef, ...]:
+    """Media definitions given as records or in the registry's form, as records."""
+    return tuple(e if isinstance(e, MediaDef) else MediaDef.from_json(e) for e in value)
 
 
 @attrs.frozen(kw_only=True)
@@ -72,6 +80,11 @@ class EngineConfig:
     :ivar frame_tap: told of every frame each connection sends and receives
         (:class:`~cartridge_runtime.engine.FrameTap`, for test tools and debugging); ``None``:
         no tap, and no cost per frame.
+    :ivar media: media definitions (:class:`~cartridge_runtime.machine.MediaDef`, or objects
+        in the registry's form) the outputs of every call are held to when they end, before a
+        cartridge's own ``media_defs`` (HST-24).
+    :ivar check_outputs: hold outputs to their media definitions (``False``: never; a
+        cartridge or a call may also turn it off).
     """
 
     step_timeout: float = 10.0
@@ -101,3 +114,5 @@ class EngineConfig:
     tune_allocator: bool = True
     heap_trim_interval: float | None = 30.0
     frame_tap: FrameTap | None = attrs.field(default=None, eq=False)
+    media: tuple[MediaDef, ...] = attrs.field(default=(), converter=_media_defs, eq=False)
+    check_outputs: bool = True

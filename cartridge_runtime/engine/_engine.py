@@ -75,6 +75,7 @@ from ._machines._events import MachineResult
 from ._machines._records import RunRecorder
 from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
+from ._output_check import OutputChecks
 from ._peer import PeerLink, run_peer_link
 from ._placements._command import describe_returncode
 from ._placements._seam import Placement
@@ -153,6 +154,10 @@ class Engine:
             hub=self._hub,
             watchdog=self._watchdog,
         )
+        #: Output checks by the media_defs list of a manifest (HST-24), and whether the
+        #: application gave definitions of its own.
+        self._checks: dict[int, tuple[tuple[Any, ...], OutputChecks]] = {}
+        self._media = bool(self.config.media)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -379,6 +384,7 @@ class Engine:
         idle_timeout: float | None = None,
         activity_timeout: float | None = None,
         manifest: Manifest | None = None,
+        check_outputs: bool = True,
     ) -> str:
         """Register a cartridge; returns its name (unique within the engine).
 
@@ -409,6 +415,8 @@ class Engine:
             gives it): planning and machine resolution read it instead of starting the
             cartridge, and its caps route calls as ``known_caps`` do. The manifest the
             cartridge sends at start-up takes its place.
+        :param check_outputs: hold its calls' outputs to their media definitions (HST-24);
+            ``False``: never for this cartridge.
         :raises CartridgeNotFound: the script or program does not exist (nothing is added).
         :raises TypeError: the placement cannot run this target, or ``placement`` is not one.
         :raises ValueError: ``replicas`` is not a whole number of at least 1, ``memory_limit``
@@ -427,6 +435,7 @@ class Engine:
             idle_timeout=idle_timeout,
             activity_timeout=activity_timeout,
             manifest=manifest,
+            check_outputs=check_outputs,
         )
 
     async def replace_cartridge(
@@ -538,6 +547,7 @@ class Engine:
         timeout: float | None = None,
         activity_timeout: float | None = None,
         retry: Retry | None = None,
+        check_outputs: bool = True,
     ) -> CallContext:
         """Call ``cap`` with ``inputs`` (``[(media_urn, value), ...]`` or a mapping).
 
@@ -562,6 +572,9 @@ class Engine:
             ``environment`` or code ``OOM_KILLED``) is tried again after an exponential
             backoff with jitter, unless output already reached the caller or an input was a
             stream; :attr:`Result.attempts` counts the attempts.
+        :param check_outputs: ``False``: its outputs are not held to their media definitions
+            (HST-24; by default an output whose media URN has a definition with rules or a
+            JSON Schema is checked when it ends, and a failure is :class:`OutputInvalid`).
         :raises NoRoute: no cartridge provides ``cap`` (raised on awaiting or entering).
         :raises SpawnFailed: the chosen cartridge cannot start.
         :raises CallError: the call failed (when awaited).
@@ -572,7 +585,7 @@ class Engine:
         :raises ValueError: ``activity_timeout`` is not positive seconds, or ``retry`` is not a
             :class:`Retry` (at once).
         """
-        if activity_timeout is None and retry is None:
+        if activity_timeout is None and retry is None and check_outputs:
             options = _PLAIN if timeout is None else CallOptions(timeout=timeout)
         else:
             if retry is not None and not isinstance(retry, Retry):
@@ -581,6 +594,7 @@ class Engine:
                 timeout=timeout,
                 activity_timeout=check_limit(activity_timeout, "activity_timeout"),
                 retry=retry,
+                check_outputs=bool(check_outputs),
             )
         return CallContext(self._open, cap, normalize_inputs(inputs), options, self._on_retry)
 
@@ -659,6 +673,8 @@ class Engine:
         )
         if self._observers:
             state.observation = observe_call(self._observers, state, slot.name)
+        if (self._media or conn.manifest_media) and slot.check_outputs:
+            state.output_checks = self._output_checks(conn.manifest_media)
         state.start()
         replica = single if single is not None else slot.replica_of(conn)
         if replica is not None:
@@ -672,6 +688,16 @@ class Engine:
         if limit is not None and not state.done:
             self._watchdog.watch(state, limit)
         return state
+
+    def _output_checks(self, shipped: tuple[Any, ...]) -> OutputChecks | None:
+        """The definitions a cartridge's outputs are held to: the application's, then those
+        its manifest ships (kept per manifest list, which the cache holds alive)."""
+        if not self.config.check_outputs:
+            return None
+        hit = self._checks.get(id(shipped))
+        if hit is None or hit[0] is not shipped:
+            hit = self._checks[id(shipped)] = (shipped, OutputChecks(self.config.media, shipped))
+        return hit[1] or None
 
     def _activity_limit(
         self, per_call: float | None, definition: Any, cartridge: str

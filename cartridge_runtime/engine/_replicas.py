@@ -183,6 +183,8 @@ class CartridgeSlot:
         self.idle_timeout = idle_timeout
         #: Seconds a call to it may go without a frame, when set for this cartridge.
         self.activity_timeout: float | None = None
+        #: Whether its calls' outputs are held to their media definitions (HST-24).
+        self.check_outputs = True
         #: Replaced or removed: it takes no new call and starts no instance.
         self.retired = False
         #: A new version that replace_cartridge is starting, not routed yet: its caps are

@@ -39,6 +39,7 @@ from ._events import (
     Result,
     TraceEvent,
 )
+from ._output_check import OutputWatch, check_outputs
 from ._supervision._retry import Retry, retry_refusal
 
 __all__ = ("CallContext", "CallOptions", "OnRetry", "OpenCall", "Response")
@@ -58,11 +59,13 @@ _OUTPUT_EVENTS = (OutputStarted, OutputData, OutputItem)
 @attrs.frozen(kw_only=True)
 class CallOptions:
     """How one call runs: ``timeout`` per attempt, ``activity_timeout`` (``None``: the cap's
-    or the engine's), ``retry`` (``None``: one attempt)."""
+    or the engine's), ``retry`` (``None``: one attempt), ``check_outputs`` (``False``: its
+    outputs are not held to their media definitions)."""
 
     timeout: float | None = None
     activity_timeout: float | None = None
     retry: Retry | None = None
+    check_outputs: bool = True
 
 
 class Response:
@@ -72,11 +75,17 @@ class Response:
     :class:`CallError`), or ``await response.collect()`` for everything at once.
     """
 
+    #: Checks each output that has a media definition as it ends (HST-24), when the call
+    #: has some.
+    _watch: OutputWatch | None = None
+
     def __init__(self, state: CallState, context: CallContext | None = None) -> None:
         self._state = state
         #: The context that retries the call, when it has a retry policy.
         self._retrying = context if context is not None and context.retries else None
         self._output_began = False
+        if state.output_checks is not None:
+            self._watch = OutputWatch(state.output_checks, state.cap)
 
     @property
     def attempts(self) -> int:
@@ -115,6 +124,8 @@ class Response:
         return self
 
     async def __anext__(self) -> CallEvent:
+        if self._watch is not None:
+            return await self._next_watched(self._watch)
         state = self._state
         if self._retrying is not None:
             return await self._next_retrying()
@@ -123,6 +134,21 @@ class Response:
         ev = await state.next_event()
         if ev is None:
             raise StopAsyncIteration
+        return ev
+
+    async def _next_watched(self, watch: OutputWatch) -> CallEvent:
+        """The next event of a call whose outputs are held to their media definitions.
+
+        :raises OutputInvalid: the event ends an output that breaks its definition.
+        """
+        if self._retrying is not None:
+            ev = await self._next_retrying()
+        else:
+            got = await self._state.next_event()
+            if got is None:
+                raise StopAsyncIteration
+            ev = got
+        watch.see(ev)
         return ev
 
     async def _next_retrying(self) -> CallEvent:
@@ -206,6 +232,8 @@ class Response:
             )
             for name, (media, seq) in info.items()
         }
+        if state.output_checks is not None:
+            check_outputs(state.output_checks, state.cap, outputs)
         return Result(
             outputs=outputs,
             logs=tuple(logs),
@@ -285,6 +313,8 @@ class CallContext:
         options = self._options
         if options.retry is None and options.timeout is None:  # the plain call, kept short
             state = await self._open_call(self._cap, self._inputs, options.activity_timeout)
+            if not options.check_outputs:
+                state.output_checks = None
             self._state = state
             return Response(state)
         if self.retries:
@@ -314,6 +344,8 @@ class CallContext:
                 )
             state.deadline = deadline
             state.timeout = timeout
+        if not options.check_outputs:
+            state.output_checks = None
         self._state = state
         return state
 

@@ -36,6 +36,21 @@ def _groups(value: Iterable[CapGroup]) -> tuple[CapGroup, ...]:
     return tuple(value)
 
 
+def _media_defs(value: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    return tuple(value)
+
+
+def _read_media_defs(value: Any) -> tuple[Mapping[str, Any], ...]:
+    """The ``media_defs`` list: objects in the registry's form, each naming its ``urn``."""
+    out = []
+    for index, item in enumerate(as_list(value, "media_defs")):
+        path = join("media_defs", index)
+        entry = as_object(item, path)
+        req_text(entry, "urn", path)
+        out.append(dict(entry))
+    return tuple(out)
+
+
 def _channel(value: str) -> str:
     if value not in CHANNELS:
         raise ManifestParseError(
@@ -63,6 +78,13 @@ class Manifest:
     author: str | None = None
     page_url: str | None = None
     pool_declarations: PoolDeclarations = attrs.field(factory=PoolDeclarations)
+    #: Media definitions the cartridge ships, in the registry's form (``urn``, ``media_type``,
+    #: ``title``, ``validation``, ``schema``...): an engine holds the outputs of this
+    #: cartridge's calls to their rules and JSON Schema. Written only when there are some,
+    #: which the reference reads past (an unknown key).
+    media_defs: tuple[Mapping[str, Any], ...] = attrs.field(
+        default=(), converter=_media_defs, hash=False
+    )
 
     DEFAULT_GROUP: ClassVar[str] = "default"
 
@@ -84,12 +106,15 @@ class Manifest:
         capacities: Mapping[str, int] | None = None,
         adapter_urns: Iterable[str] = (),
         group_name: str = "default",
+        media_defs: Iterable[Mapping[str, Any]] = (),
     ) -> Manifest:
         """A manifest with one cap group holding ``caps``, the identity cap
         first when ``caps`` does not already declare ``cap:effect=none``.
 
         ``pools`` and ``capacities`` become the pool declarations; cap URNs
         in them may be written in any spelling (validation canonicalizes).
+        ``media_defs`` are media definitions in the registry's form (see
+        :attr:`media_defs`).
         """
         cap_list = list(caps)
         if not any(cap.urn == CAP_IDENTITY for cap in cap_list):
@@ -106,6 +131,7 @@ class Manifest:
             author=author,
             page_url=page_url,
             pool_declarations=PoolDeclarations(pools=pools, capacities=capacities),
+            media_defs=_read_media_defs(list(media_defs)),
         )
 
     # -- queries ------------------------------------------------------------------
@@ -160,6 +186,8 @@ class Manifest:
             result["page_url"] = self.page_url
         if not self.pool_declarations.is_empty:
             result["pool_declarations"] = self.pool_declarations.to_json()
+        if self.media_defs:
+            result["media_defs"] = [dict(entry) for entry in self.media_defs]
         return result
 
     def to_json_bytes(self) -> bytes:
@@ -206,6 +234,7 @@ class Manifest:
             author=opt_text(obj, "author", ""),
             page_url=opt_text(obj, "page_url", ""),
             pool_declarations=declarations,
+            media_defs=_read_media_defs(obj["media_defs"]) if obj.get("media_defs") else (),
         )
         if strict:
             validate_manifest(manifest)

@@ -137,6 +137,8 @@ class Connection:
 
         self.process: Instance | None = None
         self.manifest: Manifest | None = None
+        #: The media definitions its manifest ships (outputs are held to them, HST-24).
+        self.manifest_media: tuple[Any, ...] = ()
         self.caps: list[str] = []
         #: Handler cap text -> its definition in the manifest (None: not declared), per call.
         self._definitions: dict[str, Any] = {}
@@ -293,6 +295,7 @@ class Connection:
         hello = self.core.handshake.hello
         assert hello is not None
         self.manifest = manifest
+        self.manifest_media = manifest.media_defs
         self.caps = [cap.urn for cap in manifest.iter_caps()]
         self.gate = PoolGate(hello.pools)
         self.core.started()

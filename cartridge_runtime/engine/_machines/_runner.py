@@ -58,6 +58,7 @@ from .._events import (
     Progress,
 )
 from .._inputs import Verified
+from .._output_check import OutputInvalid
 from .._supervision._retry import Retry
 from ._cache_step import StepCache, open_call, store_call
 from ._events import (
@@ -387,6 +388,8 @@ class MachineRunner:
                     self.reports.absent(step)
                     await self._finished(label, instance.item, "absent", started, tally)
                     return
+                if isinstance(error, OutputInvalid):
+                    error.step = label  # where in the machine the output came from
                 failure = MachineRunError(label, step.cap.text, instance.item, error)
                 if self.failure is None:
                     self.failure = failure
