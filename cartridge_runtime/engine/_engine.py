@@ -41,6 +41,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -68,6 +69,9 @@ from ._connection._shell import Connection
 from ._discover import probe
 from ._errors import CallError, EngineClosed, EngineError
 from ._events import Result
+from ._graphs._grow import GrowHub, GrowRequest, is_grow_cap, run_grow_request
+from ._graphs._seed import open_graph
+from ._graphs._session import Graph
 from ._machines._api import MachineRun, open_run, run_to_end
 from ._machines._cache import CacheStore
 from ._machines._events import MachineResult
@@ -139,6 +143,8 @@ class Engine(CartridgeAdmin):
             watchdog=self._watchdog,
         )
         self._router = CapRouter(self._slots, self._starter, self._counters)
+        #: The graph calls in flight, for growth from inside a cartridge (``graph()``).
+        self._grow_hub = GrowHub()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -552,7 +558,52 @@ class Engine(CartridgeAdmin):
         if callable(watch_status):
             watch_status(self.status)
 
+    def graph(
+        self,
+        *,
+        machine: str | os.PathLike[str] | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        load: Any = None,
+        limits: Any = None,
+        catalogue: Any = None,
+        observers: Sequence[Any] = (),
+    ) -> AbstractAsyncContextManager[Graph]:
+        """A graph that grows while it runs: ``async with engine.graph() as g:`` (see
+        ``docs/graphs.md``). Cartridges whose calls run in it may grow it through the
+        grow-graph cap, which the engine answers itself.
+
+        :param machine: seed the graph from machine notation (text or a file); ``inputs``
+            gives its input nodes values (each node is an alias of the same name).
+        :param load: a document :meth:`Graph.dump` wrote (a dict or its JSON): the graph,
+            its states and the outputs of its finished nodes, to resume a run.
+        :param limits: a :class:`~cartridge_runtime.graph.GraphLimits`.
+        :param catalogue: a :class:`Catalogue` of cartridges the graph may activate; without
+            it, nothing outside the engine's own cartridges.
+        :param observers: callables given each logged operation and node event (a dict).
+        :raises GraphRefused: a ``load`` document that is not a graph.
+        :raises MachineError: a ``machine`` that is refused.
+        """
+        return open_graph(
+            self,
+            hub=self._grow_hub,
+            route=self.route,
+            manifest_of=self.manifest,
+            machine=machine,
+            inputs=inputs,
+            load=load,
+            limits=limits,
+            catalogue=catalogue,
+            observers=observers,
+        )
+
     def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
+        if is_grow_cap(frame.cap):
+            grow = GrowRequest(self._grow_hub, origin, frame, self._router.resolve)
+            if self._tg is None or self._closed:
+                grow.on_origin_death()
+                return
+            self._tg.start_soon(run_grow_request, grow)
+            return
         link = PeerLink(self._router, origin, frame)
         if self._tg is None or self._closed:
             link.error_to_origin(EngineClosed())

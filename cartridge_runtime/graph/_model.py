@@ -40,7 +40,7 @@ __all__ = (
 )
 
 _NAME_SPACE: Final = re.compile(r"\s")
-_BASE_CHARS: Final = re.compile(r"[^a-z0-9_]+")
+_BASE_CHARS: Final = re.compile(r"[^a-z0-9_-]+")
 
 
 class NodeKind(enum.StrEnum):
@@ -285,7 +285,7 @@ class GraphModel:
             ref_list = [refs] if isinstance(refs, str) else list(refs)
             made.append(Dep(arg, tuple(self.resolve(r) for r in ref_list)))
         self._check_room()
-        base = _BASE_CHARS.sub("_", (parsed.get_tag("op") or "cap").lower()).strip("_")
+        base = _BASE_CHARS.sub("_", (parsed.get_tag("op") or "cap").lower()).strip("_-")
         name = self._new_name(base or "cap")
         self._put(
             GraphNode(

@@ -91,6 +91,7 @@ from ._errors import (
     UnknownOutput,
 )
 from ._frames._exit import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL, ExitStatus
+from ._graph import GraphBatch, GraphGrowth, GraphGrowthError
 from ._input import InputItem, InputPackage, InputStream
 from ._network import NetworkAccess, Reach
 from ._output import OutputSpec, OutputStream
@@ -150,5 +151,8 @@ __all__ = (
     "NetworkPolicyError",
     "RequestCancelled",
     "PeerCallError",
+    "GraphBatch",
+    "GraphGrowth",
+    "GraphGrowthError",
     "SetupError",
 )
