@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from cartridge_runtime.manifest import CapDef, Manifest
 from cartridge_runtime.runtime import CartridgeRuntime, OpError, Request
@@ -26,12 +25,20 @@ manifest = Manifest.build(
 runtime = CartridgeRuntime(manifest)
 
 
+def _first_time(flag: str) -> bool:
+    """Whether ``flag`` did not exist (it does now)."""
+    try:
+        os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 @runtime.op(WEATHER)
 async def weather(req: Request) -> None:
     query = json.loads(await req.take_input().require_stream_str(QUERY))
     flag = os.environ.get("AGENT_WEATHER_FAIL_ONCE")
-    if flag and not Path(flag).exists():
-        Path(flag).write_text("failed once\n")
+    if flag and _first_time(flag):
         raise OpError("UPSTREAM_DOWN", "the weather service is down (once)", "environment")
     city = query.get("city", "")
     if city not in TABLE:

@@ -11,6 +11,7 @@ block cancels a run still going and ends the session's growth.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -237,10 +238,8 @@ class Graph:
         entry = {"event": kind, "node": node, "at": time.time(), **fields}
         self.log.append(entry)
         for observer in self._observers:
-            try:
+            with contextlib.suppress(Exception):  # an observer's fault never stops the run
                 observer(entry)
-            except Exception:  # an observer's fault never stops the run
-                pass
 
     # -- looking at it -----------------------------------------------------------------------
 
