@@ -23,14 +23,16 @@ def seed_from_machine(graph: Graph, machine: Any, inputs: Mapping[str, Any] | No
 
     :raises GraphRefused: a per-item map, or an input that names no machine input.
     """
+    given = dict(inputs or {})
     for strand in machine.strands:
+        label = {n.name: n.label or n.name for n in strand.nodes}
         for node in strand.nodes:
-            graph.alias(node.name)
-        for name, value in (inputs or {}).items():
-            if name not in strand.inputs:
-                raise GraphRefused(Refusal.UNKNOWN_NAME, f"no machine input named {name!r}")
-            media = next(str(n.media) for n in strand.nodes if n.name == name)
-            graph.alias(name, graph.add_value_node(value, media=media, explain=name))
+            graph.alias(label[node.name])
+        for node in strand.nodes:
+            if node.name in strand.inputs and label[node.name] in given:
+                value = given.pop(label[node.name])
+                made = graph.add_value_node(value, media=str(node.media), explain=label[node.name])
+                graph.alias(label[node.name], made)
         for step in strand.steps:
             if step.placement.per_item:
                 raise GraphRefused(
@@ -40,14 +42,16 @@ def seed_from_machine(graph: Graph, machine: Any, inputs: Mapping[str, Any] | No
             for binding in step.bindings:
                 media = str(binding.arg_media)
                 if binding.node is not None:
-                    deps[media] = binding.node
+                    deps[media] = label[binding.node]
                 elif binding.constant is not None:
                     value = binding.constant
                     data = value if isinstance(value, bytes) else str(value).encode("utf-8")
                     deps[media] = graph.add_value_node(data, media=media, explain=binding.arg)
             made = graph.instantiate_with_deps(str(step.cap), deps, explain=step.alias)
             if step.outputs:
-                graph.alias(step.outputs[0].node, made)
+                graph.alias(label[step.outputs[0].node], made)
+    if given:
+        raise GraphRefused(Refusal.UNKNOWN_NAME, f"no machine input named {sorted(given)[0]!r}")
 
 
 @asynccontextmanager

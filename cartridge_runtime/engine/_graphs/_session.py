@@ -47,15 +47,22 @@ class Catalogue:
     :param offered: cartridge name -> the cap URNs it serves (from discovery, say).
     :param approve: called with a cartridge name when a graph asks for it; True lets it in.
         Without it, every offered cartridge is approved.
+    :param add: called with a cartridge name once it is approved, to host it (say,
+        ``engine.add_cartridge``); None when the engine hosts them already.
+
+    Until activated, a catalogue cartridge's caps are refused to the graph
+    (``Refusal.NO_CAP``); the engine's other cartridges stay callable.
     """
 
     def __init__(
         self,
         offered: Mapping[str, Iterable[str]],
         approve: Callable[[str], bool] | None = None,
+        add: Callable[[str], Any] | None = None,
     ) -> None:
         self.offered = {name: tuple(caps) for name, caps in offered.items()}
         self.approve = approve
+        self.add = add
 
 
 class Graph:
@@ -164,27 +171,33 @@ class Graph:
         if cartridge not in self.activated:
             if cat.approve is not None and not cat.approve(cartridge):
                 raise GraphRefused(Refusal.NO_CAP, f"cartridge {cartridge!r} was not approved")
+            if cat.add is not None:
+                cat.add(cartridge)
             self.activated[cartridge] = cat.offered[cartridge]
             self._logged("activate", None, cartridge)
         return self.activated[cartridge]
 
     def check_cap(self, cap: str) -> None:
-        """:raises GraphRefused: a cap of a catalogue cartridge not activated, or (with a
-        catalogue) one nobody the graph may call serves."""
+        """:raises GraphRefused: a cap that a catalogue cartridge not activated serves (the
+        graph may call the engine's other cartridges as always)."""
         if self.catalogue is None:
             return
-        served_by = self._route(cap)
-        if served_by is not None and served_by not in self.catalogue.offered:
-            return  # one of the engine's own cartridges
         try:
             wanted = CapUrn.parse(cap)
-            for caps in self.activated.values():
-                for text in caps:
-                    if CapUrn.parse(text).accepts(wanted):
-                        return
+            gated = [
+                text
+                for name, caps in self.catalogue.offered.items()
+                if name not in self.activated
+                for text in caps
+            ]
+            if any(CapUrn.parse(text).accepts(wanted) for text in gated):
+                allowed = [t for caps in self.activated.values() for t in caps]
+                if not any(CapUrn.parse(text).accepts(wanted) for text in allowed):
+                    raise GraphRefused(
+                        Refusal.NO_CAP, f"{cap} is served by a cartridge not activated"
+                    )
         except UrnError as exc:
             raise GraphRefused(Refusal.BAD_OP, f"not a cap URN: {cap!r} ({exc})") from None
-        raise GraphRefused(Refusal.NO_CAP, f"no cartridge this graph may call serves {cap}")
 
     # -- runs ------------------------------------------------------------------------------
 
