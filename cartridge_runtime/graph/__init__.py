@@ -10,7 +10,7 @@ decisions, the JSON document and the tree.
 * :func:`dump_graph` / :func:`load_graph` — the graph as JSON and back;
 * :func:`render_tree` — the graph drawn as a tree.
 
-The wire contract is chapter 14 of the specification (GRW-1 ..).
+The rules and the wire contract are chapter 16 of the specification (GRW-1 .. GRW-15).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ._model import Dep, GraphLimits, GraphModel, GraphNode, NodeKind, Snapshot,
 from ._schedule import NodeState, Schedule
 from ._tree import STATE_MARKS, render_tree
 
-#: The cap the engine answers itself for growth from inside a cartridge (GRW-1).
+#: The cap the engine answers itself for growth from inside a cartridge (GRW-10).
 GROW_GRAPH_CAP = 'cap:in="media:graph-ops;json";op=grow-graph;out="media:graph-results;json"'
 GRAPH_OPS_MEDIA = "media:graph-ops;json"
 GRAPH_RESULTS_MEDIA = "media:graph-results;json"

@@ -1,6 +1,6 @@
 """A batch of graph operations as the grow-graph cap carries it, applied whole or not at all.
 
-The batch is ``{"ops": [...], "parent": RID?}`` (GRW-6); each op is an object with an ``op``
+The batch is ``{"ops": [...], "parent": RID?}`` (GRW-10); each op is an object with an ``op``
 word. A string ``"$K"`` where a name goes (a dependency, ``node``, ``alias``) stands for the
 result of op ``K`` of the same batch. :func:`parse_batch` checks the shape; :func:`apply_batch`
 applies the ops in order on a model and, at the first refusal, puts the model back as it was

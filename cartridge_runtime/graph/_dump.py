@@ -1,4 +1,4 @@
-"""A graph as JSON and back: every node, alias and state, so a run resumes (GRW-10).
+"""A graph as JSON and back: every node, alias and state, so a run resumes (GRW-15).
 
 The document is one JSON object::
 

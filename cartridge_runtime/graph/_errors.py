@@ -1,7 +1,7 @@
 """The graph room's refusals: one typed error, with the reason as an enum.
 
 An operation that cannot be applied is refused where it is made, before the graph changes;
-on the wire the refusal is an ERR with code ``GRAPH_REFUSED`` and class ``input`` (GRW-8).
+on the wire the refusal is an ERR with code ``GRAPH_REFUSED`` and class ``input`` (GRW-12).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ aliases is seen at once, GRW-5). It never does IO and never waits.
 The start rule (GRW-4, after DAG-34): a node that the run's targets reach starts when every
 node it reads now (aliases expanded) has finished, or has started and produced bytes; an empty
 alias contributes nothing. A node reading a failed or skipped node is skipped, with a reason
-naming the failed node (GRW-6). The run is over when nothing runs and nothing can start.
+naming the failed node (GRW-8). The run is over when nothing runs and nothing can start.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``req.graph``: a handler grows the graph its call runs in (GRW-1 .. GRW-9).
+"""``req.graph``: a handler grows the graph its call runs in (GRW-10 .. GRW-14).
 
 Each operation is a peer call to the grow-graph cap, which the engine answers itself; a batch
 (:meth:`GraphGrowth.batch`) sends several operations in one call, applied whole or not at all,

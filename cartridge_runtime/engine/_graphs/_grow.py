@@ -1,4 +1,4 @@
-"""The grow-graph cap, answered by the engine itself (GRW-1 .. GRW-9).
+"""The grow-graph cap, answered by the engine itself (GRW-10 .. GRW-14).
 
 A cartridge grows the graph its call runs in with a peer REQ to :data:`GROW_GRAPH_CAP`. The
 engine does not route it: a :class:`GrowRequest` takes the request body from the origin (a
