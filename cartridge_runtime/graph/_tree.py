@@ -2,7 +2,8 @@
 
 Children are what a node reads now, alias members in place: the cap's main argument (its
 ``in`` media) first, then each other argument under an ``(arg: NAME)`` line; a named output is
-shown as ``.output``. Each line shows the node's state and its explain text; a node drawn
+shown as ``.output``. Each line shows the node's state, a value's media URN and the explain
+text; a node drawn
 before is shown once more as ``(above)`` without its children.
 """
 
@@ -49,14 +50,14 @@ def render_tree(
     def label(name: str, output: str | None) -> str:
         node = model.nodes[name]
         text = name if output is None else f"{name}.{output}"
-        what = node.cap if node.kind is NodeKind.CAP else node.media
+        what = "" if node.kind is NodeKind.CAP else f" {node.media}"
         mark = STATE_MARKS[state_of(name)]
         extra = f" ({node.explain})" if node.explain else ""
         why = (reasons or {}).get(name)
         why_text = (
             f": {why}" if why and state_of(name) in (NodeState.FAILED, NodeState.SKIPPED) else ""
         )
-        return f"{text} [{mark}{why_text}] {what}{extra}"
+        return f"{text} [{mark}{why_text}]{what}{extra}"
 
     def walk(
         name: str, output: str | None, prefix: str, last: bool, top: bool, path: frozenset[str]

@@ -4,11 +4,11 @@ It reads the conversation (JSON Lines, one message per line) and looks at the la
 a rule of ``rules.jsonl`` (next to this file) matching it either calls a tool or answers. To
 call a tool it grows the graph it runs in, in one batch (the tool-calling loop):
 
-1. freeze ``.chat`` for itself (``detach_from_alias``);
-2. a value node with the assistant's tool call, appended to ``.chat``;
+1. freeze ``chat`` for itself (``detach_from_alias``);
+2. a value node with the assistant's tool call, appended to ``chat``;
 3. a value node with the tool's input, the tool's node reading it, and a node turning the
-   tool's output into a message (``tool-message``), appended to ``.chat``;
-4. its own next iteration, reading ``.chat`` (all of the above), appended to ``.answers``.
+   tool's output into a message (``tool-message``), appended to ``chat``;
+4. its own next iteration, reading ``chat`` (all of the above), appended to ``answers``.
 
 Its own output is the answer's text when it answers, and nothing when it calls a tool.
 """
@@ -80,9 +80,9 @@ async def model(req: Request) -> None:
     asked = {"role": "assistant", "tool_call": {"id": call_id, "name": call["tool"]}}
     spec = {"id": call_id, "name": call["tool"]}
     batch = req.graph.batch()
-    batch.detach_from_alias(".chat")
+    batch.detach_from_alias("chat")
     asked_node = batch.add_value_node(json.dumps(asked) + "\n", media=CHAT, explain="tool call")
-    batch.alias(".chat", asked_node)
+    batch.alias("chat", asked_node)
     tool_in = batch.add_value_node(
         json.dumps(call["arguments"]), media=call["in"], explain=f"input of {call['tool']}"
     )
@@ -91,9 +91,9 @@ async def model(req: Request) -> None:
     message = batch.instantiate_with_deps(
         TOOL_MESSAGE, {TOOL_OUT: tool, SPEC: spec_node}, explain="tool result"
     )
-    batch.alias(".chat", message)
-    following = batch.instantiate_with_deps(MODEL, {CHAT: ".chat"}, explain="model")
-    batch.alias(".answers", following)
+    batch.alias("chat", message)
+    following = batch.instantiate_with_deps(MODEL, {CHAT: "chat"}, explain="model")
+    batch.alias("answers", following)
     await batch.send()
 
 

@@ -2,8 +2,8 @@
 
     python examples/agent/run.py "What is the weather in Oslo, in Fahrenheit?"
 
-The graph starts with the question in ``.chat``, one model node reading ``.chat``, and an
-``answer`` node reading ``.answers`` (every model iteration's text, in turn). Each tool call
+The graph starts with the question in ``chat``, one model node reading ``chat``, and an
+``answer`` node reading ``answers`` (every model iteration's text, in turn). Each tool call
 grows the graph from inside the model cartridge (see ``model.py``).
 """
 
@@ -26,14 +26,14 @@ from model import ANSWER, CHAT, MODEL, TEXT  # noqa: E402
 def seed(g: Graph, question: str) -> str:
     """The starting graph; the node to run toward."""
     prompt = json.dumps({"role": "user", "content": question}) + "\n"
-    g.alias(".chat", g.add_value_node(prompt, media=CHAT, explain="question"))
-    g.alias(".answers", g.instantiate_with_deps(MODEL, {CHAT: ".chat"}, explain="model"))
-    return g.instantiate_with_deps(ANSWER, {TEXT: ".answers"}, explain="answer")
+    g.alias("chat", g.add_value_node(prompt, media=CHAT, explain="question"))
+    g.alias("answers", g.instantiate_with_deps(MODEL, {CHAT: "chat"}, explain="model"))
+    return g.instantiate_with_deps(ANSWER, {TEXT: "answers"}, explain="answer")
 
 
 def conversation(g: Graph, result: GraphResult) -> list[dict]:
     lines = []
-    for member in g.model.aliases[".chat"]:
+    for member in g.model.aliases["chat"]:
         node = g.model.nodes[member]
         data = node.value if node.value is not None else result[member].data
         lines.extend(json.loads(x) for x in data.decode().splitlines() if x.strip())

@@ -31,7 +31,7 @@ def test_a_batch_refers_to_earlier_results_with_dollar_k() -> None:
                 "ops": [
                     {"op": "add_value_node", "value": "{}", "media": TEXT, "explain": "input"},
                     {"op": "instantiate_with_deps", "cap": CAP, "deps": {TEXT: "$0"}},
-                    {"op": "alias", "alias": ".chat", "node": "$1"},
+                    {"op": "alias", "alias": "chat", "node": "$1"},
                     {"op": "alias", "alias": ".empty", "node": None},
                     {"op": "detach_from_alias", "alias": "$2"},
                     {"op": "add_value_node", "value_b64": "AAE=", "media": "media:"},
@@ -40,7 +40,7 @@ def test_a_batch_refers_to_earlier_results_with_dollar_k() -> None:
         )
     )
     results = apply_batch(g, batch, made_by="model-7")
-    assert results == ["value-1", "tool-2", ".chat", ".empty", ".chat@3", "value-4"]
+    assert results == ["value-1", "tool-2", "chat", ".empty", "chat@3", "value-4"]
     assert g.node("tool-2").made_by == "model-7"
     assert g.node("value-4").value == b"\x00\x01"
 
@@ -128,12 +128,12 @@ def test_a_cap_check_refuses_inside_the_batch() -> None:
 def _worked_graph() -> tuple[GraphModel, str]:
     g = GraphModel()
     p = g.add_value_node(b"hello", media=TEXT, explain="chat messages")
-    g.alias(".chat", p)
-    model = g.instantiate_with_deps(CAP, {TEXT: ".chat"}, explain="model")
+    g.alias("chat", p)
+    model = g.instantiate_with_deps(CAP, {TEXT: "chat"}, explain="model")
     g.alias(".out", model)
-    g.detach_from_alias(".chat")
+    g.detach_from_alias("chat")
     tool = g.instantiate_with_deps(CAP, {TEXT: p, "media:bytes": f"{model}.calls"})
-    g.alias(".chat", tool)
+    g.alias("chat", tool)
     final = g.instantiate_with_deps(CAP, {TEXT: ".out"}, explain="answer")
     g.add_value_node(b"\xff\x00", media="media:")
     return g, final

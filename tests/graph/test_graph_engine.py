@@ -68,9 +68,9 @@ def agent_engine(engine: Engine) -> None:
 
 def seed(g: Graph) -> str:
     prompt = json.dumps({"role": "user", "content": "weather in Oslo, in °F?"}) + "\n"
-    g.alias(".chat", g.add_value_node(prompt, media=model.CHAT, explain="question"))
-    g.alias(".answers", g.instantiate_with_deps(model.MODEL, {model.CHAT: ".chat"}))
-    return g.instantiate_with_deps(model.ANSWER, {model.TEXT: ".answers"})
+    g.alias("chat", g.add_value_node(prompt, media=model.CHAT, explain="question"))
+    g.alias("answers", g.instantiate_with_deps(model.MODEL, {model.CHAT: "chat"}))
+    return g.instantiate_with_deps(model.ANSWER, {model.TEXT: "answers"})
 
 
 async def worked_trace() -> None:
@@ -82,16 +82,16 @@ async def worked_trace() -> None:
             assert result.ok, result.error
             assert result[target].text == "It is 4 °C and rain in Oslo, that is 39.2 °F."
             m = g.model
-            models = m.aliases[".answers"]
+            models = m.aliases["answers"]
             assert len(models) == 3  # the first model, then one per tool round
             frozen = [a for a in m.aliases if m.is_frozen(a)]
-            assert len(frozen) == 2 and all(a.startswith(".chat@") for a in frozen)
+            assert len(frozen) == 2 and all(a.startswith("chat@") for a in frozen)
             # every earlier iteration reads a frozen copy; the newest reads .chat by name
             sources = [m.nodes[n].deps[0].sources[0].name for n in models]
-            assert sources == [*frozen, ".chat"]
-            assert m.aliases[frozen[0]] == m.aliases[".chat"][:1]
-            assert m.aliases[frozen[1]] == m.aliases[".chat"][:3]
-            assert len(m.aliases[".chat"]) == 5  # question, (call, result) twice
+            assert sources == [*frozen, "chat"]
+            assert m.aliases[frozen[0]] == m.aliases["chat"][:1]
+            assert m.aliases[frozen[1]] == m.aliases["chat"][:3]
+            assert len(m.aliases["chat"]) == 5  # question, (call, result) twice
             # each growth is logged with the node whose call made it
             made = {e["node"] for e in g.log if e["event"] == "op" and e["node"]}
             assert made == set(models[:2])
@@ -133,7 +133,7 @@ async def test_a_run_resumes_after_a_tool_fails_once(
             assert second.ok, second.error
             assert second[target].text.startswith("It is 4 °C and rain")
             started = [e["node"] for e in seen if e["event"] == "node_started"]
-            first_model = g2.model.aliases[".answers"][0]
+            first_model = g2.model.aliases["answers"][0]
             assert first_model not in started  # finished before: not run again
             assert tool in started
 
@@ -216,7 +216,7 @@ async def test_stop_before_and_one_step() -> None:
         agent_engine(engine)
         async with engine.graph() as g:
             target = seed(g)
-            first_model = g.model.aliases[".answers"][0]
+            first_model = g.model.aliases["answers"][0]
             result = await g.run(target, stop_before=[first_model])
             assert result.stopped == f"stopped before {first_model}"
             assert result[first_model].state is NodeState.SKIPPED

@@ -52,13 +52,13 @@ async def js_loop(tmp: Path, parent: bool) -> None:
         engine.add_cartridge("convert", placement=InProcess(convert.runtime))
         async with engine.graph() as g:
             prompt = json.dumps({"role": "user", "content": "weather?"}) + "\n"
-            g.alias(".chat", g.add_value_node(prompt, media=model.CHAT))
-            g.alias(".answers", g.instantiate_with_deps(MODEL_JS, {model.CHAT: ".chat"}))
-            target = g.instantiate_with_deps(model.ANSWER, {model.TEXT: ".answers"})
+            g.alias("chat", g.add_value_node(prompt, media=model.CHAT))
+            g.alias("answers", g.instantiate_with_deps(MODEL_JS, {model.CHAT: "chat"}))
+            target = g.instantiate_with_deps(model.ANSWER, {model.TEXT: "answers"})
             result = await g.run(target)
             assert result.ok, result.error
             assert result[target].text == "It is 4 °C and rain in Oslo, that is 39.2 °F."
-            models = g.model.aliases[".answers"]
+            models = g.model.aliases["answers"]
             assert len(models) == 3
             assert all(g.model.nodes[n].cap == MODEL_JS for n in models)
             assert {result[n].state for n in g.model.nodes} == {NodeState.DONE}

@@ -61,13 +61,13 @@ def test_aliases_are_ordered_append_only_lists_with_repeats() -> None:  # DAG-7,
     g = GraphModel()
     a = g.add_value_node(b"a", media=TEXT)
     b = g.add_value_node(b"b", media=TEXT)
-    assert g.alias(".chat", None) == ".chat"
-    assert g.aliases[".chat"] == ()
-    g.alias(".chat", a)
-    g.alias(".chat", b)
-    g.alias(".chat", a)
-    assert g.aliases[".chat"] == (a, b, a)
-    assert g.has(".chat") and g.has(a)
+    assert g.alias("chat", None) == "chat"
+    assert g.aliases["chat"] == ()
+    g.alias("chat", a)
+    g.alias("chat", b)
+    g.alias("chat", a)
+    assert g.aliases["chat"] == (a, b, a)
+    assert g.has("chat") and g.has(a)
 
 
 def test_an_alias_holds_nodes_not_aliases() -> None:  # DAG-23
@@ -81,25 +81,25 @@ def test_an_alias_holds_nodes_not_aliases() -> None:  # DAG-23
 def test_a_reader_of_a_live_alias_sees_members_appended_later() -> None:  # DAG-9, DAG-19
     g = GraphModel()
     a = g.add_value_node(b"a", media=TEXT)
-    g.alias(".chat", a)
-    m = g.instantiate_with_deps(JOIN, {TEXT: ".chat"})
+    g.alias("chat", a)
+    m = g.instantiate_with_deps(JOIN, {TEXT: "chat"})
     b = g.add_value_node(b"b", media=TEXT)
-    g.alias(".chat", b)
+    g.alias("chat", b)
     assert g.inputs_of(m) == [a, b]
 
 
 def test_detach_freezes_the_alias_for_its_readers_now_and_it_keeps_growing() -> None:  # DAG-11
     g = GraphModel()
     p = g.add_value_node(b"p", media=TEXT)
-    g.alias(".chat", p)
-    m1 = g.instantiate_with_deps(JOIN, {TEXT: ".chat"})
-    frozen = g.detach_from_alias(".chat")
-    assert frozen.startswith(".chat@")
+    g.alias("chat", p)
+    m1 = g.instantiate_with_deps(JOIN, {TEXT: "chat"})
+    frozen = g.detach_from_alias("chat")
+    assert frozen.startswith("chat@")
     assert g.aliases[frozen] == (p,) and g.is_frozen(frozen)
     assert g.node(m1).deps[0].sources == (Source(frozen),)
     c = g.add_value_node(b"c", media=TEXT)
-    g.alias(".chat", c)
-    m2 = g.instantiate_with_deps(JOIN, {TEXT: ".chat"})
+    g.alias("chat", c)
+    m2 = g.instantiate_with_deps(JOIN, {TEXT: "chat"})
     assert g.inputs_of(m1) == [p]
     assert g.inputs_of(m2) == [p, c]  # later readers see old and new members
     with pytest.raises(GraphRefused) as err:
@@ -138,12 +138,12 @@ def test_an_append_that_closes_a_cycle_is_refused_where_it_is_made() -> None:  #
 
 def test_detach_first_unrolls_the_loop() -> None:  # DAG-41: the tool loop's convention
     g = GraphModel()
-    g.alias(".chat", g.add_value_node(b"p", media=TEXT))
-    m = g.instantiate_with_deps(JOIN, {TEXT: ".chat"})
+    g.alias("chat", g.add_value_node(b"p", media=TEXT))
+    m = g.instantiate_with_deps(JOIN, {TEXT: "chat"})
     n = g.instantiate_with_deps(CAP, {TEXT: m})
-    g.detach_from_alias(".chat")
-    g.alias(".chat", n)  # m reads the frozen copy now: no cycle
-    assert n in g.aliases[".chat"]
+    g.detach_from_alias("chat")
+    g.alias("chat", n)  # m reads the frozen copy now: no cycle
+    assert n in g.aliases["chat"]
 
 
 def test_limits_are_refused_with_a_typed_error() -> None:

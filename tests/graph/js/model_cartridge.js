@@ -181,16 +181,16 @@ function serveModel(r, text) {
   const call = rule.call;
   const callId = "call-" + (chat.filter((m) => m.role === "tool").length + 1);
   const ops = [
-    { op: "detach_from_alias", alias: ".chat" },
+    { op: "detach_from_alias", alias: "chat" },
     { op: "add_value_node", value: JSON.stringify({ role: "assistant", tool_call: { id: callId, name: call.tool } }) + "\n", media: CHAT, explain: "tool call" },
-    { op: "alias", alias: ".chat", node: "$1" },
+    { op: "alias", alias: "chat", node: "$1" },
     { op: "add_value_node", value: JSON.stringify(call.arguments), media: call.in, explain: "input of " + call.tool },
     { op: "instantiate_with_deps", cap: call.cap, deps: { [call.in]: "$3" }, explain: call.tool },
     { op: "add_value_node", value_b64: Buffer.from(JSON.stringify({ id: callId, name: call.tool })).toString("base64"), media: SPEC, explain: "tool spec" },
     { op: "instantiate_with_deps", cap: TOOL_MESSAGE, deps: { [TOOL_OUT]: "$4", [SPEC]: "$5" }, explain: "tool result" },
-    { op: "alias", alias: ".chat", node: "$6" },
-    { op: "instantiate_with_deps", cap: MY_CAP, deps: { [CHAT]: [".chat"] }, explain: "model (js)" },
-    { op: "alias", alias: ".answers", node: "$8" },
+    { op: "alias", alias: "chat", node: "$6" },
+    { op: "instantiate_with_deps", cap: MY_CAP, deps: { [CHAT]: ["chat"] }, explain: "model (js)" },
+    { op: "alias", alias: "answers", node: "$8" },
   ];
   const batch = { ops };
   if (process.env.GRAPH_JS_NO_PARENT !== "1") batch.parent = r.rid.toString("hex");
