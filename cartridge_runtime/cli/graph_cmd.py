@@ -64,22 +64,19 @@ async def _run(
     cartridges: list[str],
     inputs: dict[str, bytes],
     target: str | None,
-    load: Path | None,
+    doc: Any,
     save: Path,
 ) -> int:
     async with Engine() as engine:
         for cartridge in cartridges:
             engine.add_cartridge(cartridge)
-        doc = json.loads(load.read_text()) if load is not None else None
         seed = None if doc is not None else machine
         async with engine.graph(machine=seed, inputs=inputs, load=doc) as g:
             result = await g.run(target)
-            save.parent.mkdir(parents=True, exist_ok=True)
-            save.write_text(g.dumps())
+            await anyio.Path(save.parent).mkdir(parents=True, exist_ok=True)
+            await anyio.Path(save).write_text(g.dumps())
             for alias, members in g.model.aliases.items():
-                if members and not g.model.is_frozen(alias) and not g.model.readers_of_alias(
-                    alias
-                ):
+                if members and not g.model.is_frozen(alias) and not g.model.readers_of_alias(alias):
                     for member in members:
                         node = result.nodes.get(member)
                         if node is not None and node.state is NodeState.DONE and node.data:
@@ -128,7 +125,11 @@ def graph_run(
         raise _fail(str(exc), _USAGE) from None
     save = (graphs_dir or default_graphs_dir()) / f"{_new_id()}.json"
     try:
-        code = anyio.run(_run, machine, cartridge, inputs, target, load, save)
+        doc = json.loads(load.read_text()) if load is not None else None
+    except ValueError as exc:
+        raise _fail(f"--load {load}: not JSON ({exc})", _USAGE) from None
+    try:
+        code = anyio.run(_run, machine, cartridge, inputs, target, doc, save)
     except CartridgeRuntimeError as exc:
         raise _fail(f"{type(exc).__name__}: {exc.message}", _FAILED) from None
     raise typer.Exit(code)
