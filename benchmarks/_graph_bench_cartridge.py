@@ -42,7 +42,7 @@ async def loop(req: Request) -> None:
             response = await peer.call_with_bytes(TINY, [(TEXT, b"x%d" % i)])
             await response.collect_bytes()
         else:
-            await req.graph.grow([{"op": "add_value_node", "value": "x%d" % i, "media": TEXT}])
+            await req.graph.grow([{"op": "add_value_node", "value": f"x{i}", "media": TEXT}])
     await req.output().emit_text(f"{time.perf_counter() - started:.9f}")
 
 
