@@ -55,6 +55,8 @@ A failure raises :class:`CartridgeError` (``.code``, ``.attribution_class``, ``.
 from __future__ import annotations
 
 from ._blocking import (
+    BlockingGraphBatch,
+    BlockingGraphGrowth,
     BlockingInputPackage,
     BlockingInputStream,
     BlockingOutputStream,
@@ -138,6 +140,8 @@ __all__ = (
     "BlockingPeerInvoker",
     "BlockingPeerCall",
     "BlockingPeerResponse",
+    "BlockingGraphBatch",
+    "BlockingGraphGrowth",
     # errors
     "CartridgeError",
     "OpError",

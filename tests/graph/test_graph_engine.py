@@ -25,6 +25,7 @@ GROW_IN = "media:grow-request;json"
 GROWER = 'cap:in="media:grow-request;json";op=grower;out="media:enc=utf-8"'
 SLEEP = 'cap:in="media:enc=utf-8";op=nap;out="media:enc=utf-8"'
 NOBODY = 'cap:in="media:enc=utf-8";op=nobody;out="media:enc=utf-8"'
+SYNC = 'cap:in="media:enc=utf-8";op=sync-grower;out="media:enc=utf-8"'
 
 
 def grower_runtime() -> CartridgeRuntime:
@@ -38,6 +39,7 @@ def grower_runtime() -> CartridgeRuntime:
             caps=[
                 CapDef.simple(GROWER, "Grower", aliases="grower"),
                 CapDef.simple(SLEEP, "Nap", aliases="nap"),
+                CapDef.simple(SYNC, "Sync grower", aliases="sync-grower"),
             ],
         )
     )
@@ -51,6 +53,14 @@ def grower_runtime() -> CartridgeRuntime:
             await req.output().emit_text(f"{exc.code}|{exc.attribution_class}|{exc.message}")
             return
         await req.output().emit_text(json.dumps(results))
+
+    @runtime.op(SYNC)
+    def sync_grower(req: Any) -> None:  # a plain def: req.graph blocks in its thread
+        text = req.take_input().require_stream_str(model.TEXT)
+        batch = req.graph.batch()
+        batch.alias("made", batch.add_value_node(text, media=model.TEXT))
+        names = batch.send()
+        req.output().emit_text(json.dumps(names))
 
     @runtime.op(SLEEP)
     async def nap(req: Request) -> None:
@@ -265,3 +275,18 @@ async def test_a_graph_seeded_from_machine_notation_runs() -> None:
             assert result.ok, result.error
             (node,) = g.model.aliases["out"]
             assert result[node].text == "hello"
+
+
+@pytest.mark.asyncio
+async def test_a_plain_def_handler_grows_its_graph_through_blocking_calls() -> None:
+    async with Engine() as engine:
+        engine.add_cartridge("grower", placement=InProcess(grower_runtime()))
+        async with engine.graph() as g:
+            node = g.instantiate_with_deps(
+                SYNC, {model.TEXT: g.add_value_node("hi", media=model.TEXT)}
+            )
+            result = await g.run(node)
+            assert result.ok, result.error
+            assert json.loads(result[node].text) == ["value-3", "made"]
+            assert g.model.nodes["value-3"].value == b"hi"
+            assert g.model.aliases["made"] == ("value-3",)
