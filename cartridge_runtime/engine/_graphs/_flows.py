@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 
+from ...protocol import AttributionClass, ErrorCode
 from .._errors import CallError
 from .._events import Item, OutputResult
 
