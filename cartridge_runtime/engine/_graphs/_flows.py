@@ -112,7 +112,11 @@ class NodeFlows:
                     raise self.error
                 if output is None:
                     return  # a node without a main output gives nothing
-                raise CallError("NO_OUTPUT", "input", f"node {self.name} has no output {output!r}")
+                raise CallError(
+                    ErrorCode.UNKNOWN_OUTPUT,
+                    AttributionClass.INPUT,
+                    f"node {self.name} has no output {output!r}",
+                )
             await self.wait_change()
 
     def results(self) -> dict[str | None, OutputResult]:

@@ -47,7 +47,9 @@ def seed_from_machine(graph: Graph, machine: Any, inputs: Mapping[str, Any] | No
                     value = binding.constant
                     data = value if isinstance(value, bytes) else str(value).encode("utf-8")
                     deps[media] = graph.add_value_node(data, media=media, explain=binding.arg)
-            made = graph.instantiate_with_deps(str(step.cap), deps, explain=step.label or step.alias)
+            made = graph.instantiate_with_deps(
+                str(step.cap), deps, explain=step.label or step.alias
+            )
             if step.outputs:
                 graph.alias(label[step.outputs[0].node], made)
     if given:
