@@ -17,6 +17,7 @@ from cartridge_runtime.graph import GraphRefused, NodeState, Refusal
 from cartridge_runtime.manifest import CapDef, Manifest
 from cartridge_runtime.runtime import CartridgeRuntime, GraphGrowthError, Request
 
+INTEROP = Path(__file__).resolve().parents[2] / "cartridges" / "interop.py"
 model = load("model")
 weather = load("weather")
 convert = load("convert")
@@ -26,6 +27,19 @@ GROWER = 'cap:in="media:grow-request;json";op=grower;out="media:enc=utf-8"'
 SLEEP = 'cap:in="media:enc=utf-8";op=nap;out="media:enc=utf-8"'
 NOBODY = 'cap:in="media:enc=utf-8";op=nobody;out="media:enc=utf-8"'
 SYNC = 'cap:in="media:enc=utf-8";op=sync-grower;out="media:enc=utf-8"'
+
+
+def load_interop() -> Any:
+    import importlib.util
+    import sys
+
+    if "graph_interop" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("graph_interop", INTEROP)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["graph_interop"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["graph_interop"]
 
 
 def grower_runtime() -> CartridgeRuntime:
@@ -290,3 +304,23 @@ async def test_a_plain_def_handler_grows_its_graph_through_blocking_calls() -> N
             assert json.loads(result[node].text) == ["value-3", "made"]
             assert g.model.nodes["value-3"].value == b"hi"
             assert g.model.aliases["made"] == ("value-3",)
+
+
+@pytest.mark.asyncio
+async def test_a_named_output_feeds_another_node_and_sequences_keep_their_items() -> None:
+    interop = load_interop()
+    split, echo, words = interop.URNS["split"], interop.URNS["echo"], interop.URNS["words"]
+    async with Engine() as engine:
+        engine.add_cartridge(str(INTEROP))
+        async with engine.graph() as g:
+            v = g.add_value_node("hello graphs", media=interop.TEXT)
+            s = g.instantiate_with_deps(split, {interop.TEXT: v})
+            stats = g.instantiate_with_deps(echo, {interop.BYTES: f"{s}.stats"})
+            w = g.instantiate_with_deps(words, {interop.TEXT: v})
+            result = await g.run()
+            assert result.ok, result.error
+            assert result[s].text == "HELLO GRAPHS"
+            assert json.loads(result[stats].data) == {"length": 12}
+            (seq,) = result[w].outputs.values()
+            direct = await engine.call(words, [(interop.TEXT, b"hello graphs")])
+            assert seq.is_sequence and seq.items == direct.outputs[None].items

@@ -63,6 +63,7 @@ class GraphRunner:
         flows: dict[str, NodeFlows],
         hooks: RunHooks,
         arg_media: Callable[[GraphNode, str], Awaitable[str]],
+        output_key: Callable[[GraphNode, str], str] = lambda node, name: name,
     ) -> None:
         self.engine = engine
         self.model = model
@@ -70,6 +71,7 @@ class GraphRunner:
         self.flows = flows
         self.hooks = hooks
         self._arg_media = arg_media
+        self._output_key = output_key
         self.errors: dict[str, CallError] = {}
         self._wake = anyio.Event()
 
@@ -199,7 +201,10 @@ class GraphRunner:
                 return
             source, output = pairs[position]
             position += 1
-            async for piece in self.flows_of(source).pieces(output):
+            flows = self.flows_of(source)
+            if output is not None and output not in flows.flows:
+                output = self._output_key(self.model.nodes[source], output)
+            async for piece in flows.pieces(output):
                 if isinstance(piece, Item):
                     yield _as_bytes(piece.value)
                 else:

@@ -229,7 +229,15 @@ class Graph:
             stop_before=stop_before,
             one_step=one_step,
         )
-        runner = GraphRunner(self._engine, self.model, schedule, self._flows, self, self._arg_media)
+        runner = GraphRunner(
+            self._engine,
+            self.model,
+            schedule,
+            self._flows,
+            self,
+            self._arg_media,
+            self._output_key,
+        )
         self._runner = runner
         try:
             result = await runner.run()
@@ -289,13 +297,25 @@ class Graph:
     def _logged(self, op: str, made_by: str | None, result: Any, **fields: Any) -> None:
         self.event("op", made_by or "", op=op, result=result, **fields)
 
-    async def _arg_media(self, node: GraphNode, arg: str) -> str:
-        if arg.startswith("media:"):
-            return arg
+    def _cap_def(self, node: GraphNode) -> Any:
         assert node.cap is not None
         owner = self._route(node.cap)
         manifest = self._manifest_of(owner) if owner is not None else None
-        cap_def = manifest.find_cap(node.cap) if manifest is not None else None
+        return manifest.find_cap(node.cap) if manifest is not None else None
+
+    def _output_key(self, node: GraphNode, name: str) -> str:
+        """The stream key of ``node``'s output called ``name`` in its cap's definition (its
+        media URN), or ``name`` itself."""
+        cap_def = self._cap_def(node) if node.cap is not None else None
+        for out in getattr(cap_def, "outputs", ()):
+            if out.name == name:
+                return str(out.media_urn)
+        return name
+
+    async def _arg_media(self, node: GraphNode, arg: str) -> str:
+        if arg.startswith("media:"):
+            return arg
+        cap_def = self._cap_def(node)
         if cap_def is not None:
             for a in cap_def.args:
                 if a.name == arg:
