@@ -324,3 +324,15 @@ async def test_a_named_output_feeds_another_node_and_sequences_keep_their_items(
             (seq,) = result[w].outputs.values()
             direct = await engine.call(words, [(interop.TEXT, b"hello graphs")])
             assert seq.is_sequence and seq.items == direct.outputs[None].items
+
+
+@pytest.mark.asyncio
+async def test_a_host_without_graphs_answers_no_handler_and_the_runtime_says_so() -> None:
+    from cartridge_runtime.testing import CartridgeHarness
+
+    batch = json.dumps({"ops": [{"op": "alias", "alias": "a"}]}).encode()
+    async with CartridgeHarness(grower_runtime()) as h:  # a host with no grow-graph cap
+        result = await h.call(GROWER, [(GROW_IN, batch)])
+    code, _, message = result.main_bytes.decode().split("|", 2)
+    assert code == "NO_HANDLER"
+    assert message.startswith("the host cannot grow graphs (NO_HANDLER): ")
