@@ -567,6 +567,7 @@ class Engine(CartridgeAdmin):
         limits: Any = None,
         catalogue: Any = None,
         observers: Sequence[Any] = (),
+        cache: str | os.PathLike[str] | CacheStore | None = None,
     ) -> AbstractAsyncContextManager[Graph]:
         """A graph that grows while it runs: ``async with engine.graph() as g:`` (see
         ``docs/graphs.md``). Cartridges whose calls run in it may grow it through the
@@ -580,6 +581,8 @@ class Engine(CartridgeAdmin):
         :param catalogue: a :class:`Catalogue` of cartridges the graph may activate; without
             it, nothing outside the engine's own cartridges.
         :param observers: callables given each logged operation and node event (a dict).
+        :param cache: a step cache (a folder or a :class:`CacheStore`): a cap node whose
+            inputs are all known when it starts is looked up and stored as a machine step.
         :raises GraphRefused: a ``load`` document that is not a graph.
         :raises MachineError: a ``machine`` that is refused.
         """
@@ -594,6 +597,8 @@ class Engine(CartridgeAdmin):
             limits=limits,
             catalogue=catalogue,
             observers=observers,
+            cache=cache,
+            resolve=self._router.resolve,
         )
 
     def _on_peer_request(self, origin: Connection, frame: Frame) -> None:

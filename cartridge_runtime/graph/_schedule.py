@@ -44,6 +44,8 @@ class Schedule:
         anything else waits again.
     :param stop_before: nodes never to start; reaching one ends the run (DAG-40).
     :param one_step: hand out one node, then end the run.
+    :param streaming: a reader may start at its inputs' first bytes; False: only once they
+        finished (a run whose nodes are cached needs their inputs whole).
     """
 
     def __init__(
@@ -54,8 +56,10 @@ class Schedule:
         states: Mapping[str, NodeState] | None = None,
         stop_before: Iterable[str] = (),
         one_step: bool = False,
+        streaming: bool = True,
     ) -> None:
         self.model = model
+        self._feeding = _FEEDING if streaming else frozenset({NodeState.DONE})
         self._targets = tuple(targets) if targets is not None else None
         self._states: dict[str, NodeState] = {}
         for name, state in (states or {}).items():
@@ -209,7 +213,7 @@ class Schedule:
             state = self.state(source)
             if state in _BROKEN:
                 return f"input {source} {state.value}"
-            if state not in _FEEDING:
+            if state not in self._feeding:
                 ok = False
         return "" if ok else None
 

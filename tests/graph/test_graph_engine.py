@@ -336,3 +336,49 @@ async def test_a_host_without_graphs_answers_no_handler_and_the_runtime_says_so(
     code, _, message = result.main_bytes.decode().split("|", 2)
     assert code == "NO_HANDLER"
     assert message.startswith("the host cannot grow graphs (NO_HANDLER): ")
+
+
+@pytest.mark.asyncio
+async def test_cap_nodes_are_cached_as_steps(tmp_path: Path) -> None:
+    interop = load_interop()
+    split, echo = interop.URNS["split"], interop.URNS["echo"]
+
+    async def once() -> dict[str, str]:
+        seen: list[dict[str, Any]] = []
+        async with Engine() as engine:
+            engine.add_cartridge(str(INTEROP))
+            async with engine.graph(cache=tmp_path / "steps", observers=[seen.append]) as g:
+                v = g.add_value_node("cache me", media=interop.TEXT)
+                s = g.instantiate_with_deps(split, {interop.TEXT: v})
+                e = g.instantiate_with_deps(echo, {interop.BYTES: f"{s}.stats"})
+                g.alias("live")
+                reader = g.instantiate_with_deps(echo, {interop.BYTES: ["live", s]})
+                result = await g.run()
+                assert result.ok, result.error
+                assert result[s].text == "CACHE ME"
+                assert json.loads(result[e].data) == {"length": 8}
+                assert result[reader].text == "CACHE ME"
+        return {ev["node"]: ev["cache"] for ev in seen if ev["event"] == "node_done"}
+
+    # cap-4 reads a live alias: never cached
+    assert await once() == {"cap-2": "miss", "cap-3": "miss", "cap-4": ""}
+    assert await once() == {"cap-2": "hit", "cap-3": "hit", "cap-4": ""}
+
+
+@pytest.mark.asyncio
+async def test_a_call_that_grew_the_graph_is_never_replayed_from_the_cache(tmp_path: Path) -> None:
+    async def once() -> tuple[str, tuple[str, ...]]:
+        seen: list[dict[str, Any]] = []
+        async with Engine() as engine:
+            engine.add_cartridge("grower", placement=InProcess(grower_runtime()))
+            async with engine.graph(cache=tmp_path / "steps", observers=[seen.append]) as g:
+                ops = {"ops": [{"op": "alias", "alias": "grown"}]}
+                batch = g.add_value_node(json.dumps(ops), media=GROW_IN)
+                node = g.instantiate_with_deps(GROWER, {GROW_IN: batch})
+                result = await g.run(node)
+                assert result.ok, result.error
+                (cache,) = [e["cache"] for e in seen if e["event"] == "node_done"]
+                return cache, tuple(g.model.aliases)
+
+    assert await once() == ("miss", ("grown",))
+    assert await once() == ("miss", ("grown",))  # called again: its growth happens again

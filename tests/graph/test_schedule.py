@@ -168,3 +168,14 @@ def test_a_thousand_node_chain_decides_each_node_once() -> None:
         order.extend(ready)
         s.done(ready[0])
     assert order == names[1:]
+
+
+def test_without_streaming_a_reader_waits_for_its_inputs_to_finish() -> None:
+    g = GraphModel()
+    _, a, b = chain(g, 2)
+    s = Schedule(g, streaming=False)
+    s.get_ready()
+    s.produced(a)
+    assert s.get_ready() == ()
+    s.done(a)
+    assert s.get_ready() == (b,)

@@ -23,6 +23,8 @@ from ...graph import GraphModel, GraphNode, NodeKind, NodeState, Schedule
 from ...protocol import AttributionClass, ErrorCode
 from .._errors import CallError
 from .._events import Item, OutputData, OutputEnded, OutputItem, OutputStarted
+from .._machines._cache_step import StepCache
+from ._cache import NodeCall, cached_key, lookup_node_call, recorded, store_node_call
 from ._flows import NodeFlows
 from ._result import GraphResult, NodeResult
 
@@ -42,6 +44,8 @@ class RunHooks(Protocol):
     def call_ended(self, node: str, response: Any) -> None: ...
 
     def event(self, kind: str, node: str, **fields: Any) -> None: ...
+
+    def has_grown(self, node: str) -> bool: ...
 
 
 def _as_bytes(value: Any) -> bytes:
@@ -64,6 +68,8 @@ class GraphRunner:
         hooks: RunHooks,
         arg_media: Callable[[GraphNode, str], Awaitable[str]],
         output_key: Callable[[GraphNode, str], str] = lambda node, name: name,
+        cache: StepCache | None = None,
+        resolve: Callable[[str], Awaitable[Any]] | None = None,
     ) -> None:
         self.engine = engine
         self.model = model
@@ -72,7 +78,11 @@ class GraphRunner:
         self.hooks = hooks
         self._arg_media = arg_media
         self._output_key = output_key
+        self.cache = cache
+        self._resolve = resolve
         self.errors: dict[str, CallError] = {}
+        #: Per cap node run: ``hit``, ``miss`` or ``""`` (the step cache was not used).
+        self.cached: dict[str, str] = {}
         self._wake = anyio.Event()
 
     def flows_of(self, name: str) -> NodeFlows:
@@ -147,12 +157,40 @@ class GraphRunner:
                 media = await self._arg_media(node, dep.arg)
                 inputs.append((media, self._feed(name, index)))
             assert node.cap is not None
-            async with self.engine.call(node.cap, inputs) as response:
-                self.hooks.call_started(name, response)
-                try:
-                    await self._take(name, flows, response)
-                finally:
-                    self.hooks.call_ended(name, response)
+            call = NodeCall()
+            if self.cache is not None and self._resolve is not None:
+                await self._resolve(node.cap)  # the serving cartridge names the key
+                call.key = await cached_key(
+                    self.cache,
+                    self.model,
+                    node,
+                    [m for m, _ in inputs],
+                    self.schedule.state,
+                    self.flows_of,
+                    self._output_key,
+                )
+            opened = None
+            if call.key is not None and self.cache is not None:
+                opened = await lookup_node_call(self.cache, node, call)
+            if opened is None:
+                opened = self.engine.call(node.cap, inputs)
+            try:
+                async with opened as response:
+                    if call.cache != "hit":
+                        self.hooks.call_started(name, response)
+                    try:
+                        await self._take(name, flows, recorded(response, call))
+                    finally:
+                        if call.cache != "hit":
+                            self.hooks.call_ended(name, response)
+            except BaseException:
+                if self.cache is not None:
+                    with anyio.CancelScope(shield=True):
+                        await store_node_call(self.cache, call, False)
+                raise
+            if self.cache is not None:
+                await store_node_call(self.cache, call, not self.hooks.has_grown(name))
+            self.cached[name] = call.cache
         except CallError as exc:
             error = exc
         except anyio.get_cancelled_exc_class():
@@ -168,7 +206,7 @@ class GraphRunner:
         else:
             flows.finish()
             self.schedule.done(name)
-            self.hooks.event("node_done", name)
+            self.hooks.event("node_done", name, cache=self.cached.get(name, ""))
         self._wake.set()
 
     async def _take(self, name: str, flows: NodeFlows, response: Any) -> None:

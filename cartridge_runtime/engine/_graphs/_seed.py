@@ -69,6 +69,8 @@ async def open_graph(
     limits: Any = None,
     catalogue: Catalogue | None = None,
     observers: Sequence[Any] = (),
+    cache: Any = None,
+    resolve: Any = None,
 ) -> AsyncIterator[Graph]:
     graph = Graph(
         engine,
@@ -79,6 +81,8 @@ async def open_graph(
         load=load,
         catalogue=catalogue,
         observers=observers,
+        cache=cache,
+        resolve=resolve,
     )
     if machine is not None:
         from ...machine import Machine

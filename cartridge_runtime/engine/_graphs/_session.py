@@ -34,6 +34,7 @@ from ...graph import (
 )
 from ...urn import CapUrn, UrnError
 from .._events import Item
+from .._machines._api import step_cache
 from ._flows import NodeFlows
 from ._result import GraphResult
 from ._runner import Caller, GraphRunner
@@ -79,8 +80,13 @@ class Graph:
         load: Any = None,
         catalogue: Catalogue | None = None,
         observers: Sequence[Any] = (),
+        cache: Any = None,
+        resolve: Any = None,
     ) -> None:
         self._engine = engine
+        #: The step cache cap nodes are looked up in and stored into (None: none).
+        self.cache = step_cache(engine, cache)
+        self._resolve = resolve
         self._hub = hub
         self._route = route
         self._manifest_of = manifest_of
@@ -93,6 +99,7 @@ class Graph:
         self._states: dict[str, NodeState] = {}
         self._reasons: dict[str, str] = {}
         self._runner: GraphRunner | None = None
+        self._growers: set[str] = set()
         #: Every operation applied, with the node whose call made it (None: the application).
         self.log: list[dict[str, Any]] = []
         if load is not None:
@@ -153,6 +160,8 @@ class Graph:
             else parse_batch(batch, self.model.limits.max_ops_per_batch)
         )
         results = apply_batch(self.model, parsed, made_by=made_by, check_cap=self.check_cap)
+        if made_by is not None:
+            self._growers.add(made_by)
         for op, result in zip(parsed.ops, results, strict=True):
             self._logged(op.kind.value, made_by, result)
         if self._runner is not None:
@@ -228,6 +237,7 @@ class Graph:
             states=self._states,
             stop_before=stop_before,
             one_step=one_step,
+            streaming=self.cache is None,
         )
         runner = GraphRunner(
             self._engine,
@@ -237,6 +247,8 @@ class Graph:
             self,
             self._arg_media,
             self._output_key,
+            self.cache,
+            self._resolve,
         )
         self._runner = runner
         try:
@@ -254,6 +266,11 @@ class Graph:
 
     def call_ended(self, node: str, response: Any) -> None:
         self._hub.unregister(response.rid)
+
+    def has_grown(self, node: str) -> bool:
+        """Whether ``node``'s call grew the graph (such a call is never stored in the cache:
+        a replay would not grow it again)."""
+        return node in self._growers
 
     def event(self, kind: str, node: str, **fields: Any) -> None:
         entry = {"event": kind, "node": node, "at": time.time(), **fields}
