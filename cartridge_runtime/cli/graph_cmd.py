@@ -5,8 +5,9 @@ name, each step a cap node) and runs it with growth allowed: the cartridges' cal
 nodes through the grow-graph cap (see ``docs/graphs.md``). It prints each machine output and
 the grown graph as a tree, and saves the graph under ``$CARTRIDGE_HOME/graphs`` (or
 ``--graphs-dir``) as ``ID.json``, which ``--load`` resumes (finished nodes are not run again)
-and ``graph show`` draws. Exit status: 0 success, 1 a node failed (one line names it), 2 a
-usage error.
+and ``graph show`` draws, beside ``ID.events.jsonl`` (every operation with the node that made
+it, every node's start and end); ``--report FILE`` writes the HTML page of the grown graph.
+Exit status: 0 success, 1 a node failed (one line names it), 2 a usage error.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import typer
 
 from ..engine import Engine, default_runs_dir
 from ..errors import CartridgeRuntimeError
-from ..graph import GraphRefused, NodeState, load_graph, render_tree
+from ..graph import GraphRefused, NodeState, load_graph, render_html, render_tree
 from . import app
 from ._paths import cartridge_problem
 from ._run_setup import Usage, parse_inputs
@@ -66,6 +67,7 @@ async def _run(
     target: str | None,
     doc: Any,
     save: Path,
+    report: Path | None,
 ) -> int:
     async with Engine() as engine:
         for cartridge in cartridges:
@@ -75,6 +77,10 @@ async def _run(
             result = await g.run(target)
             await anyio.Path(save.parent).mkdir(parents=True, exist_ok=True)
             await anyio.Path(save).write_text(g.dumps())
+            events = "".join(json.dumps(e, ensure_ascii=False, default=str) + "\n" for e in g.log)
+            await anyio.Path(save.with_suffix(".events.jsonl")).write_text(events)
+            if report is not None:
+                await anyio.Path(report).write_text(g.report(save.stem))
             for alias, members in g.model.aliases.items():
                 if members and not g.model.is_frozen(alias) and not g.model.readers_of_alias(alias):
                     for member in members:
@@ -109,6 +115,9 @@ def graph_run(
     graphs_dir: Path | None = typer.Option(  # noqa: B008
         None, "--graphs-dir", help="Where graphs are saved (default: $CARTRIDGE_HOME/graphs)."
     ),
+    report: Path | None = typer.Option(  # noqa: B008
+        None, "--report", help="Write the grown graph's HTML page here (also on failure)."
+    ),
 ) -> None:
     """Run a graph seeded from a machine file; its cartridges may grow it while it runs."""
     if load is None and not machine.is_file():
@@ -129,7 +138,7 @@ def graph_run(
     except ValueError as exc:
         raise _fail(f"--load {load}: not JSON ({exc})", _USAGE) from None
     try:
-        code = anyio.run(_run, machine, cartridge, inputs, target, doc, save)
+        code = anyio.run(_run, machine, cartridge, inputs, target, doc, save, report)
     except CartridgeRuntimeError as exc:
         raise _fail(f"{type(exc).__name__}: {exc.message}", _FAILED) from None
     raise typer.Exit(code)
@@ -140,7 +149,13 @@ def find_graph(graphs_dir: Path, wanted: str) -> Path:
     given = Path(wanted)
     if given.suffix == ".json" and given.is_file():
         return given
-    saved = sorted(graphs_dir.glob("*.json"), reverse=True) if graphs_dir.is_dir() else []
+    saved = (
+        sorted(
+            (p for p in graphs_dir.glob("*.json") if not p.stem.endswith(".events")), reverse=True
+        )
+        if graphs_dir.is_dir()
+        else []
+    )
     if not saved:
         raise Usage(f"no graphs saved in {graphs_dir}")
     if wanted == "last":
@@ -157,6 +172,9 @@ def graph_show(
     node: str | None = typer.Option(None, "--node", help="Draw from this node."),
     graphs_dir: Path | None = typer.Option(  # noqa: B008
         None, "--graphs-dir", help="Where graphs are saved (default: $CARTRIDGE_HOME/graphs)."
+    ),
+    html_file: Path | None = typer.Option(  # noqa: B008
+        None, "--html", help="Also write the graph's HTML page (drawing, nodes, events) here."
     ),
 ) -> None:
     """Draw a saved graph as a tree, each node with its state."""
@@ -175,3 +193,11 @@ def graph_show(
         return states.get(name, NodeState.WAITING)
 
     print(render_tree(model, roots, state_of))
+    if html_file is not None:
+        events_file = path.with_suffix(".events.jsonl")
+        log = (
+            [json.loads(line) for line in events_file.read_text().splitlines() if line]
+            if events_file.is_file()
+            else []
+        )
+        html_file.write_text(render_html(model, state_of, log=log, title=path.stem))

@@ -8,7 +8,7 @@ decisions, the JSON document and the tree.
   ``failed``, ``is_active``), re-resolved on every change of nodes and aliases;
 * :func:`parse_batch` / :func:`apply_batch` — the grow-graph cap's batch, whole or nothing;
 * :func:`dump_graph` / :func:`load_graph` — the graph as JSON and back;
-* :func:`render_tree` — the graph drawn as a tree.
+* :func:`render_tree` — the graph drawn as a tree; :func:`render_html` — a page of it.
 
 The rules and the wire contract are chapter 16 of the specification (GRW-1 .. GRW-15).
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 from ._batch import Batch, GraphOp, OpKind, apply_batch, parse_batch, parse_parent
 from ._dump import FORMAT, dump_graph, load_graph
 from ._errors import GraphRefused, Refusal
+from ._html import render_html
 from ._model import Dep, GraphLimits, GraphModel, GraphNode, NodeKind, Snapshot, Source
 from ._schedule import NodeState, Schedule
 from ._tree import STATE_MARKS, render_tree
@@ -52,5 +53,6 @@ __all__ = (
     "load_graph",
     "parse_batch",
     "parse_parent",
+    "render_html",
     "render_tree",
 )

@@ -3,6 +3,7 @@ show``: the agent example, two tool rounds and an answer, resumed after a failed
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -47,13 +48,22 @@ def run_agent(
 
 
 def test_graph_run_grows_two_tool_rounds_and_answers_then_show_draws_it(tmp_path: Path) -> None:
-    done = run_agent(tmp_path)
+    done = run_agent(tmp_path / "g", "--report", str(tmp_path / "run.html"))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "out: It is 4 °C and rain in Oslo, that is 39.2 °F.\n"
     assert "── weather-" in done.stderr and "── convert-" in done.stderr
-    assert len(list(tmp_path.glob("*.json"))) == 1
-    shown = cartridge("graph", "show", "last", "--graphs-dir", str(tmp_path))
+    (saved,) = (tmp_path / "g").glob("*[0-9].json")
+    events = [json.loads(x) for x in saved.with_suffix(".events.jsonl").read_text().splitlines()]
+    grown = [e for e in events if e["event"] == "op" and e["node"].startswith("model-")]
+    assert len(grown) == 20  # two batches of ten ops, each logged with the model that made it
+    page = (tmp_path / "run.html").read_text()
+    assert page.count("<rect") == 15 and "weather-7" in page
+    html = tmp_path / "show.html"
+    shown = cartridge(
+        "graph", "show", "last", "--graphs-dir", str(tmp_path / "g"), "--html", str(html)
+    )
     assert shown.returncode == 0
+    assert html.read_text().count("<rect") == 15
     assert shown.stdout.splitlines()[0].startswith("answer-3 [✓ done] (answer)")
     assert shown.stdout.count("[✓ done]") >= 15
 

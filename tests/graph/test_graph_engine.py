@@ -151,6 +151,14 @@ async def test_a_run_resumes_after_a_tool_fails_once(
             assert first[message].reason == f"input {tool} failed"
             assert first[target].state is NodeState.SKIPPED
             doc = json.loads(g.dumps())
+            record = g.write_record(tmp_path / "record")
+            assert json.loads((record / "graph.json").read_text()) == doc
+            logged = [json.loads(x) for x in (record / "events.jsonl").read_text().splitlines()]
+            assert {"event": "node_failed", "node": tool, "code": "UPSTREAM_DOWN"}.items() <= next(
+                e for e in logged if e["event"] == "node_failed"
+            ).items()
+            page = (record / "report.html").read_text()
+            assert page.count("<rect") == len(g.model.nodes) and "#f8c9c4" in page  # failed
         seen: list[dict[str, Any]] = []
         async with engine.graph(load=doc, observers=[seen.append]) as g2:
             second = await g2.run(target)

@@ -13,8 +13,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ...graph import (
@@ -30,6 +32,7 @@ from ...graph import (
     dump_graph,
     load_graph,
     parse_batch,
+    render_html,
     render_tree,
 )
 from ...urn import CapUrn, UrnError
@@ -308,6 +311,24 @@ class Graph:
 
     def dumps(self) -> str:
         return json.dumps(self.dump(), ensure_ascii=False)
+
+    def report(self, title: str = "graph") -> str:
+        """A self-contained HTML page: the grown graph drawn, the tree, every node's state,
+        the aliases, and the log of operations and node events."""
+        reasons = self._runner.schedule.reasons if self._runner is not None else self._reasons
+        return render_html(self.model, self.state, reasons=reasons, log=self.log, title=title)
+
+    def write_record(self, folder: str | os.PathLike[str]) -> Path:
+        """Write the graph's record into ``folder`` (made if needed): ``graph.json`` (what
+        ``engine.graph(load=...)`` resumes), ``events.jsonl`` (every operation with the node
+        that made it, every node's start and end) and ``report.html``. Returns the folder."""
+        where = Path(folder)
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "graph.json").write_text(self.dumps(), encoding="utf-8")
+        lines = (json.dumps(e, ensure_ascii=False, default=str) for e in self.log)
+        (where / "events.jsonl").write_text("".join(f"{line}\n" for line in lines), "utf-8")
+        (where / "report.html").write_text(self.report(where.name), encoding="utf-8")
+        return where
 
     # -- helpers ---------------------------------------------------------------------------------
 
