@@ -184,6 +184,13 @@ class GrowRequest:
         except GraphRefused as exc:
             self._finish_err(ErrorCode.GRAPH_REFUSED, exc.message, AttributionClass.INPUT)
             return
+        except Exception as exc:  # a fault of ours: the cartridge gets an ERR, the engine runs on
+            self._finish_err(
+                ErrorCode.HANDLER_ERROR,
+                f"the engine could not grow the graph: {type(exc).__name__}",
+                AttributionClass.INTERNAL,
+            )
+            return
         payload = json.dumps({"results": results}).encode("utf-8")
         self._answer(payload)
 
