@@ -75,6 +75,7 @@ class ErrorCode(enum.StrEnum):
     USAGE = "USAGE"  #: a CLI-mode command line that does not match the cap (CLI-*)
     INPUT_READ_FAILED = "INPUT_READ_FAILED"  #: CLI mode could not read standard input
     PEER_FAILED = "PEER_FAILED"  #: a test harness's peer callback raised an untyped error
+    GRAPH_REFUSED = "GRAPH_REFUSED"  #: a graph operation refused (GRW-12)
 
 
 _CODES: Final[Mapping[str, ErrorCode]] = {code.value: code for code in ErrorCode}

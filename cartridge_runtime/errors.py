@@ -21,7 +21,8 @@ package adds its leaves under its own branch, in its own ``_errors`` module::
         ├── manifest.ManifestError          a manifest or cap definition
         ├── machine.MachineError            machine notation
         ├── machine.MachineSourceError      a machine reference its source cannot load
-        └── planner.PlannerError            a planning query
+        ├── planner.PlannerError            a planning query
+        └── graph.GraphRefused              an operation on a growing graph
 
 So ``except ProtocolError`` catches protocol faults only (an engine call that failed is not
 one), ``except DefinitionError`` (or ``ValueError``) catches refused text, and

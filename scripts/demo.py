@@ -4,7 +4,8 @@
 It shows several caps, sequence outputs with per-item meta, a cap with two outputs, a peer
 call routed through the engine, progress, and a handled error; then three machines over the
 wordkit cartridge (a chain, a per-item map, a router whose optional outputs skip what is
-downstream of them), and prints a summary table.
+downstream of them), a planned machine, and an agent whose scripted model grows its own graph
+with two tool rounds before it answers; then it prints a summary table.
 Run it with ``./scripts/demo`` (which also does the set-up).
 """
 
@@ -124,6 +125,36 @@ class Demo:
             for n, r in result.steps.items()
         )
         self.rows.append((title, path.name, "[green]ok[/]", f"{steps} in {ms:.0f} ms"))
+
+    async def agent(self, title: str, folder: Path) -> None:
+        """The agent of ``examples/agent``: a scripted model grows its graph with two tool
+        rounds, then answers; the conversation and the grown graph are shown."""
+        rule(f"[bold]{title}[/]")
+        for name in ("model", "weather", "convert"):
+            self.engine.add_cartridge(folder / f"{name}.py")
+        question = (folder / "question.jsonl").read_text()
+        started = time.perf_counter()
+        async with self.engine.graph(
+            machine=folder / "agent.machine", inputs={"chat": question}
+        ) as g:
+            result = await g.run()
+            for member in g.model.aliases["chat"]:
+                node = g.model.nodes[member]
+                data = node.value if node.value is not None else result[member].data
+                for line in data.decode().splitlines():
+                    console.print(f"  [cyan]{escape(line)}[/]", highlight=False)
+            console.print(escape(g.tree()), highlight=False)
+        ms = (time.perf_counter() - started) * 1000
+        if result.error is not None:
+            self.failures += 1
+            self.rows.append((title, "agent.machine", "[red]failed[/]", result.error.message))
+            return
+        (answer,) = [n for n in result.nodes.values() if n.name.startswith("answer-")]
+        console.print(f"  [bold]answer[/] = {answer.text}")
+        grown = len(result.nodes)
+        self.rows.append(
+            (title, "agent.machine", "[green]ok[/]", f"{grown} nodes (3 seeded) in {ms:.0f} ms")
+        )
 
     async def planned(self, title: str, path: Path, target: str) -> None:
         """Plan from the file ``path`` to ``target`` over every cartridge's caps, show the
@@ -381,6 +412,10 @@ async def main() -> int:
             "Planned: a Markdown file's kept words (nobody wrote this machine)",
             SAMPLES / "sample.md",
             "media:enc=utf-8;kept;word",
+        )
+
+        await demo.agent(
+            "Graph: an agent grows two tool rounds, then answers", ROOT / "examples" / "agent"
         )
 
         table = Table(title="cartridge-runtime demo: the engine driving the bundled cartridges")

@@ -53,6 +53,7 @@ def _register_subcommands() -> None:
         "plan_cmd",
         "runs_cmd",
         "cache_cmd",
+        "graph_cmd",
     ):
         try:
             importlib.import_module(f"{__name__}.{name}")

@@ -53,6 +53,8 @@ from ._events import (
     Result,
     TraceEvent,
 )
+from ._graphs._result import GraphResult, NodeResult
+from ._graphs._session import Catalogue, Graph
 from ._inputs import CborValue, ItemStream, ValueStream
 from ._machines._api import MachineRun
 from ._machines._cache import CacheError, CacheStore
@@ -180,6 +182,10 @@ __all__ = (
     "ItemStream",
     # machines
     "MachineRun",
+    "Graph",
+    "GraphResult",
+    "NodeResult",
+    "Catalogue",
     "CacheStore",
     "CacheError",
     "RunRecorder",

@@ -41,6 +41,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -69,6 +70,9 @@ from ._connection._shell import Connection
 from ._discover import probe
 from ._errors import CallError, EngineClosed, EngineError
 from ._events import Result
+from ._graphs._grow import GrowHub, GrowRequest, is_grow_cap, run_grow_request
+from ._graphs._seed import open_graph
+from ._graphs._session import Graph
 from ._machines._api import MachineRun, open_run, run_to_end
 from ._machines._cache import CacheStore
 from ._machines._events import MachineResult
@@ -158,6 +162,8 @@ class Engine:
         #: application gave definitions of its own.
         self._checks: dict[int, tuple[tuple[Any, ...], OutputChecks]] = {}
         self._media = bool(self.config.media)
+        #: The graph calls in flight, for growth from inside a cartridge (``graph()``).
+        self._grow_hub = GrowHub()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -756,7 +762,57 @@ class Engine:
         if callable(watch_status):
             watch_status(self.status)
 
+    def graph(
+        self,
+        *,
+        machine: str | os.PathLike[str] | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        load: Any = None,
+        limits: Any = None,
+        catalogue: Any = None,
+        observers: Sequence[Any] = (),
+        cache: str | os.PathLike[str] | CacheStore | None = None,
+    ) -> AbstractAsyncContextManager[Graph]:
+        """A graph that grows while it runs: ``async with engine.graph() as g:`` (see
+        ``docs/graphs.md``). Cartridges whose calls run in it may grow it through the
+        grow-graph cap, which the engine answers itself.
+
+        :param machine: seed the graph from machine notation (text or a file); ``inputs``
+            gives its input nodes values (each node is an alias of the same name).
+        :param load: a document :meth:`Graph.dump` wrote (a dict or its JSON): the graph,
+            its states and the outputs of its finished nodes, to resume a run.
+        :param limits: a :class:`~cartridge_runtime.graph.GraphLimits`.
+        :param catalogue: a :class:`Catalogue` of cartridges the graph may activate; without
+            it, nothing outside the engine's own cartridges.
+        :param observers: callables given each logged operation and node event (a dict).
+        :param cache: a step cache (a folder or a :class:`CacheStore`): a cap node whose
+            inputs are all known when it starts is looked up and stored as a machine step.
+        :raises GraphRefused: a ``load`` document that is not a graph.
+        :raises MachineError: a ``machine`` that is refused.
+        """
+        return open_graph(
+            self,
+            hub=self._grow_hub,
+            route=self.route,
+            manifest_of=self.manifest,
+            machine=machine,
+            inputs=inputs,
+            load=load,
+            limits=limits,
+            catalogue=catalogue,
+            observers=observers,
+            cache=cache,
+            resolve=self._router.resolve,
+        )
+
     def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
+        if is_grow_cap(frame.cap):
+            grow = GrowRequest(self._grow_hub, origin, frame, self._router.resolve)
+            if self._tg is None or self._closed:
+                grow.on_origin_death()
+                return
+            self._tg.start_soon(run_grow_request, grow)
+            return
         link = PeerLink(self._router, origin, frame)
         if self._tg is None or self._closed:
             link.error_to_origin(EngineClosed())

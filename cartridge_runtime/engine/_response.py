@@ -106,6 +106,12 @@ class Response:
         return self._state.rid
 
     @property
+    def connection(self) -> object:
+        """The connection the call runs on, as an opaque handle (the engine matches a peer
+        request from that cartridge process to the call it serves by it)."""
+        return self._state.conn
+
+    @property
     def done(self) -> bool:
         return self._state.done
 

@@ -55,6 +55,8 @@ A failure raises :class:`CartridgeError` (``.code``, ``.attribution_class``, ``.
 from __future__ import annotations
 
 from ._blocking import (
+    BlockingGraphBatch,
+    BlockingGraphGrowth,
     BlockingInputPackage,
     BlockingInputStream,
     BlockingOutputStream,
@@ -91,6 +93,7 @@ from ._errors import (
     UnknownOutput,
 )
 from ._frames._exit import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL, ExitStatus
+from ._graph import GraphBatch, GraphGrowth, GraphGrowthError
 from ._input import InputItem, InputPackage, InputStream
 from ._network import NetworkAccess, Reach
 from ._output import OutputSpec, OutputStream
@@ -137,6 +140,8 @@ __all__ = (
     "BlockingPeerInvoker",
     "BlockingPeerCall",
     "BlockingPeerResponse",
+    "BlockingGraphBatch",
+    "BlockingGraphGrowth",
     # errors
     "CartridgeError",
     "OpError",
@@ -150,5 +155,8 @@ __all__ = (
     "NetworkPolicyError",
     "RequestCancelled",
     "PeerCallError",
+    "GraphBatch",
+    "GraphGrowth",
+    "GraphGrowthError",
     "SetupError",
 )

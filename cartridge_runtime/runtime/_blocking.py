@@ -38,6 +38,8 @@ __all__ = (
     "BlockingPeerInvoker",
     "BlockingPeerCall",
     "BlockingPeerResponse",
+    "BlockingGraphGrowth",
+    "BlockingGraphBatch",
 )
 
 T = TypeVar("T")
@@ -145,6 +147,45 @@ class BlockingPeerInvoker(Protocol):
     ) -> BlockingPeerResponse: ...
 
 
+class BlockingGraphBatch(Protocol):
+    """A :class:`~cartridge_runtime.runtime.GraphBatch` seen from a worker thread."""
+
+    ops: list[dict[str, Any]]
+
+    def add_value_node(
+        self, value: bytes | str, *, media: str, explain: str | None = None
+    ) -> str: ...
+    def instantiate_with_deps(
+        self,
+        cap: str,
+        deps: Mapping[str, str | Sequence[str]] | None = None,
+        *,
+        explain: str | None = None,
+    ) -> str: ...
+    def alias(self, alias: str, node: str | None = None) -> str: ...
+    def detach_from_alias(self, alias: str) -> str: ...
+    def send(self) -> list[str | None]: ...
+
+
+class BlockingGraphGrowth(Protocol):
+    """``req.graph`` seen from a worker thread: the same operations, blocking."""
+
+    def batch(self) -> BlockingGraphBatch: ...
+    def grow(self, ops: Sequence[Mapping[str, Any]]) -> list[str | None]: ...
+    def add_value_node(
+        self, value: bytes | str, *, media: str, explain: str | None = None
+    ) -> str: ...
+    def instantiate_with_deps(
+        self,
+        cap: str,
+        deps: Mapping[str, str | Sequence[str]] | None = None,
+        *,
+        explain: str | None = None,
+    ) -> str: ...
+    def alias(self, alias: str, node: str | None = None) -> str: ...
+    def detach_from_alias(self, alias: str) -> str: ...
+
+
 class BlockingRequest(Protocol):
     """A :class:`~cartridge_runtime.runtime.Request` seen from a worker thread."""
 
@@ -157,6 +198,8 @@ class BlockingRequest(Protocol):
     def outputs(self) -> list[BlockingOutputStream]: ...
     def output_for(self, media_urn_or_name: str) -> BlockingOutputStream: ...
     def peer(self) -> BlockingPeerInvoker: ...
+    @property
+    def graph(self) -> BlockingGraphGrowth: ...
     def progress(self, fraction: float, message: str = "") -> None: ...
     def log(
         self,

@@ -21,6 +21,7 @@ from ._output import OutputStream, Reporter
 from ._reports import report_final, report_log, report_progress
 
 if TYPE_CHECKING:
+    from ._graph import GraphGrowth
     from ._peer import PeerInvoker
 
 
@@ -41,6 +42,7 @@ class Request:
         network: NetworkAccess,
         peer: PeerInvoker | None = None,
         definition: Any = None,
+        message_id: Any = None,
     ) -> None:
         self.cap_urn = cap_urn
         bind_definition(input_package, cap_urn, definition)
@@ -49,6 +51,7 @@ class Request:
         self._reporter = reporter
         self.network = network
         self._peer = peer
+        self._message_id = message_id
 
     def __repr__(self) -> str:
         return f"Request(cap_urn={self.cap_urn!r}, outputs={[o.spec.declared_urn for o in self._outputs]!r})"
@@ -104,6 +107,17 @@ class Request:
         if self._peer is None:
             raise RuntimeError("peer calls are not available here")
         return self._peer
+
+    @property
+    def graph(self) -> GraphGrowth:
+        """Grow the graph this call runs in: ``await req.graph.add_value_node(...)``, the four
+        operations, or ``req.graph.batch()`` for several in one call (see ``docs/graphs.md``).
+
+        :raises RuntimeError: this runtime mode cannot make peer calls.
+        """
+        from ._graph import GraphGrowth
+
+        return GraphGrowth(self.peer(), self._message_id)
 
     async def progress(self, fraction: float | None, message: str = "") -> None:
         """Report progress (0..1); ``None`` means indeterminate (work goes on, how far is

@@ -21,12 +21,23 @@ import anyio.to_thread
 
 from ._context import DryContext, Op, WetContext
 from ._errors import RequestCancelled
+from ._graph import GraphBatch, GraphGrowth
 from ._input import InputPackage, InputStream
 from ._output import OutputStream
 from ._peer import PeerCall, PeerInvoker, PeerResponse
 from ._request import Request
 
-_WRAPPED = (Request, InputPackage, InputStream, OutputStream, PeerInvoker, PeerCall, PeerResponse)
+_WRAPPED = (
+    Request,
+    InputPackage,
+    InputStream,
+    OutputStream,
+    PeerInvoker,
+    PeerCall,
+    PeerResponse,
+    GraphGrowth,
+    GraphBatch,
+)
 
 
 async def _anext(agen: AsyncIterator[Any]) -> Any:

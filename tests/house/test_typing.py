@@ -146,6 +146,8 @@ BLOCKING = [
     (rt.PeerCall, rt.BlockingPeerCall),
     (rt.PeerResponse, rt.BlockingPeerResponse),
     (rt.WetContext, rt.BlockingWetContext),
+    (rt.GraphGrowth, rt.BlockingGraphGrowth),
+    (rt.GraphBatch, rt.BlockingGraphBatch),
 ]
 
 

@@ -245,6 +245,7 @@ class HandlerRunner:
                 network=NetworkAccess(lambda: conn.policy),
                 peer=PeerInvoker(WirePeer(conn, a, reporter), reporter),
                 definition=definition,
+                message_id=a.rid,
             )
             context = self.cartridge.context
             dry = context.dry(

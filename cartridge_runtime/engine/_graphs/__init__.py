@@ -1,0 +1,1 @@
+"""Graph runs on the engine: the session, its runner, and the grow-graph cap it answers."""
