@@ -25,7 +25,6 @@ import json
 import os
 import queue
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -37,6 +36,7 @@ import cbor2
 
 from .._errors import EngineError
 from ._cache_key import InputDigest, PieceHasher, item_bytes
+from ._cache_tmp import TempOwner, sweep
 
 __all__ = ("CacheStore", "CacheEntry", "StoredOutput", "EntryWriter", "CacheError")
 
@@ -122,6 +122,7 @@ class CacheStore:
     def __init__(self, root: str | os.PathLike[str], *, lookup: bool = True) -> None:
         self.root = Path(root).expanduser()
         self.lookup_enabled = lookup
+        self._owner = TempOwner(self.root / "tmp")
         try:
             for sub in ("blobs", "entries", "files", "tmp"):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -215,9 +216,9 @@ class CacheStore:
         self._place(json.dumps(body, indent=1).encode("utf-8"), final)
 
     def _place(self, data: bytes, final: Path) -> None:
-        handle, temp = tempfile.mkstemp(dir=self.root / "tmp", prefix="entry.")
+        f, temp = self.new_temp("entry")
         try:
-            with os.fdopen(handle, "wb") as f:
+            with f:
                 f.write(data)
             os.replace(temp, final)
         except BaseException:
@@ -225,9 +226,10 @@ class CacheStore:
                 os.unlink(temp)
             raise
 
-    def new_temp(self) -> tuple[IO[bytes], Path]:
-        handle, temp = tempfile.mkstemp(dir=self.root / "tmp", prefix="blob.")
-        return os.fdopen(handle, "wb"), Path(temp)
+    def new_temp(self, kind: str = "blob") -> tuple[IO[bytes], Path]:
+        """A new file in ``tmp/``, owned by this store object (``gc`` leaves it while the
+        object lives, and removes it once its process died, MCH-30)."""
+        return self._owner.new_file(kind)
 
     # -- input files -------------------------------------------------------------------------
 
@@ -271,17 +273,12 @@ class CacheStore:
             (self.root / sub).mkdir(exist_ok=True)
 
     def gc(self, max_size: int | None = None, *, temp_age: float = 3600.0) -> tuple[int, int]:
-        """Remove blobs no entry names, temp files older than ``temp_age`` seconds, then the
-        least recently used entries until the blobs take at most ``max_size`` bytes. Returns
-        ``(entries removed, bytes freed)``."""
-        removed = freed = 0
-        now = time.time()
-        for path in (self.root / "tmp").iterdir():
-            with contextlib.suppress(OSError):
-                stat = path.stat()
-                if now - stat.st_mtime > temp_age:
-                    path.unlink()
-                    freed += stat.st_size
+        """Remove the temporary files of writers that are gone (a run killed mid-blob, MCH-30;
+        files that name no writer once older than ``temp_age`` seconds), blobs no entry names,
+        then the least recently used entries until the blobs take at most ``max_size`` bytes.
+        Returns ``(entries removed, bytes freed)``."""
+        removed = 0
+        freed = sweep(self.root / "tmp", temp_age)
         entries = self.entries()
         if max_size is not None:
             # Keep the most recently used entries whose blobs fit (shared blobs counted once).

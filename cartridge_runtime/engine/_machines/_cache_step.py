@@ -331,11 +331,17 @@ async def open_call(
         return engine.call(step.cap.text, inputs)  # type: ignore[no-any-return]
     call.identity = identity
     key = call.key(step)
+    if key is None and cache.store.lookup_enabled and call.can_hold:
+        # Early cut-off (MCH-29): an input streaming from a call that is not cached may come
+        # out as it did before; hold it to its end so the key can be looked up first.
+        await call.hold(inputs, cache.store.new_temp)
+        key = call.key(step, after=True)
     if key is not None:
         entry = await cache.lookup(key)
         if entry is not None:
             call.tally.cache = "hit"
             call.entry = entry
+            call.release()
             for reader in call.readers:
                 reader.close()  # a hit reads none of its inputs
             return replay(cache.store, entry, call.wanted)

@@ -528,6 +528,8 @@ class MachineRunner:
             if call.writer is not None:
                 call.writer.discard()
             raise
+        finally:
+            call.release()
         if call.entry is not None:
             self.reports.cache_hit(step)
         else:
