@@ -313,6 +313,13 @@ class CacheStore:
                 yield block
 
 
+def _stored(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except OSError:
+        return False
+
+
 class _OpenOutput:
     """One output stream being written to a temporary file."""
 
@@ -358,7 +365,12 @@ class _OpenOutput:
         blob = self.content.hexdigest() if kind == "values" else digest.sha256
         final = store.blob_path(blob)
         final.parent.mkdir(exist_ok=True)
-        os.replace(self.temp, final)
+        if _stored(final, self.size):
+            # Equal names hold equal bytes: keep the blob in place (a rename over it would
+            # make the file system flush this copy first) and drop this one.
+            os.unlink(self.temp)
+        else:
+            os.replace(self.temp, final)
         return StoredOutput(
             output=self.output,
             media_urn=self.media_urn,

@@ -223,24 +223,49 @@ async def _replay_events(
         yield OutputEnded(output=out.output, stream_id=sid, chunk_count=None)
 
 
+#: ``os.RWF_NOWAIT`` where the system has it: a read that fails rather than wait for the disk.
+_NOWAIT: Final = getattr(os, "RWF_NOWAIT", None)
+
+
+def _cached(fd: int, offset: int, size: int) -> bool:
+    """Whether the last byte of the next piece is in the page cache (so, read ahead, the piece
+    is); True where that cannot be asked (the read is then timed instead)."""
+    if _NOWAIT is None:
+        return True
+    last = min(offset + REPLAY_PIECE, size) - 1
+    if last < offset:
+        return True
+    try:
+        return os.preadv(fd, [bytearray(1)], last, _NOWAIT) == 1
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True  # the file system does not take the flag: read and time it
+
+
 async def _pieces(
     store: CacheStore, out: StoredOutput, sid: str, wanted: Callable[[str], bool]
 ) -> AsyncIterator[CallEvent]:
     path = store.blob_path(out.blob)
     if out.kind == "bytes":
         with path.open("rb", buffering=0) as f:
-            threaded = False
+            fd = f.fileno()
+            offset = 0
+            slow = False
             while wanted(sid):
-                if threaded:
+                # From the page cache a read takes less than a thread hop: read here what is
+                # cached, and in a worker thread what must come from the disk.
+                if slow or not _cached(fd, offset, out.size):
+                    began = time.perf_counter()
                     block = await anyio.to_thread.run_sync(f.read, REPLAY_PIECE)
+                    slow = time.perf_counter() - began > SLOW_READ
                 else:
-                    # From the page cache a read takes less than a thread hop: read here
-                    # until one read is slow (the disk), then in a worker thread.
                     began = time.perf_counter()
                     block = f.read(REPLAY_PIECE)
-                    threaded = time.perf_counter() - began > SLOW_READ
+                    slow = _NOWAIT is None and time.perf_counter() - began > SLOW_READ
                 if not block:
                     break
+                offset += len(block)
                 yield OutputData(output=out.output, stream_id=sid, value=block)
         return
     with path.open("rb") as f:
