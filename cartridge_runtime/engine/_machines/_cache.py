@@ -27,7 +27,7 @@ import queue
 import shutil
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -35,6 +35,7 @@ import attrs
 import cbor2
 
 from .._errors import EngineError
+from ._cache_follow import Follower, Leader
 from ._cache_key import InputDigest, PieceHasher, item_bytes
 from ._cache_tmp import TempOwner, sweep
 
@@ -305,13 +306,6 @@ class CacheStore:
                     freed += size
         return removed, freed
 
-    def read_blob(self, out: StoredOutput, piece: int) -> Iterator[bytes]:
-        """A ``bytes`` blob in pieces of ``piece`` bytes (a synchronous reader; the replay
-        runs it in a worker thread)."""
-        with self.blob_path(out.blob).open("rb", buffering=0) as f:
-            while block := f.read(piece):
-                yield block
-
 
 def _stored(path: Path, size: int) -> bool:
     try:
@@ -321,10 +315,19 @@ def _stored(path: Path, size: int) -> bool:
 
 
 class _OpenOutput:
-    """One output stream being written to a temporary file."""
+    """One output stream being written to a temporary file; a ``bytes`` stream may follow the
+    stream its call's input came from and write nothing while it repeats it (see
+    :mod:`._cache_follow`)."""
 
     def __init__(
-        self, store: CacheStore, output: str | None, media_urn: str, is_sequence: bool, meta: Any
+        self,
+        store: CacheStore,
+        output: str | None,
+        media_urn: str,
+        is_sequence: bool,
+        meta: Any,
+        lead: Leader,
+        follow: Leader | None,
     ) -> None:
         self.output = output
         self.media_urn = media_urn
@@ -336,19 +339,39 @@ class _OpenOutput:
         self.content = hashlib.sha256()  # a values blob's own name (other kinds reuse the digest)
         self.size = 0
         self.unstorable = False
+        self.lead = lead  #: how far this stream got, for the streams that may repeat it
+        self.follower = Follower(follow) if follow is not None and not is_sequence else None
+        self.same: InputDigest | None = None  #: the leader's digest, when this ended equal to it
+        self.ended = False
+        if self.follower is None:
+            lead.at(self.temp)
+        if is_sequence:
+            lead.stop()
 
     def write(self, piece: Any, value: Any, meta: Any) -> None:
+        if not self.is_sequence:
+            is_bytes = isinstance(value, bytes | bytearray | memoryview)
+            if not self.kind:
+                self.kind = "bytes" if is_bytes else "values"
+                if not is_bytes:
+                    self.lead.stop()
+            if self.follower is not None:
+                if is_bytes and self.kind == "bytes" and self.follower.match(value):
+                    self.size += _length(value)
+                    if self.lead.path is None:
+                        self.lead.at(self.follower.source)  # type: ignore[arg-type]
+                    self.lead.advanced(_length(value))
+                    return
+                self._diverge()
         self.hasher.add(piece)
         if self.is_sequence:
             data = item_bytes(value, meta)
         else:
-            is_bytes = isinstance(value, bytes | bytearray | memoryview)
-            if not self.kind:
-                self.kind = "bytes" if is_bytes else "values"
             if self.kind == "bytes":
                 if not is_bytes:
                     # Bytes then another value: kept out of the cache rather than rewritten.
                     self.unstorable = True
+                    self.lead.stop()
                     return
                 data = value
             else:
@@ -356,16 +379,51 @@ class _OpenOutput:
                                    else value, canonical=True)  # fmt: skip
                 self.content.update(data)
         self.file.write(data)
-        self.size += len(data) if not isinstance(data, memoryview) else data.nbytes
+        n = _length(data)
+        self.size += n
+        if self.kind == "bytes":
+            self.file.flush()  # a follower reads these bytes back from the file
+            self.lead.advanced(n)
+
+    def _diverge(self) -> None:
+        """Stop following: write (and hash) the prefix that was skipped."""
+        follower = self.follower
+        assert follower is not None
+        self.follower = None
+        self.lead.stop()  # the bytes this stream repeated are not in its own file
+        try:
+            for block in follower.prefix():
+                self.hasher.add(block)
+                self.file.write(block)
+        finally:
+            follower.close()
+
+    def end(self) -> None:
+        """The stream ended (all its pieces written): settle whether it repeated its leader."""
+        if self.ended:
+            return
+        self.ended = True
+        if self.follower is not None:
+            self.same = self.follower.same_at_end()
+            if self.same is None:
+                self._diverge()
+        self.lead.end(self.digest())
+
+    def digest(self) -> InputDigest:
+        return self.same if self.same is not None else self.hasher.digest()
 
     def finish(self, store: CacheStore) -> StoredOutput:
-        self.file.close()
-        digest = self.hasher.digest()  # cheap: hashlib copies its state
+        self.end()
+        digest = self.digest()  # cheap: hashlib copies its state
         kind = self.kind or "bytes"
         blob = self.content.hexdigest() if kind == "values" else digest.sha256
         final = store.blob_path(blob)
         final.parent.mkdir(exist_ok=True)
-        if _stored(final, self.size):
+        linked = self.same is not None and self._link(final)
+        if self.same is not None and not linked:
+            self._diverge()  # the leader's file is gone before it was stored: copy it here
+        self.file.close()
+        if linked or _stored(final, self.size):
             # Equal names hold equal bytes: keep the blob in place (a rename over it would
             # make the file system flush this copy first) and drop this one.
             os.unlink(self.temp)
@@ -382,11 +440,44 @@ class _OpenOutput:
             digest=digest,
         )
 
+    def _link(self, final: Path) -> bool:
+        """Put the leader's bytes in place as ``final`` without copying them (a hard link to
+        its file); False when they are not there to link."""
+        follower = self.follower
+        assert follower is not None
+        for _ in range(2):
+            if _stored(final, self.size):
+                break
+            source = follower.source
+            try:
+                if source is None:
+                    return False
+                os.link(source, final)
+                break
+            except FileExistsError:
+                continue  # placed meanwhile: check its size
+            except OSError:
+                if not _stored(final, self.size):
+                    return False
+                break
+        else:
+            return False
+        follower.close()
+        self.follower = None
+        return True
+
     def discard(self) -> None:
+        self.lead.stop()
+        if self.follower is not None:
+            self.follower.close()
         with contextlib.suppress(OSError):
             self.file.close()
         with contextlib.suppress(OSError):
             self.temp.unlink()
+
+
+def _length(data: Any) -> int:
+    return data.nbytes if isinstance(data, memoryview) else len(data)
 
 
 class EntryWriter:
@@ -410,6 +501,11 @@ class EntryWriter:
         self._jobs: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=WRITE_AHEAD)
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
+        #: Per stream, how far it got (made here, in the call's thread, when it opens).
+        self._leads: dict[str, Leader] = {}
+        #: The streams this call's inputs come from while they are stored too: its first
+        #: ``bytes`` output may repeat the first of them (see :mod:`._cache_follow`).
+        self.follows: list[Leader] = []
 
     def _submit(self, job: tuple[Any, ...]) -> None:
         if self._thread is None:
@@ -430,10 +526,16 @@ class EntryWriter:
                         self._order.append(opened)
                     else:
                         found = self._open.get(job[1])
-                        if found is not None:
+                        if found is None:
+                            pass
+                        elif job[0] == "end":
+                            found.end()
+                        else:
                             found.write(*job[2:])
             except BaseException as error:  # kept for commit, which then stores nothing
                 self._failure = error
+                for lead in self._leads.values():
+                    lead.stop()  # nobody follows a writer that failed
             finally:
                 self._jobs.task_done()
 
@@ -446,16 +548,29 @@ class EntryWriter:
     def started(
         self, stream_id: str, output: str | None, media_urn: str, is_sequence: bool, meta: Any
     ) -> None:
-        self._submit(("start", stream_id, output, media_urn, is_sequence, meta))
+        lead = self._leads[stream_id] = Leader()
+        follow = None
+        if not is_sequence and self.follows:
+            follow = self.follows.pop(0)
+        self._submit(("start", stream_id, output, media_urn, is_sequence, meta, lead, follow))
 
     def piece(self, stream_id: str, piece: Any, value: Any, meta: Any = None) -> None:
+        if isinstance(value, bytes | bytearray | memoryview):
+            lead = self._leads.get(stream_id)
+            if lead is not None:
+                lead.handed += _length(value)
         self._submit(("piece", stream_id, piece, value, meta))
+
+    def lead(self, stream_id: str) -> Leader | None:
+        """How far a stream of this call got, for a call its output feeds."""
+        return self._leads.get(stream_id)
 
     def digest(self, stream_id: str) -> InputDigest | None:
         """The digest of a stream that ended (what a step it feeds sees as its input)."""
+        self._submit(("end", stream_id))
         self._jobs.join()  # the worker caught up (a few pieces at most)
         opened = self._open.get(stream_id)
-        return opened.hasher.digest() if opened is not None else None
+        return opened.digest() if opened is not None else None
 
     def commit(self, key: str) -> bool:
         """Store the entry under ``key``; False (nothing stored) when a stream could not be."""
@@ -473,5 +588,7 @@ class EntryWriter:
 
     def discard(self) -> None:
         self._stop()
+        for lead in self._leads.values():
+            lead.stop()
         for opened in self._order:
             opened.discard()

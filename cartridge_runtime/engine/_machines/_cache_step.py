@@ -372,6 +372,7 @@ async def open_call(
             return replay(cache.store, entry, call.wanted)
     call.tally.cache = "miss"
     call.writer = cache.store.writer(step.cap.text, step.label or step.alias)
+    call.writer.follows = list(call.leaders)
     return recording(engine.call(step.cap.text, inputs), call.writer, call.recordings)
 
 

@@ -497,6 +497,8 @@ class MachineRunner:
                             opened.add(node)
                             outflows[node].digest = call.digest_of(ev.stream_id)
                             outflows[node].digest_later = call.writer is not None
+                            if call.writer is not None:
+                                outflows[node].stored_by = call.writer.lead(ev.stream_id)
                             if sp.buffered:
                                 held.setdefault(node, [])
                             else:

@@ -72,6 +72,8 @@ class CallInputs:
         self.stream_to: dict[str, NodeStream | None] = {}
         #: Per input index, a streamed input hashed as it passes: (its pieces, a sequence).
         self._unknown: dict[int, tuple[AsyncIterator[Any], bool]] = {}
+        #: How far the calls storing this call's streamed inputs got (their ``Leader``s).
+        self.leaders: list[Any] = []
         #: The inputs held until they ended (early cut-off), by input index.
         self.spools: dict[int, Spool] = {}
 
@@ -95,6 +97,8 @@ class CallInputs:
             self._digests.append(flow.digest)
             return pieces
         if flow.digest_later:
+            if flow.stored_by is not None:
+                self.leaders.append(flow.stored_by)
             later = _Later(flow)
             self._digests.append(later)
             return _watching(pieces, later)
