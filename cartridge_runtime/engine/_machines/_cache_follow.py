@@ -80,6 +80,7 @@ class Follower:
         self.leader = leader
         self.matched = 0
         self._fd: int | None = None
+        self._buffer = bytearray()
 
     @property
     def source(self) -> Path | None:
@@ -101,12 +102,16 @@ class Follower:
             if lead.broken or lead.written < need or lead.path is None:
                 return False
             path = lead.path
+        if len(self._buffer) != view.nbytes:
+            self._buffer = bytearray(view.nbytes)  # pieces are mostly of one size: reused
         try:
             if self._fd is None:
                 self._fd = os.open(path, os.O_RDONLY)
-            same = os.pread(self._fd, view.nbytes, self.matched) == view
+            got = os.preadv(self._fd, [self._buffer], self.matched)
         except OSError:
             return False
+        # bytearray == buffer compares with memcmp (two memoryviews would go item by item).
+        same = got == view.nbytes and self._buffer == view
         if same:
             self.matched = need
         return same
