@@ -156,7 +156,9 @@ class StepCache:
         return step_key(cap, identity, policy, inputs)
 
     async def lookup(self, key: str) -> CacheEntry | None:
-        return await anyio.to_thread.run_sync(self.store.lookup, key)
+        # A lookup reads one small entry and stats its blobs: from the page cache that takes
+        # less than a hop to a worker thread, which on a busy host costs milliseconds.
+        return self.store.lookup(key)
 
     async def commit(self, writer: EntryWriter, key: str) -> bool:
         return await anyio.to_thread.run_sync(writer.commit, key)
