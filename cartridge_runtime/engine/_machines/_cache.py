@@ -8,7 +8,10 @@ Rules (MCH-22, MCH-23):
    ``tmp/``, never an entry whose blobs are missing or short.
 2. An entry is used only when it parses and each of its blobs has the size it records;
    anything else is a miss. Concurrent runs may share a store: equal blobs are equal bytes,
-   and whichever rename lands last wins.
+   so a blob already in place is kept rather than renamed over.
+3. A stream that repeats the stream its call's input came from, stored in the same run, is
+   compared with it instead of written; ending equal, its blob is that one, hard-linked into
+   place from the complete temporary file if it is not there yet (:mod:`._cache_follow`).
 
 Layout::
 
