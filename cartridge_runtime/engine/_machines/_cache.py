@@ -558,11 +558,11 @@ class EntryWriter:
         self._submit(("start", stream_id, output, media_urn, is_sequence, meta, lead, follow))
 
     def piece(self, stream_id: str, piece: Any, value: Any, meta: Any = None) -> None:
+        self._submit(("piece", stream_id, piece, value, meta))
         if isinstance(value, bytes | bytearray | memoryview):
             lead = self._leads.get(stream_id)
             if lead is not None:
-                lead.handed += _length(value)
-        self._submit(("piece", stream_id, piece, value, meta))
+                lead.handed += _length(value)  # counted once in the queue
 
     def lead(self, stream_id: str) -> Leader | None:
         """How far a stream of this call got, for a call its output feeds."""
