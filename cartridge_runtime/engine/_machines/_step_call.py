@@ -123,9 +123,13 @@ class CallInputs:
         spools = {i: Spool(new_file, seq) for i, (_, seq) in self._unknown.items()}
         self.spools = spools
         try:
-            async with anyio.create_task_group() as tg:
-                for index, spool in spools.items():
-                    tg.start_soon(spool.fill, self._unknown[index][0])
+            if len(spools) == 1:  # the usual case: its error is raised as it is
+                ((index, spool),) = spools.items()
+                await spool.fill(self._unknown[index][0])
+            else:
+                async with anyio.create_task_group() as tg:
+                    for index, spool in spools.items():
+                        tg.start_soon(spool.fill, self._unknown[index][0])
         except BaseException:
             self.release()
             raise
