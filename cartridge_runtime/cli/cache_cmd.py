@@ -3,8 +3,8 @@
 The cache folder is ``--dir``, else ``$CARTRIDGE_HOME/steps`` (default
 ``~/.cache/cartridge/steps``), the one ``cartridge run`` stores into. ``ls`` lists the entries
 (most recently used first), ``clear`` removes them all, ``gc`` removes blobs no entry names and
-stale temporary files, then, with ``--max-size``, the least recently used entries until the
-blobs fit.
+the partial files of runs that died (never a live run's), then, with ``--max-size``, the least
+recently used entries until the blobs fit.
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ def gc_command(
         typer.Option("--max-size", help="Keep the most recently used entries within this size."),
     ] = None,
 ) -> None:
-    """Remove unreferenced blobs, stale temporary files and, with --max-size, old entries."""
+    """Remove unreferenced blobs, partial files of runs that died and, with --max-size, old
+    entries."""
     try:
         limit = parse_size(max_size) if max_size is not None else None
     except ValueError as error:

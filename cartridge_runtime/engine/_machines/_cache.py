@@ -8,7 +8,10 @@ Rules (MCH-22, MCH-23):
    ``tmp/``, never an entry whose blobs are missing or short.
 2. An entry is used only when it parses and each of its blobs has the size it records;
    anything else is a miss. Concurrent runs may share a store: equal blobs are equal bytes,
-   and whichever rename lands last wins.
+   so a blob already in place is kept rather than renamed over.
+3. A stream that repeats the stream its call's input came from, stored in the same run, is
+   compared with it instead of written; ending equal, its blob is that one, hard-linked into
+   place from the complete temporary file if it is not there yet (:mod:`._cache_follow`).
 
 Layout::
 
@@ -25,10 +28,9 @@ import json
 import os
 import queue
 import shutil
-import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -36,7 +38,9 @@ import attrs
 import cbor2
 
 from .._errors import EngineError
+from ._cache_follow import Follower, Leader
 from ._cache_key import InputDigest, PieceHasher, item_bytes
+from ._cache_tmp import TempOwner, sweep
 
 __all__ = ("CacheStore", "CacheEntry", "StoredOutput", "EntryWriter", "CacheError")
 
@@ -122,6 +126,7 @@ class CacheStore:
     def __init__(self, root: str | os.PathLike[str], *, lookup: bool = True) -> None:
         self.root = Path(root).expanduser()
         self.lookup_enabled = lookup
+        self._owner = TempOwner(self.root / "tmp")
         try:
             for sub in ("blobs", "entries", "files", "tmp"):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -215,9 +220,9 @@ class CacheStore:
         self._place(json.dumps(body, indent=1).encode("utf-8"), final)
 
     def _place(self, data: bytes, final: Path) -> None:
-        handle, temp = tempfile.mkstemp(dir=self.root / "tmp", prefix="entry.")
+        f, temp = self.new_temp("entry")
         try:
-            with os.fdopen(handle, "wb") as f:
+            with f:
                 f.write(data)
             os.replace(temp, final)
         except BaseException:
@@ -225,9 +230,10 @@ class CacheStore:
                 os.unlink(temp)
             raise
 
-    def new_temp(self) -> tuple[IO[bytes], Path]:
-        handle, temp = tempfile.mkstemp(dir=self.root / "tmp", prefix="blob.")
-        return os.fdopen(handle, "wb"), Path(temp)
+    def new_temp(self, kind: str = "blob") -> tuple[IO[bytes], Path]:
+        """A new file in ``tmp/``, owned by this store object (``gc`` leaves it while the
+        object lives, and removes it once its process died, MCH-30)."""
+        return self._owner.new_file(kind)
 
     # -- input files -------------------------------------------------------------------------
 
@@ -271,17 +277,12 @@ class CacheStore:
             (self.root / sub).mkdir(exist_ok=True)
 
     def gc(self, max_size: int | None = None, *, temp_age: float = 3600.0) -> tuple[int, int]:
-        """Remove blobs no entry names, temp files older than ``temp_age`` seconds, then the
-        least recently used entries until the blobs take at most ``max_size`` bytes. Returns
-        ``(entries removed, bytes freed)``."""
-        removed = freed = 0
-        now = time.time()
-        for path in (self.root / "tmp").iterdir():
-            with contextlib.suppress(OSError):
-                stat = path.stat()
-                if now - stat.st_mtime > temp_age:
-                    path.unlink()
-                    freed += stat.st_size
+        """Remove the temporary files of writers that are gone (a run killed mid-blob, MCH-30;
+        files that name no writer once older than ``temp_age`` seconds), blobs no entry names,
+        then the least recently used entries until the blobs take at most ``max_size`` bytes.
+        Returns ``(entries removed, bytes freed)``."""
+        removed = 0
+        freed = sweep(self.root / "tmp", temp_age)
         entries = self.entries()
         if max_size is not None:
             # Keep the most recently used entries whose blobs fit (shared blobs counted once).
@@ -308,19 +309,28 @@ class CacheStore:
                     freed += size
         return removed, freed
 
-    def read_blob(self, out: StoredOutput, piece: int) -> Iterator[bytes]:
-        """A ``bytes`` blob in pieces of ``piece`` bytes (a synchronous reader; the replay
-        runs it in a worker thread)."""
-        with self.blob_path(out.blob).open("rb", buffering=0) as f:
-            while block := f.read(piece):
-                yield block
+
+def _stored(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except OSError:
+        return False
 
 
 class _OpenOutput:
-    """One output stream being written to a temporary file."""
+    """One output stream being written to a temporary file; a ``bytes`` stream may follow the
+    stream its call's input came from and write nothing while it repeats it (see
+    :mod:`._cache_follow`)."""
 
     def __init__(
-        self, store: CacheStore, output: str | None, media_urn: str, is_sequence: bool, meta: Any
+        self,
+        store: CacheStore,
+        output: str | None,
+        media_urn: str,
+        is_sequence: bool,
+        meta: Any,
+        lead: Leader,
+        follow: Leader | None,
     ) -> None:
         self.output = output
         self.media_urn = media_urn
@@ -332,19 +342,39 @@ class _OpenOutput:
         self.content = hashlib.sha256()  # a values blob's own name (other kinds reuse the digest)
         self.size = 0
         self.unstorable = False
+        self.lead = lead  #: how far this stream got, for the streams that may repeat it
+        self.follower = Follower(follow) if follow is not None and not is_sequence else None
+        self.same: InputDigest | None = None  #: the leader's digest, when this ended equal to it
+        self.ended = False
+        if self.follower is None:
+            lead.at(self.temp)
+        if is_sequence:
+            lead.stop()
 
     def write(self, piece: Any, value: Any, meta: Any) -> None:
+        if not self.is_sequence:
+            is_bytes = isinstance(value, bytes | bytearray | memoryview)
+            if not self.kind:
+                self.kind = "bytes" if is_bytes else "values"
+                if not is_bytes:
+                    self.lead.stop()
+            if self.follower is not None:
+                if is_bytes and self.kind == "bytes" and self.follower.match(value):
+                    self.size += _length(value)
+                    if self.lead.path is None:
+                        self.lead.at(self.follower.source)  # type: ignore[arg-type]
+                    self.lead.advanced(_length(value))
+                    return
+                self._diverge()
         self.hasher.add(piece)
         if self.is_sequence:
             data = item_bytes(value, meta)
         else:
-            is_bytes = isinstance(value, bytes | bytearray | memoryview)
-            if not self.kind:
-                self.kind = "bytes" if is_bytes else "values"
             if self.kind == "bytes":
                 if not is_bytes:
                     # Bytes then another value: kept out of the cache rather than rewritten.
                     self.unstorable = True
+                    self.lead.stop()
                     return
                 data = value
             else:
@@ -352,16 +382,56 @@ class _OpenOutput:
                                    else value, canonical=True)  # fmt: skip
                 self.content.update(data)
         self.file.write(data)
-        self.size += len(data) if not isinstance(data, memoryview) else data.nbytes
+        n = _length(data)
+        self.size += n
+        if self.kind == "bytes":
+            self.file.flush()  # a follower reads these bytes back from the file
+            self.lead.advanced(n)
+
+    def _diverge(self) -> None:
+        """Stop following: write (and hash) the prefix that was skipped."""
+        follower = self.follower
+        assert follower is not None
+        self.follower = None
+        self.lead.stop()  # the bytes this stream repeated are not in its own file
+        try:
+            for block in follower.prefix():
+                self.hasher.add(block)
+                self.file.write(block)
+        finally:
+            follower.close()
+
+    def end(self) -> None:
+        """The stream ended (all its pieces written): settle whether it repeated its leader."""
+        if self.ended:
+            return
+        self.ended = True
+        if self.follower is not None:
+            self.same = self.follower.same_at_end()
+            if self.same is None:
+                self._diverge()
+        self.lead.end(self.digest())
+
+    def digest(self) -> InputDigest:
+        return self.same if self.same is not None else self.hasher.digest()
 
     def finish(self, store: CacheStore) -> StoredOutput:
-        self.file.close()
-        digest = self.hasher.digest()  # cheap: hashlib copies its state
+        self.end()
+        digest = self.digest()  # cheap: hashlib copies its state
         kind = self.kind or "bytes"
         blob = self.content.hexdigest() if kind == "values" else digest.sha256
         final = store.blob_path(blob)
         final.parent.mkdir(exist_ok=True)
-        os.replace(self.temp, final)
+        linked = self.same is not None and self._link(final)
+        if self.same is not None and not linked:
+            self._diverge()  # the leader's file is gone before it was stored: copy it here
+        self.file.close()
+        if linked or _stored(final, self.size):
+            # Equal names hold equal bytes: keep the blob in place (a rename over it would
+            # make the file system flush this copy first) and drop this one.
+            os.unlink(self.temp)
+        else:
+            os.replace(self.temp, final)
         return StoredOutput(
             output=self.output,
             media_urn=self.media_urn,
@@ -373,11 +443,44 @@ class _OpenOutput:
             digest=digest,
         )
 
+    def _link(self, final: Path) -> bool:
+        """Put the leader's bytes in place as ``final`` without copying them (a hard link to
+        its file); False when they are not there to link."""
+        follower = self.follower
+        assert follower is not None
+        for _ in range(2):
+            if _stored(final, self.size):
+                break
+            source = follower.source
+            try:
+                if source is None:
+                    return False
+                os.link(source, final)
+                break
+            except FileExistsError:
+                continue  # placed meanwhile: check its size
+            except OSError:
+                if not _stored(final, self.size):
+                    return False
+                break
+        else:
+            return False
+        follower.close()
+        self.follower = None
+        return True
+
     def discard(self) -> None:
+        self.lead.stop()
+        if self.follower is not None:
+            self.follower.close()
         with contextlib.suppress(OSError):
             self.file.close()
         with contextlib.suppress(OSError):
             self.temp.unlink()
+
+
+def _length(data: Any) -> int:
+    return data.nbytes if isinstance(data, memoryview) else len(data)
 
 
 class EntryWriter:
@@ -401,6 +504,11 @@ class EntryWriter:
         self._jobs: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=WRITE_AHEAD)
         self._thread: threading.Thread | None = None
         self._failure: BaseException | None = None
+        #: Per stream, how far it got (made here, in the call's thread, when it opens).
+        self._leads: dict[str, Leader] = {}
+        #: The streams this call's inputs come from while they are stored too: its first
+        #: ``bytes`` output may repeat the first of them (see :mod:`._cache_follow`).
+        self.follows: list[Leader] = []
 
     def _submit(self, job: tuple[Any, ...]) -> None:
         if self._thread is None:
@@ -421,10 +529,16 @@ class EntryWriter:
                         self._order.append(opened)
                     else:
                         found = self._open.get(job[1])
-                        if found is not None:
+                        if found is None:
+                            pass
+                        elif job[0] == "end":
+                            found.end()
+                        else:
                             found.write(*job[2:])
             except BaseException as error:  # kept for commit, which then stores nothing
                 self._failure = error
+                for lead in self._leads.values():
+                    lead.stop()  # nobody follows a writer that failed
             finally:
                 self._jobs.task_done()
 
@@ -437,16 +551,29 @@ class EntryWriter:
     def started(
         self, stream_id: str, output: str | None, media_urn: str, is_sequence: bool, meta: Any
     ) -> None:
-        self._submit(("start", stream_id, output, media_urn, is_sequence, meta))
+        lead = self._leads[stream_id] = Leader()
+        follow = None
+        if not is_sequence and self.follows:
+            follow = self.follows.pop(0)
+        self._submit(("start", stream_id, output, media_urn, is_sequence, meta, lead, follow))
 
     def piece(self, stream_id: str, piece: Any, value: Any, meta: Any = None) -> None:
         self._submit(("piece", stream_id, piece, value, meta))
+        if isinstance(value, bytes | bytearray | memoryview):
+            lead = self._leads.get(stream_id)
+            if lead is not None:
+                lead.handed += _length(value)  # counted once in the queue
+
+    def lead(self, stream_id: str) -> Leader | None:
+        """How far a stream of this call got, for a call its output feeds."""
+        return self._leads.get(stream_id)
 
     def digest(self, stream_id: str) -> InputDigest | None:
         """The digest of a stream that ended (what a step it feeds sees as its input)."""
+        self._submit(("end", stream_id))
         self._jobs.join()  # the worker caught up (a few pieces at most)
         opened = self._open.get(stream_id)
-        return opened.hasher.digest() if opened is not None else None
+        return opened.digest() if opened is not None else None
 
     def commit(self, key: str) -> bool:
         """Store the entry under ``key``; False (nothing stored) when a stream could not be."""
@@ -464,5 +591,7 @@ class EntryWriter:
 
     def discard(self) -> None:
         self._stop()
+        for lead in self._leads.values():
+            lead.stop()
         for opened in self._order:
             opened.discard()

@@ -156,7 +156,9 @@ class StepCache:
         return step_key(cap, identity, policy, inputs)
 
     async def lookup(self, key: str) -> CacheEntry | None:
-        return await anyio.to_thread.run_sync(self.store.lookup, key)
+        # A lookup reads one small entry and stats its blobs: from the page cache that takes
+        # less than a hop to a worker thread, which on a busy host costs milliseconds.
+        return self.store.lookup(key)
 
     async def commit(self, writer: EntryWriter, key: str) -> bool:
         return await anyio.to_thread.run_sync(writer.commit, key)
@@ -223,24 +225,49 @@ async def _replay_events(
         yield OutputEnded(output=out.output, stream_id=sid, chunk_count=None)
 
 
+#: ``os.RWF_NOWAIT`` where the system has it: a read that fails rather than wait for the disk.
+_NOWAIT: Final = getattr(os, "RWF_NOWAIT", None)
+
+
+def _cached(fd: int, offset: int, size: int) -> bool:
+    """Whether the last byte of the next piece is in the page cache (so, read ahead, the piece
+    is); True where that cannot be asked (the read is then timed instead)."""
+    if _NOWAIT is None:
+        return True
+    last = min(offset + REPLAY_PIECE, size) - 1
+    if last < offset:
+        return True
+    try:
+        return os.preadv(fd, [bytearray(1)], last, _NOWAIT) == 1
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True  # the file system does not take the flag: read and time it
+
+
 async def _pieces(
     store: CacheStore, out: StoredOutput, sid: str, wanted: Callable[[str], bool]
 ) -> AsyncIterator[CallEvent]:
     path = store.blob_path(out.blob)
     if out.kind == "bytes":
         with path.open("rb", buffering=0) as f:
-            threaded = False
+            fd = f.fileno()
+            offset = 0
+            slow = False
             while wanted(sid):
-                if threaded:
+                # From the page cache a read takes less than a thread hop: read here what is
+                # cached, and in a worker thread what must come from the disk.
+                if slow or not _cached(fd, offset, out.size):
+                    began = time.perf_counter()
                     block = await anyio.to_thread.run_sync(f.read, REPLAY_PIECE)
+                    slow = time.perf_counter() - began > SLOW_READ
                 else:
-                    # From the page cache a read takes less than a thread hop: read here
-                    # until one read is slow (the disk), then in a worker thread.
                     began = time.perf_counter()
                     block = f.read(REPLAY_PIECE)
-                    threaded = time.perf_counter() - began > SLOW_READ
+                    slow = _NOWAIT is None and time.perf_counter() - began > SLOW_READ
                 if not block:
                     break
+                offset += len(block)
                 yield OutputData(output=out.output, stream_id=sid, value=block)
         return
     with path.open("rb") as f:
@@ -331,16 +358,23 @@ async def open_call(
         return engine.call(step.cap.text, inputs)  # type: ignore[no-any-return]
     call.identity = identity
     key = call.key(step)
+    if key is None and cache.store.lookup_enabled and call.can_hold:
+        # Early cut-off (MCH-29): an input streaming from a call that is not cached may come
+        # out as it did before; hold it to its end so the key can be looked up first.
+        await call.hold(inputs, cache.store.new_temp)
+        key = call.key(step, after=True)
     if key is not None:
         entry = await cache.lookup(key)
         if entry is not None:
             call.tally.cache = "hit"
             call.entry = entry
+            call.release()
             for reader in call.readers:
                 reader.close()  # a hit reads none of its inputs
             return replay(cache.store, entry, call.wanted)
     call.tally.cache = "miss"
     call.writer = cache.store.writer(step.cap.text, step.label or step.alias)
+    call.writer.follows = list(call.leaders)
     return recording(engine.call(step.cap.text, inputs), call.writer, call.recordings)
 
 

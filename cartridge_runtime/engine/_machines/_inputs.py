@@ -116,6 +116,9 @@ async def _digest(value: Any, store: CacheStore) -> InputDigest | None:
     if isinstance(value, list | tuple):
         return digest_of(value, True)
     if isinstance(value, os.PathLike):
+        known = store.file_digest(Path(value))  # a stat and a small read: no thread needed
+        if known is not None:
+            return known
         return await anyio.to_thread.run_sync(_file_digest, Path(value), store)
     return None
 

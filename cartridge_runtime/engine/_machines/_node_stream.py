@@ -102,6 +102,9 @@ class NodeStream:
         #: The producer is a call being stored: it sets :attr:`digest` when the value ended
         #: (a consumer need not hash the pieces itself).
         self.digest_later = False
+        #: That call's progress in storing the value (a ``Leader``), so a call the value feeds
+        #: need not store the same bytes again.
+        self.stored_by: Any = None
 
     def collector(self) -> NodeCollector:
         """A new whole-value consumer (taken, like readers, before the producer starts)."""

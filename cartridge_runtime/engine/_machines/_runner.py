@@ -500,6 +500,8 @@ class MachineRunner:
                             opened.add(node)
                             outflows[node].digest = call.digest_of(ev.stream_id)
                             outflows[node].digest_later = call.writer is not None
+                            if call.writer is not None:
+                                outflows[node].stored_by = call.writer.lead(ev.stream_id)
                             if sp.buffered:
                                 held.setdefault(node, [])
                             else:
@@ -531,6 +533,8 @@ class MachineRunner:
             if call.writer is not None:
                 call.writer.discard()
             raise
+        finally:
+            call.release()
         if call.entry is not None:
             self.reports.cache_hit(step)
         else:

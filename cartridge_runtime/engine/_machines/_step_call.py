@@ -4,16 +4,22 @@
 :class:`CallInputs` gathers, while the runner builds a call's inputs, each input's digest: a
 value held whole is hashed only if the key is wanted (lazily); a streamed value either came
 with its digest (a replayed output, a machine input) or is hashed as it passes, so its key is
-known only once it ended (MCH-25).
+known only once it ended (MCH-25): the call either holds it until then to look the key up
+first (early cut-off, MCH-29) or is made at once and stored under the key known at the end.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import anyio
 
 from ...machine import Step
+from .._inputs import ItemStream, ValueStream
 from ._cache_key import InputDigest, PieceHasher, hashing, step_key
+from ._spool import Spool
 
 if TYPE_CHECKING:
     from ._cache import CacheEntry, EntryWriter
@@ -64,6 +70,12 @@ class CallInputs:
         #: The :class:`Recording` of a miss's response (it says whether the response ended).
         self.recordings: list[Any] = []
         self.stream_to: dict[str, NodeStream | None] = {}
+        #: Per input index, a streamed input hashed as it passes: (its pieces, a sequence).
+        self._unknown: dict[int, tuple[AsyncIterator[Any], bool]] = {}
+        #: How far the calls storing this call's streamed inputs got (their ``Leader``s).
+        self.leaders: list[Any] = []
+        #: The inputs held until they ended (early cut-off), by input index.
+        self.spools: dict[int, Spool] = {}
 
     # -- while the inputs are built ---------------------------------------------------------
 
@@ -85,12 +97,51 @@ class CallInputs:
             self._digests.append(flow.digest)
             return pieces
         if flow.digest_later:
+            if flow.stored_by is not None:
+                self.leaders.append(flow.stored_by)
             later = _Later(flow)
             self._digests.append(later)
             return _watching(pieces, later)
         hasher = PieceHasher(sequence)
+        self._unknown[len(self._digests)] = (hashing(pieces, hasher), sequence)
         self._digests.append(hasher)
-        return hashing(pieces, hasher)
+        return self._unknown[len(self._digests) - 1][0]
+
+    # -- early cut-off ------------------------------------------------------------------------
+
+    @property
+    def can_hold(self) -> bool:
+        """Whether every input whose digest is not known yet is one this call hashes itself
+        (none streams from a call being stored, which gives its digest only at its end)."""
+        return bool(self._unknown) and not any(isinstance(d, _Later) for d in self._digests)
+
+    async def hold(
+        self, inputs: list[tuple[str, Any]], new_file: Callable[[str], tuple[IO[bytes], Path]]
+    ) -> None:
+        """Read every input hashed here to its end (all at once, so no producer waits on a
+        reader nobody reads), and make each of them an input that sends what was held."""
+        spools = {i: Spool(new_file, seq) for i, (_, seq) in self._unknown.items()}
+        self.spools = spools
+        try:
+            if len(spools) == 1:  # the usual case: its error is raised as it is
+                ((index, spool),) = spools.items()
+                await spool.fill(self._unknown[index][0])
+            else:
+                async with anyio.create_task_group() as tg:
+                    for index, spool in spools.items():
+                        tg.start_soon(spool.fill, self._unknown[index][0])
+        except BaseException:
+            self.release()
+            raise
+        for index, spool in spools.items():
+            urn = inputs[index][0]
+            held = spool.pieces()
+            inputs[index] = (urn, ItemStream(held) if spool.sequence else ValueStream(held))
+
+    def release(self) -> None:
+        """Drop what :meth:`hold` held (a hit, a failed call, the end of the call)."""
+        for spool in self.spools.values():
+            spool.discard()
 
     # -- the key ------------------------------------------------------------------------------
 
