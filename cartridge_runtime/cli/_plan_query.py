@@ -71,7 +71,8 @@ def mixed_note(query: PlanningSource) -> str | None:
     if query.inputs is None or query.inputs.common_media is not None:
         return None
     kinds = collections.Counter(
-        detected.media.extension() or detected.media.text for detected in query.inputs.files
+        detected.path.suffix.lstrip(".").lower() or str(detected.media)
+        for detected in query.inputs.files
     )
     counted = ", ".join(f"{count} {kind}" for kind, count in kinds.most_common())
     return (

@@ -37,6 +37,7 @@ from ._run_setup import Usage
 from ._sources import CartridgeSources, SourceError, planning_caps
 
 if TYPE_CHECKING:
+    from ..machine import Machine
     from ..planner import Plan, PlanningSource
 
 __all__ = ("PlannedRun", "PlanRequest", "NoPlan", "plan_run", "show", "scratch_folder")
@@ -112,11 +113,12 @@ class PlannedRun:
         return f"{input_file} --to {self.target}"
 
 
-def _choose(plans: list[Plan], given: dict[str, str], pick: int) -> Plan:
-    """Plan ``pick`` of ``plans`` ordered for a person (complete ones first).
+def _choose(plans: list[Plan], given: dict[str, str], pick: int) -> tuple[Plan, Machine]:
+    """Plan ``pick`` of ``plans`` ordered for a person (complete ones first), and its machine
+    with the arguments bound.
 
-    :raises Usage: a ``--pick`` past the plans, a plan that still needs an argument, an
-        argument no step of the plan takes.
+    :raises Usage: a ``--pick`` past the plans, a plan that still needs an argument.
+    :raises KnitError: an argument no step of the plan takes.
     """
     from ..planner import complete_first
 
@@ -124,13 +126,14 @@ def _choose(plans: list[Plan], given: dict[str, str], pick: int) -> Plan:
     if pick > len(ordered):
         raise Usage(f"--pick {pick}: only {len(ordered)} plan(s) found")
     plan = ordered[pick - 1]
+    machine = plan.machine_with(given)
     missing = plan.needs_beyond(given)
     if missing:
         wanted = " ".join(f"--arg {name}=VALUE" for name in missing)
         raise Usage(
             f"plan {pick} ({plan.description}) needs {', '.join(missing)}: give {wanted}"
         )
-    return plan
+    return plan, machine
 
 
 def _files(query: PlanningSource, inputs: Sequence[str]) -> tuple[Path, ...]:
@@ -179,8 +182,7 @@ def plan_run(request: PlanRequest, scratch: Path) -> PlannedRun:
         if not plans:
             lines = no_way_lines(query, request.target, world.caps, request.depth)
             raise NoPlan("\n".join(lines))
-        plan = _choose(plans, given, request.pick)
-        machine = plan.machine_with(given)
+        plan, machine = _choose(plans, given, request.pick)
     except (SourceError, InputError, DefinitionError, ValueError) as error:
         raise Usage(str(error)) from None
     except CartridgeRuntimeError as error:
