@@ -130,9 +130,7 @@ def _choose(plans: list[Plan], given: dict[str, str], pick: int) -> tuple[Plan, 
     missing = plan.needs_beyond(given)
     if missing:
         wanted = " ".join(f"--arg {name}=VALUE" for name in missing)
-        raise Usage(
-            f"plan {pick} ({plan.description}) needs {', '.join(missing)}: give {wanted}"
-        )
+        raise Usage(f"plan {pick} ({plan.description}) needs {', '.join(missing)}: give {wanted}")
     return plan, machine
 
 
@@ -176,9 +174,7 @@ def plan_run(request: PlanRequest, scratch: Path) -> PlannedRun:
         world = anyio.run(planning_caps, sources)
         from ..planner import find_paths
 
-        plans = find_paths(
-            world.caps, query.media, request.target, max_depth=request.depth
-        )
+        plans = find_paths(world.caps, query.media, request.target, max_depth=request.depth)
         if not plans:
             lines = no_way_lines(query, request.target, world.caps, request.depth)
             raise NoPlan("\n".join(lines))

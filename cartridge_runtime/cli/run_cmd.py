@@ -565,10 +565,7 @@ def run_command(
             runs_dir=runs_dir or default_runs_dir(),
             from_dirs=tuple(from_dir),
         )
-        if planned is None:
-            code = _run_checked(opts)
-        else:
-            code = _run_planned(opts, planned)
+        code = _run_checked(opts) if planned is None else _run_planned(opts, planned)
     except Usage as error:
         code = _fail(as_json, {"error": "usage"}, f"error: {error}", _USAGE)
     except NoPlan as error:

@@ -105,10 +105,10 @@ async def find_installed(
             refused.append(_refused(candidate, RefusalKind.ENTRY_MISSING, reason))
             continue
         entry = None if store is None or refresh else store.load(keys[index])
-        if entry is not None and entry.manifest is None:
-            # A remembered failure stands only while what it ran in is unchanged (DSC-13).
-            if entry.stamp != environment_stamp(candidate.command):
-                entry = None
+        # A remembered failure stands only while what it ran in is unchanged (DSC-13).
+        failed = entry is not None and entry.manifest is None
+        if failed and entry is not None and entry.stamp != environment_stamp(candidate.command):
+            entry = None
         if entry is None:
             misses.append(index)
         else:

@@ -143,10 +143,12 @@ def test_run_to_refusals(tmp_path: Path) -> None:
     cases = [
         (["run", "--to", "media:pdf", str(SAMPLE_MD), "-c", str(WORDKIT)], 1, "no way from"),
         (["run", "--to", KEPT, str(SAMPLE_MD), "-c", str(WORDKIT), "--pick", "99"], 2, "--pick"),
-        (["run", "--to", KEPT, str(SAMPLE_MD), str(SAMPLE_TXT), "-c", str(WORDKIT)], 2,
-         "mixed types (1 md, 1 txt)"),
-        (["run", "--to", KEPT, str(tmp_path / "*.md"), "-c", str(WORDKIT)], 2,
-         "give --output-dir"),
+        (
+            ["run", "--to", KEPT, str(SAMPLE_MD), str(SAMPLE_TXT), "-c", str(WORDKIT)],
+            2,
+            "mixed types (1 md, 1 txt)",
+        ),
+        (["run", "--to", KEPT, str(tmp_path / "*.md"), "-c", str(WORDKIT)], 2, "give --output-dir"),
         (["run", "--to", KEPT, str(tmp_path / "nope.md"), "-c", str(WORDKIT)], 2, "nope.md"),
         (["run", str(SAMPLE_MD), str(SAMPLE_MD), "-c", str(WORDKIT)], 2, "one machine FILE"),
     ]

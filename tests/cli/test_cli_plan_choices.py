@@ -176,8 +176,8 @@ def test_from_dir_repeats_add_up_names_refusals_and_runs(tmp_path: Path) -> None
     carts = {s.get("cartridge") for p in document["plans"] for s in p["steps"]} - {None}
     assert carts == {"text", "wordkit"}  # both folders count, not only the last
     (refused,) = document["refused"]
-    assert refused["path"].endswith("needy.py") and "plans_module_not_installed" in (
-        refused["reason"]
+    assert (
+        refused["path"].endswith("needy.py") and "plans_module_not_installed" in (refused["reason"])
     )
     assert "refused: " in out.stderr and "needy.py" in out.stderr
     ran = cartridge("run", "--to", KEPT, str(SAMPLES / "sample.md"), "--from-dir", str(second),

@@ -93,7 +93,7 @@ async def test_an_entry_from_before_the_stamp_is_tried_again(
     root = tmp_path / "root"
     _needs_module(root)
     await discover(root, cache=cache_dir)
-    (entry,) = [p for p in cache_dir.rglob("*.json") if p.parent != cache_dir]
+    (entry,) = [p for p in cache_dir.rglob("*.json") if p.parent != cache_dir]  # noqa: ASYNC240
     body = json.loads(entry.read_text())
     assert "stamp" in body and "refusal" in body
     del body["stamp"]

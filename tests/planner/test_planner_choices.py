@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import Final
 
 import pytest
+from _bundled import load_cartridge
+from _planner_reference import reference_fab, reference_paths, reference_reachable
 
 from cartridge_runtime.manifest import (
     PLANNABLE_KEY,
     ArgDef,
     CapDef,
     Manifest,
-    OutputDef,
     identity_cap,
 )
 from cartridge_runtime.planner import (
@@ -26,9 +27,6 @@ from cartridge_runtime.planner import (
     find_paths,
     reachable_targets,
 )
-
-from _bundled import load_cartridge
-from _planner_reference import reference_fab, reference_paths, reference_reachable
 
 TEXT: Final = "media:enc=utf-8"
 WORD: Final = "media:enc=utf-8;word"
@@ -230,7 +228,7 @@ def test_no_way_names_its_reason_and_the_nearest_targets() -> None:
     assert "nearest targets that can be made: media:enc=utf-8;word (2 steps)" in no_target.message
     too_deep = explain_no_path(caps, PDF, WORD, max_depth=1)
     assert too_deep.reason is NoPathReason.DEPTH_RAN_OUT and too_deep.steps_needed == 2
-    apart = explain_no_path(caps + [_query()], PDF, JSON + ";x")
+    apart = explain_no_path([*caps, _query()], PDF, JSON + ";x")
     assert apart.reason is NoPathReason.NO_CAP_GIVES_TARGET
     # a word is text too (it conforms to words' in=), but words never gives plain text back
     unreached = explain_no_path([identity_cap(), _extract(), _words(), _query()], WORD, TEXT)
