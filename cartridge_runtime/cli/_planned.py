@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import attrs
@@ -40,7 +40,20 @@ if TYPE_CHECKING:
     from ..machine import Machine
     from ..planner import Plan, PlanningSource
 
-__all__ = ("PlannedRun", "PlanRequest", "NoPlan", "plan_run", "show", "scratch_folder")
+__all__ = (
+    "PlannedRun",
+    "PlanRequest",
+    "NoPlan",
+    "plan_run",
+    "show",
+    "scratch_folder",
+    "record_extra",
+    "run_each",
+)
+
+
+#: Exit statuses from here up mean a signal stopped the run (128 + N).
+INTERRUPTED: Final = 128
 
 
 class NoPlan(Exception):
@@ -225,3 +238,31 @@ def record_extra(planned: PlannedRun, input_file: Path) -> dict[str, Any]:
             "rank": planned.rank,
         }
     }
+
+
+def run_each(opts: Any, planned: PlannedRun, run_one: Callable[[Any], int]) -> int:
+    """The planned machine run once per input file by ``run_one`` (``cartridge run``'s runner,
+    given its options): each run's input node takes the file, its output (with
+    ``--output-dir``) is named after the file and the target, and its record names the file
+    and the target. The worst exit status is returned; an interrupt stops at once."""
+    worst = 0
+    several = len(planned.files) > 1
+    for number, path in enumerate(planned.files, 1):
+        targets = dict(opts.targets)
+        if opts.output_dir is not None and planned.output_node not in targets:
+            targets[planned.output_node] = planned.output_file(opts.output_dir, path)
+        if several:
+            print(f"[{number}/{len(planned.files)}] {path}", file=sys.stderr)
+        code = run_one(
+            attrs.evolve(
+                opts,
+                inputs={**opts.inputs, planned.input_node: path},
+                targets=targets,
+                source=planned.label(path),
+                extra=record_extra(planned, path),
+            )
+        )
+        if code >= INTERRUPTED:
+            return code  # interrupted: the other files are not started
+        worst = max(worst, code)
+    return worst

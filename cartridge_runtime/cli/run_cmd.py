@@ -36,7 +36,7 @@ from ..protocol import AttributionClass, ErrorCode, ErrorReport
 from . import app
 from ._lines import start_failure_line
 from ._paths import cartridge_problem, output_dir_problem, output_file_problem
-from ._planned import NoPlan, PlannedRun, PlanRequest, plan_run, record_extra, scratch_folder, show
+from ._planned import NoPlan, PlanRequest, plan_run, run_each, scratch_folder, show
 from ._run_setup import Sinks, Usage, choose_cache, parse_inputs, parse_targets
 
 _USAGE = 2
@@ -565,7 +565,7 @@ def run_command(
             runs_dir=runs_dir or default_runs_dir(),
             from_dirs=tuple(from_dir),
         )
-        code = _run_checked(opts) if planned is None else _run_planned(opts, planned)
+        code = _run_checked(opts) if planned is None else run_each(opts, planned, _run_checked)
     except Usage as error:
         code = _fail(as_json, {"error": "usage"}, f"error: {error}", _USAGE)
     except NoPlan as error:
@@ -574,34 +574,6 @@ def run_command(
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     raise typer.Exit(code)
-
-
-def _run_planned(opts: _Options, planned: PlannedRun) -> int:
-    """The planned machine run once per input file: each run's input node takes the file,
-    its output (with ``--output-dir``) is named after the file and the target, and its record
-    names the file and the target. The worst exit status is returned."""
-    worst = 0
-    several = len(planned.files) > 1
-    for number, path in enumerate(planned.files, 1):
-        inputs = {**opts.inputs, planned.input_node: path}
-        targets = dict(opts.targets)
-        if opts.output_dir is not None and planned.output_node not in targets:
-            targets[planned.output_node] = planned.output_file(opts.output_dir, path)
-        if several:
-            print(f"[{number}/{len(planned.files)}] {path}", file=sys.stderr)
-        code = _run_checked(
-            attrs.evolve(
-                opts,
-                inputs=inputs,
-                targets=targets,
-                source=planned.label(path),
-                extra=record_extra(planned, path),
-            )
-        )
-        if code >= 128:
-            return code  # interrupted: the other files are not started
-        worst = max(worst, code)
-    return worst
 
 
 def _run_checked(opts: _Options) -> int:
