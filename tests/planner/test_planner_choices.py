@@ -4,6 +4,7 @@ says why and what can be made instead (PLAN-22, PLAN-26)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Final
 
 import pytest
@@ -245,3 +246,18 @@ def test_not_connected_when_the_target_exists_elsewhere() -> None:
     assert lonely.reason is NoPathReason.NOT_CONNECTED
     assert f"nothing {PDF} becomes leads to media:enc=utf-8;flat" in lonely.message
     assert [near.media_urn.text for near in lonely.nearest][:1] == [TEXT]
+
+
+@pytest.mark.asyncio
+async def test_an_engine_offers_complete_plans_first() -> None:
+    from cartridge_runtime.engine import Engine
+
+    manifest = Manifest.build(
+        name="jsontools", version="1.0.0", description="d",
+        caps=[_query(), _flatten(), _unflat()],
+    )  # fmt: skip
+    async with Engine() as engine:
+        engine.add_cartridge(sys.executable, name="jsontools", manifest=manifest)
+        plans = await engine.plan(JSON, TEXT)
+    assert [plan.description for plan in plans] == ["Flatten → Lines", "Query"]
+    assert plans[0].needs == () and plans[1].needs == ("path",)
