@@ -30,6 +30,7 @@ from typing import Any, Final, cast
 import anyio
 
 from cartridge_runtime.manifest import (
+    PLANNABLE_KEY,
     ArgDef,
     CapDef,
     Manifest,
@@ -57,6 +58,9 @@ FILE_PATH: Final = "media:enc=utf-8;file-path"
 #: Smallest write when generating output (a block is reused: bounded memory at any size).
 GENERATE_BLOCK: Final = 4_096
 GENERATE_PATTERN: Final = b"ABCDEFGH"
+#: Every cap here exercises the runtime rather than doing a user's work: none is offered by a
+#: planner (a machine or a call still names them).
+NOT_PLANNED: Final = {PLANNABLE_KEY: "false"}
 
 
 # -- manifest --------------------------------------------------------------------------------
@@ -116,6 +120,7 @@ def _cap(
         cap_description=description,
         args=args,
         outputs=outputs,
+        metadata=NOT_PLANNED,
     )
 
 

@@ -21,7 +21,7 @@ from typing import Final
 
 import anyio
 
-from cartridge_runtime.manifest import ArgDef, CapDef, Manifest, OutputDef
+from cartridge_runtime.manifest import PLANNABLE_KEY, ArgDef, CapDef, Manifest, OutputDef
 from cartridge_runtime.runtime import CartridgeRuntime, DryContext, Op, OpError, WetContext
 
 TEXT: Final = "media:enc=utf-8"
@@ -54,7 +54,13 @@ def _out(media: str, name: str, description: str, **kw: bool) -> OutputDef:
     return OutputDef(media_urn=media, name=name, output_description=description, **kw)
 
 
-def _word_cap(urn: str, alias: str, title: str, description: str, out: OutputDef) -> CapDef:
+#: The metadata of a cap made for tests (failures, pauses, crashes): never offered by a planner.
+TEST_ONLY: Final = {PLANNABLE_KEY: "false"}
+
+
+def _word_cap(
+    urn: str, alias: str, title: str, description: str, out: OutputDef, *, test_only: bool = False
+) -> CapDef:
     return CapDef(
         urn=urn,
         title=title,
@@ -62,6 +68,7 @@ def _word_cap(urn: str, alias: str, title: str, description: str, out: OutputDef
         cap_description=description,
         args=[ArgDef.stdin(WORD, name="word", description="One word")],
         outputs=[out],
+        metadata=TEST_ONLY if test_only else None,
     )
 
 
@@ -117,6 +124,7 @@ CAPS: Final = (
         "Bang",
         "Fails with BANG (class input) for the word 'boom'; returns any other word.",
         _out(WORD, "word", "The word"),
+        test_only=True,
     ),
     _word_cap(
         SLOW,
@@ -124,6 +132,7 @@ CAPS: Final = (
         "Slow",
         "Returns the word after a pause (WORDKIT_SLOW_SECONDS, default 0.05 s).",
         _out(WORD, "word", "The word"),
+        test_only=True,
     ),
     CapDef(
         urn=PAIR,
@@ -142,6 +151,7 @@ CAPS: Final = (
             ),
         ],
         outputs=[_out(WORD, "pair", "word-right")],
+        metadata=TEST_ONLY,
     ),
     _word_cap(
         QUIET,
@@ -149,6 +159,7 @@ CAPS: Final = (
         "Quiet",
         "Reads a word and writes nothing (its output is required: it is an empty value).",
         _out(WORD, "word", "Nothing"),
+        test_only=True,
     ),
     _word_cap(
         FLAKY,
@@ -156,6 +167,7 @@ CAPS: Final = (
         "Flaky",
         f"Dies on its first call when ${FLAKY_MARK_ENV} names a file that does not exist yet.",
         _out(WORD, "word", "The word"),
+        test_only=True,
     ),
 )
 

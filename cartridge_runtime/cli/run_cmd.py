@@ -36,7 +36,7 @@ from ..protocol import AttributionClass, ErrorCode, ErrorReport
 from . import app
 from ._lines import start_failure_line
 from ._paths import cartridge_problem, output_dir_problem, output_file_problem
-from ._planned import NoPlan, plan_run, scratch_folder, show
+from ._planned import NoPlan, PlanRequest, plan_run, run_each, scratch_folder, show
 from ._run_setup import Sinks, Usage, choose_cache, parse_inputs, parse_targets
 
 _USAGE = 2
@@ -128,6 +128,12 @@ class _Options:
     verbose: bool
     log_dir: Path | None
     runs_dir: Path
+    #: Folders of installed cartridges the machine's caps also come from (``run --to``).
+    from_dirs: tuple[Path, ...] = ()
+    #: What the run record names as the source (default: the machine file).
+    source: str | None = None
+    #: More the run record keeps (a planned run's input and target).
+    extra: dict[str, Any] = attrs.field(factory=dict)
 
 
 def _check(
@@ -136,12 +142,13 @@ def _check(
     timeout: float | None,
     output_dir: Path | None,
     targets: dict[str, Path],
+    from_dirs: tuple[Path, ...] = (),
 ) -> None:
     """:raises Usage: a missing file or cartridge, a directory given as one, a timeout that
     is not positive, an output folder or file that cannot be written."""
     if not file.is_file():
         raise Usage(f"no machine file at {file}")
-    if not cartridges:
+    if not cartridges and not from_dirs:
         raise Usage("give at least one --cartridge")
     for path in cartridges:
         problem = cartridge_problem(path)
@@ -265,6 +272,8 @@ async def _run(opts: _Options, held: _Held) -> int:
     async with Engine(log_dir=opts.log_dir) as engine:
         for path in opts.cartridges:
             engine.add_cartridge(path)
+        for folder in opts.from_dirs:
+            await engine.discover(folder)
         try:
             machine = await engine.machine(opts.file)
         except MachineError as error:
@@ -301,9 +310,10 @@ async def _run(opts: _Options, held: _Held) -> int:
             opts.runs_dir,
             engine=engine,
             text=text,
-            source=str(opts.file),
+            source=opts.source or str(opts.file),
             extra={"cache": str(store.root) if store is not None else None,
-                   "cache_lookup": bool(store is not None and store.lookup_enabled)},
+                   "cache_lookup": bool(store is not None and store.lookup_enabled),
+                   **opts.extra},
         )  # fmt: skip
         held.recorder = recorder
         keep_outputs = as_json and not files
@@ -450,6 +460,18 @@ def run_command(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="With --to: print the chosen machine, run nothing."
     ),
+    arg: list[str] = typer.Option(  # noqa: B008
+        [], "--arg", help="With --to: bind a side argument of the plan, NAME=VALUE; repeat it."
+    ),
+    media: str | None = typer.Option(
+        None, "--media", help="With --to: the INPUT's media URN (wins over detection)."
+    ),
+    from_dir: list[Path] = typer.Option(  # noqa: B008
+        [], "--from-dir", help="With --to: plan over the cartridges installed here; repeat it."
+    ),
+    refresh: bool = typer.Option(
+        False, "--refresh", help="With --to: start every discovered cartridge again."
+    ),
     cartridge: list[str] = typer.Option(  # noqa: B008
         [], "--cartridge", "-c", help="A cartridge the machine's caps come from; repeat it."
     ),
@@ -495,18 +517,36 @@ def run_command(
         if to is None:
             if len(args) != 1:
                 raise Usage("give one machine FILE (or --to MEDIA and the INPUT to plan from)")
+            for name, given in (("--arg", arg), ("--media", media), ("--from-dir", from_dir)):
+                if given:
+                    raise Usage(f"{name} goes with --to (a machine file binds its own values)")
             file = Path(args[0])
+            planned = None
         else:
-            planned = plan_run(list(args), to, list(cartridge), pick)
+            scratch = scratch_folder()
+            request = PlanRequest(
+                inputs=tuple(args),
+                target=to,
+                cartridges=tuple(cartridge),
+                from_dirs=tuple(from_dir),
+                media=media,
+                arguments=tuple(arg),
+                pick=pick,
+                refresh=refresh,
+            )
+            planned = plan_run(request, scratch)
             show(planned)
             if dry_run:
                 print(planned.text)
                 raise typer.Exit(0)
-            scratch = scratch_folder()
+            if len(planned.files) > 1 and output_dir is None and not as_json:
+                raise Usage(
+                    f"{len(planned.files)} inputs: give --output-dir DIR (each output is "
+                    "named after its input)"
+                )
             file = planned.write(scratch)
-            input_ = [*input_, f"{planned.input_node}=@{args[0]}"]
         targets = parse_targets(list(output))
-        _check(file, list(cartridge), timeout, output_dir, targets)
+        _check(file, list(cartridge), timeout, output_dir, targets, tuple(from_dir))
         opts = _Options(
             file=file,
             cartridges=tuple(cartridge),
@@ -523,13 +563,13 @@ def run_command(
             verbose=verbose,
             log_dir=log_dir,
             runs_dir=runs_dir or default_runs_dir(),
+            from_dirs=tuple(from_dir),
         )
+        code = _run_checked(opts) if planned is None else run_each(opts, planned, _run_checked)
     except Usage as error:
-        raise typer.Exit(_fail(as_json, {"error": "usage"}, f"error: {error}", _USAGE)) from None
+        code = _fail(as_json, {"error": "usage"}, f"error: {error}", _USAGE)
     except NoPlan as error:
-        raise typer.Exit(_fail(as_json, {"error": "no plan"}, str(error), _FAILED)) from None
-    try:
-        code = _run_checked(opts)
+        code = _fail(as_json, {"error": "no plan"}, str(error), _FAILED)
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)

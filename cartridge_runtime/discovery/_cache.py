@@ -10,16 +10,23 @@ Rules (chapter 15 of the protocol spec):
 2. A file whose key matches is a hit: no process starts. Any other content is a miss, never an
    error; an entry is written atomically (a temporary name, then a rename) (DSC-10).
 3. A start-up failure is remembered under the same key, so a broken cartridge is not started
-   again until it changes (DSC-11).
+   again until it changes (DSC-11), together with a stamp of what it ran in: its
+   interpreter's file, the folders its packages load from, and the environment variables that
+   choose them. A failure whose stamp no longer matches is a miss: a module installed since,
+   a new interpreter or a changed ``PYTHONPATH`` gets the cartridge tried again (DSC-13).
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
+import shutil
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -32,13 +39,15 @@ from ._digests import FileDigests
 from ._model import RefusalKind
 from ._scan import Candidate
 
-__all__ = ("CacheEntry", "ManifestCache", "default_cache_dir", "cache_key")
+__all__ = ("CacheEntry", "ManifestCache", "default_cache_dir", "cache_key", "environment_stamp")
 
 #: Changes whenever the entry format does: older entries are then misses.
 CACHE_FORMAT: Final = 1
 #: Files of a version folder listed (name, size, time) into the key, at most: past it the
 #: folder's listing is summarised by its count, so a huge folder cannot slow every discovery.
 MAX_LISTED_FILES: Final = 4096
+#: The environment variables that decide what a cartridge's interpreter loads and finds.
+STAMPED_VARIABLES: Final = ("PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NODE_PATH")
 
 
 def default_cache_dir() -> Path:
@@ -90,6 +99,55 @@ def cache_key(candidate: Candidate, files: FileDigests) -> str:
     return digest.hexdigest()
 
 
+def _interpreter(command: tuple[str, ...]) -> str | None:
+    """The program that runs the command, as found on ``PATH`` (a link not followed: a
+    virtual environment's interpreter is a link to its base one)."""
+    if not command:
+        return None
+    found = shutil.which(command[0]) or command[0]
+    return os.path.abspath(found) if os.path.exists(found) else None
+
+
+def _package_folders(interpreter: str) -> Iterator[str]:
+    """The folders an interpreter's packages load from: this process's path for its own
+    interpreter, else the usual places under the prefixes of the interpreter and of the file
+    it links to."""
+    if os.path.realpath(interpreter) == os.path.realpath(sys.executable):
+        yield from (entry for entry in sys.path if entry and os.path.isdir(entry))
+        return
+    for program in (interpreter, os.path.realpath(interpreter)):
+        prefix = os.path.dirname(os.path.dirname(program))
+        for pattern in ("lib/python*/site-packages", "lib/node_modules", "Lib/site-packages"):
+            yield from sorted(glob.glob(os.path.join(prefix, pattern)))
+
+
+def _stat_text(path: str) -> str:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return "absent"
+    return f"{info.st_size}:{info.st_mtime_ns}"
+
+
+def environment_stamp(command: tuple[str, ...]) -> str:
+    """A digest of what a start-up failure may have depended on outside the cartridge's own
+    files: its interpreter (path, size, time), the folders its packages load from (a package
+    installed or removed changes their time) and :data:`STAMPED_VARIABLES` (DSC-13)."""
+    digest = hashlib.sha256()
+    for name in STAMPED_VARIABLES:
+        digest.update(f"{name}={os.environ.get(name, '')}\0".encode())
+    for name in ("PYTHONPATH", "NODE_PATH"):
+        for folder in filter(None, os.environ.get(name, "").split(os.pathsep)):
+            digest.update(f"path={folder}:{_stat_text(folder)}\0".encode())
+    interpreter = _interpreter(command)
+    if interpreter is not None:
+        real = os.path.realpath(interpreter)
+        digest.update(f"interpreter={interpreter}>{real}:{_stat_text(real)}\0".encode())
+        for folder in dict.fromkeys(_package_folders(interpreter)):
+            digest.update(f"folder={folder}:{_stat_text(folder)}\0".encode())
+    return digest.hexdigest()
+
+
 @attrs.frozen(kw_only=True)
 class CacheEntry:
     """What the cache remembers of one cartridge state: its manifest, or why it did not
@@ -97,6 +155,8 @@ class CacheEntry:
 
     manifest: Manifest | None = attrs.field(eq=False)
     refusal: str | None = None
+    #: With a refusal: the :func:`environment_stamp` it was refused under.
+    stamp: str | None = None
 
 
 class ManifestCache:
@@ -126,7 +186,10 @@ class ManifestCache:
             return None
         refusal = data.get("refusal")
         if isinstance(refusal, str):
-            return CacheEntry(manifest=None, refusal=refusal)
+            stamp = data.get("stamp")
+            return CacheEntry(
+                manifest=None, refusal=refusal, stamp=stamp if isinstance(stamp, str) else None
+            )
         try:
             return CacheEntry(manifest=Manifest.from_dict(data.get("manifest")))
         except ManifestError:
@@ -139,6 +202,8 @@ class ManifestCache:
             body["manifest"] = entry.manifest.to_json()
         else:
             body["refusal"] = entry.refusal or str(RefusalKind.HANDSHAKE_FAILED)
+            if entry.stamp is not None:
+                body["stamp"] = entry.stamp
         target = self._path(key)
         temp: str | None = None
         try:

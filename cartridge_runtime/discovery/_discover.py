@@ -6,7 +6,8 @@ Rules (chapter 15 of the protocol spec):
 1. The root must be an existing folder; anything found under it is either found (hostable,
    with its manifest) or refused (with its reason), never dropped (DSC-1, DSC-12).
 2. A manifest comes from the cache when the cartridge's digest is there, else from starting
-   the cartridge once through the engine (DSC-9 to DSC-11).
+   the cartridge once through the engine (DSC-9 to DSC-11). A remembered start-up failure
+   counts only while the interpreter and its packages are unchanged (DSC-13).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from ._cache import CacheEntry, ManifestCache, cache_key, default_cache_dir
+from ._cache import CacheEntry, ManifestCache, cache_key, default_cache_dir, environment_stamp
 from ._digests import FileDigests
 from ._errors import RootNotFound
 from ._model import (
@@ -104,6 +105,10 @@ async def find_installed(
             refused.append(_refused(candidate, RefusalKind.ENTRY_MISSING, reason))
             continue
         entry = None if store is None or refresh else store.load(keys[index])
+        # A remembered failure stands only while what it ran in is unchanged (DSC-13).
+        failed = entry is not None and entry.manifest is None
+        if failed and entry is not None and entry.stamp != environment_stamp(candidate.command):
+            entry = None
         if entry is None:
             misses.append(index)
         else:
@@ -114,7 +119,8 @@ async def find_installed(
         results, spawns = await starter([candidates[i].command for i in misses])
         for index, result in zip(misses, results, strict=True):
             if isinstance(result, StartFailure):
-                entry = CacheEntry(manifest=None, refusal=result.reason)
+                stamp = environment_stamp(candidates[index].command)
+                entry = CacheEntry(manifest=None, refusal=result.reason, stamp=stamp)
             else:
                 entry = CacheEntry(manifest=result)
             if store is not None and not (isinstance(result, StartFailure) and result.transient):

@@ -254,7 +254,8 @@ class Engine:
         limit: int = DEFAULT_LIMIT,
     ) -> list[Plan]:
         """The ranked ways to turn ``source`` into ``target`` over the caps of every cartridge
-        added, best first (none is an empty list); ``plans[0].machine`` runs with
+        added, best first (none is an empty list), those that need a side argument
+        (:attr:`Plan.needs`) after the complete ones; ``plans[0].machine`` runs with
         :meth:`run_machine`. Cartridges whose manifest is known (given to
         :meth:`add_cartridge`) are not started; the others are, only to read it.
 

@@ -15,7 +15,14 @@ from collections.abc import Sequence
 
 import anyio.to_thread
 
-from ..planner import DEFAULT_LIMIT, DEFAULT_MAX_DEPTH, Plan, PlanningSource, find_paths
+from ..planner import (
+    DEFAULT_LIMIT,
+    DEFAULT_MAX_DEPTH,
+    Plan,
+    PlanningSource,
+    complete_first,
+    find_paths,
+)
 from ..urn import MediaUrn
 from ._machines._text import ManifestSource, engine_caps
 
@@ -32,13 +39,15 @@ async def plan_on(
     limit: int = DEFAULT_LIMIT,
 ) -> list[Plan]:
     """The ranked plans from ``query`` to ``target`` over the caps of ``names`` (best first;
-    none is an empty list).
+    none is an empty list). Plans that need a side argument the machine leaves unbound come
+    after the complete ones (PLAN-25), so ``plans[0].machine`` runs as it is when any plan
+    can.
 
     :raises SpawnFailed: a cartridge whose manifest is not known failed to start.
     :raises PlannerError: a target that is not a media URN, a bad depth or limit.
     """
     caps = await engine_caps(engine, names)
-    return await anyio.to_thread.run_sync(
+    plans = await anyio.to_thread.run_sync(
         lambda: find_paths(
             caps,
             query.media,
@@ -48,3 +57,4 @@ async def plan_on(
             limit=limit,
         )
     )
+    return complete_first(plans)

@@ -40,6 +40,7 @@ __all__ = (
     "CAP_DISCARD",
     "CAP_ADAPTER_SELECTION",
     "IDENTITY_DESCRIPTION",
+    "PLANNABLE_KEY",
 )
 
 #: The identity cap's URN. Every manifest must declare a cap with exactly this text.
@@ -48,6 +49,11 @@ CAP_IDENTITY: Final = IDENTITY_CAP
 CAP_DISCARD: Final = DISCARD_CAP
 #: The adapter-selection cap the reference runtime registers automatically.
 CAP_ADAPTER_SELECTION: Final = ADAPTER_SELECTION_CAP
+#: The cap metadata key a manifest sets to ``"false"`` for a cap that a planner should not
+#: offer (a test or diagnostic cap): it is served and called as any other, only never planned.
+PLANNABLE_KEY: Final = "plannable"
+#: The metadata words that switch a flag off.
+_FALSE_WORDS: Final = frozenset(("false", "no", "0"))
 #: The identity cap's one-line description, as the reference writes it.
 IDENTITY_DESCRIPTION: Final = (
     "The categorical identity morphism. Echoes input as output unchanged. "
@@ -239,6 +245,13 @@ class CapDef:
             except UrnError:
                 continue
         return None
+
+    @property
+    def plannable(self) -> bool:
+        """Whether a planner may offer this cap: its metadata does not set
+        :data:`PLANNABLE_KEY` to ``"false"`` (the project's extension, PLAN-24)."""
+        word = self.metadata.get(PLANNABLE_KEY)
+        return word is None or str(word).strip().lower() not in _FALSE_WORDS
 
     def main_output(self) -> OutputDef | None:
         """The output equivalent to ``out=``, or ``None`` (always for out= void)."""

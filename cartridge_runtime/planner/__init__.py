@@ -6,7 +6,10 @@
 into a :class:`~cartridge_runtime.machine.Machine` whose canonical text
 (:meth:`Plan.to_notation`) is the reference's, byte for byte. :func:`reachable_targets` lists
 every type a source can become; :func:`iter_paths` reports paths while the search goes on;
-:func:`best_path` refuses with a reason when there is no way. On the input side,
+:func:`best_path` refuses with a reason when there is no way, and :func:`explain_no_path` gives
+that reason with the nearest targets that can be made. A plan lists the side arguments it
+needs (:attr:`Plan.needs`); :func:`complete_first` puts the plans that need none first, and
+:meth:`Plan.machine_with` binds them. On the input side,
 :func:`detect_media` tells the media URN a file is (its extension, confirmed or corrected by a
 bounded look at its content) and :func:`resolve_inputs` turns files, folders and globs into a
 detected input set. Every refusal is a
@@ -29,6 +32,7 @@ from ._api import (
     MAX_SEARCH_DEPTH,
     Caps,
     best_path,
+    explain_no_path,
     find_paths,
     iter_paths,
     reachable_targets,
@@ -53,8 +57,9 @@ from ._detect import (
 )
 from ._errors import InvalidInputError, InvalidMediaError, KnitError, NotFoundError, PlannerError
 from ._events import DepthComplete, PathFound, SearchComplete, SearchEvent
+from ._explain import NoPath, NoPathReason
 from ._graph import CapGraph, Edge
-from ._plan import Plan, PlanStep, StepKind
+from ._plan import Plan, PlanStep, StepKind, complete_first
 from ._reach import ReachableTarget
 from ._source import PlanningSource, SourceLike, planning_source
 
@@ -63,6 +68,10 @@ __all__ = (
     "best_path",
     "iter_paths",
     "reachable_targets",
+    "explain_no_path",
+    "complete_first",
+    "NoPath",
+    "NoPathReason",
     "CapGraph",
     "Edge",
     "Caps",

@@ -14,6 +14,7 @@ from cartridge_runtime.urn import MediaUrn, UrnError
 
 from ._errors import InvalidInputError, InvalidMediaError, NotFoundError
 from ._events import SearchComplete, SearchEvent
+from ._explain import NoPath, explain
 from ._graph import CapGraph
 from ._plan import Plan
 from ._reach import ReachableTarget, reachable
@@ -28,6 +29,7 @@ __all__ = (
     "best_path",
     "iter_paths",
     "reachable_targets",
+    "explain_no_path",
 )
 
 #: The depth a query searches to when none is given (the reference's default).
@@ -60,10 +62,11 @@ def _media(text: str | MediaUrn, role: str) -> MediaUrn:
         ) from None
 
 
-def _positive(value: int, name: str, ceiling: int | None = None) -> int:
-    """``value`` checked as a positive integer, at most ``ceiling`` (PLAN-21)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(f"{name} must be a positive integer, not {value!r}")
+def _count(value: int, name: str, ceiling: int | None = None) -> int:
+    """``value`` checked as a whole number, at most ``ceiling`` (PLAN-21). Zero or less is
+    accepted and answers nothing, as the reference answers."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{name} must be a whole number, not {value!r}")
     if ceiling is not None and value > ceiling:
         raise InvalidInputError(f"{name} must be at most {ceiling}, not {value}")
     return value
@@ -89,8 +92,8 @@ def iter_paths(
     """
     source = _media(source_media, "source")
     target = _media(target_media, "target")
-    depth = _positive(max_depth, "max_depth", MAX_SEARCH_DEPTH)
-    count = _positive(limit, "limit")
+    depth = _count(max_depth, "max_depth", MAX_SEARCH_DEPTH)
+    count = _count(limit, "limit")
     graph = CapGraph.from_caps(caps)
     return search(
         graph, source, target, is_sequence=bool(is_sequence), max_depth=depth, limit=count
@@ -141,8 +144,8 @@ def best_path(
     """The first plan of :func:`find_paths`, or a refusal that says why there is none
     (PLAN-22).
 
-    :raises NotFoundError: no plan within ``max_depth``; the message says whether no cap
-        takes the source, no cap gives the target, or the depth is too small.
+    :raises NotFoundError: no plan within ``max_depth``; the message says why
+        (:func:`explain_no_path`) and names the nearest targets that can be made.
     :raises InvalidMediaError: the source or target text is not a media URN.
     :raises InvalidInputError: a bad depth or limit, or a cap the graph cannot hold.
     """
@@ -157,17 +160,39 @@ def best_path(
     )
     if plans:
         return plans[0]
+    found = explain_no_path(
+        graph, source_media, target_media, is_sequence=is_sequence, max_depth=max_depth
+    )
+    raise NotFoundError(found.message)
+
+
+def explain_no_path(
+    caps: Caps,
+    source_media: str | MediaUrn,
+    target_media: str | MediaUrn,
+    *,
+    is_sequence: bool = False,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> NoPath:
+    """Why no plan of at most ``max_depth`` steps turns the source into the target, and the
+    types the source can become that are nearest the target (PLAN-22, PLAN-26). Ask it after
+    :func:`find_paths` found nothing; it does not search for paths itself.
+
+    :raises InvalidMediaError: the source or target text is not a media URN.
+    :raises InvalidInputError: a bad depth, or a cap the graph cannot hold.
+    """
     source = _media(source_media, "source")
     target = _media(target_media, "target")
-    if not any(source.conforms_to(edge.source) for edge in graph.edges):
-        reason = f"no cap takes {source}"
-    elif not any(edge.target.is_equivalent(target) for edge in graph.edges):
-        reason = f"no cap gives exactly {target}"
-    elif not reachable_targets(graph, source, is_sequence=is_sequence, max_depth=max_depth):
-        reason = f"nothing is reachable from {source}"
-    else:
-        reason = f"no path of at most {max_depth} steps leads there"
-    raise NotFoundError(f"no plan turns {source} into {target}: {reason}")
+    depth = _count(max_depth, "max_depth", MAX_SEARCH_DEPTH)
+    graph = CapGraph.from_caps(caps)
+    return explain(
+        graph,
+        source,
+        target,
+        is_sequence=bool(is_sequence),
+        max_depth=depth,
+        deepest=MAX_SEARCH_DEPTH,
+    )
 
 
 def reachable_targets(
@@ -184,6 +209,6 @@ def reachable_targets(
     :raises InvalidInputError: a bad depth, or a cap the graph cannot hold.
     """
     source = _media(source_media, "source")
-    depth = _positive(max_depth, "max_depth", MAX_SEARCH_DEPTH)
+    depth = _count(max_depth, "max_depth", MAX_SEARCH_DEPTH)
     graph = CapGraph.from_caps(caps)
     return reachable(graph, source, is_sequence=bool(is_sequence), max_depth=depth)

@@ -3,7 +3,8 @@
 Rules first:
 
 1. The graph is a list of edges in cap order; a cap gives its main edge first, then one edge
-   per other output in declaration order. Nothing but the caps takes part.
+   per other output in declaration order. Nothing but the caps takes part, and a cap whose
+   metadata marks it not for planning (``plannable: "false"``, PLAN-24) gives no edge.
 2. An edge applies at a position when the position's media URN conforms to the cap's ``in=``;
    after the step the position is the type the edge declares.
 3. At a sequence position only sequence-input edges apply directly; a ForEach is offered after
@@ -155,6 +156,7 @@ class CapGraph:
     @classmethod
     def from_caps(cls, caps: CapGraph | Manifest | Iterable[CapDef]) -> CapGraph:
         """The graph of ``caps`` (a manifest stands for all its caps, in manifest order).
+        A cap marked not for planning (:attr:`CapDef.plannable` false) is left out (PLAN-24).
 
         :raises InvalidInputError: a cap takes data but declares no main input, or one of
             its outputs has a media URN that does not parse.
@@ -169,6 +171,8 @@ class CapGraph:
                 raise InvalidInputError(
                     f"caps must be CapDef values (a manifest's caps), not {type(cap).__name__}"
                 )
+            if not cap.plannable:
+                continue
             edges.extend(_edges_of(cap, len(edges)))
         return cls(edges)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -20,9 +21,9 @@ from cartridge_runtime.manifest import CapDef
 from cartridge_runtime.urn import CapUrn, MediaUrn
 
 from ._errors import KnitError
-from ._graph import FOR_EACH, CapGraph
+from ._graph import FOR_EACH, CapGraph, Edge
 
-__all__ = ("StepKind", "PlanStep", "Plan", "plan_of")
+__all__ = ("StepKind", "PlanStep", "Plan", "plan_of", "complete_first")
 
 #: How a ForEach step is written in a plan's description.
 FOR_EACH_TITLE = "ForEach"
@@ -56,6 +57,9 @@ class PlanStep:
         a one-value source it is the knitted machine's placement; a machine knitted from a
         sequence source takes one value (PLAN-18), so there the plan says more.
     :ivar specificity: the cap URN's specificity (0 for a ForEach).
+    :ivar needs: the names of the cap's required arguments, other than its main input, that
+        have no default: the knitted machine leaves them unbound, so a run fails
+        ``MISSING_INPUT`` unless they are given (PLAN-25).
     """
 
     kind: StepKind
@@ -71,6 +75,7 @@ class PlanStep:
     per_item: bool
     specificity: int
     arg_name: str | None = attrs.field(eq=False, repr=False)
+    needs: tuple[str, ...] = ()
 
     @property
     def is_cap(self) -> bool:
@@ -126,6 +131,44 @@ class Plan:
         """The step titles joined by `` → `` (a ForEach is ``ForEach``)."""
         return " → ".join(step.title for step in self.steps)
 
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The required side arguments no step is given, in step order, each named once
+        (PLAN-25): a plan that needs none is complete."""
+        return tuple(dict.fromkeys(name for step in self.steps for name in step.needs))
+
+    def needs_beyond(self, bound: Collection[str]) -> tuple[str, ...]:
+        """:attr:`needs` less the argument names in ``bound`` (those the caller will give)."""
+        return tuple(name for name in self.needs if name not in bound)
+
+    def argument_names(self) -> frozenset[str]:
+        """Every argument name its cap steps take besides their main inputs: what
+        :meth:`machine_with` can bind."""
+        return frozenset(
+            arg.name
+            for step in self.cap_steps
+            if step.definition is not None
+            for arg in step.definition.args
+            if arg.name != step.arg_name
+        )
+
+    def machine_with(self, arguments: Mapping[str, Any]) -> Machine:
+        """The plan's machine with side arguments bound to constants by name (PLAN-25):
+        every cap step with an argument of that name (not its main input) receives it.
+
+        :raises KnitError: a name no step takes, a value that is not a JSON value, or a plan
+            that cannot be knitted.
+        """
+        unknown = sorted(set(arguments) - self.argument_names())
+        if unknown:
+            takes = ", ".join(sorted(self.argument_names())) or "none"
+            raise KnitError(
+                f"no step of this plan takes an argument named {', '.join(unknown)} "
+                f"(it takes: {takes})",
+                kind="UnknownArgumentError",
+            )
+        return _knit(self.cap_steps, arguments)
+
     @functools.cached_property
     def machine(self) -> Machine:
         """The plan as a one-strand machine (PLAN-18), knitted on first use.
@@ -151,9 +194,10 @@ class Plan:
         return self.machine.to_notation(bracketed=bracketed)
 
 
-def _knit(steps: Sequence[PlanStep]) -> Machine:
+def _knit(steps: Sequence[PlanStep], arguments: Mapping[str, Any] | None = None) -> Machine:
     """The machine of a plan's cap steps: the strand's input typed by the first cap's
-    ``in=``, each step's main input bound to the node before, each output taken by name."""
+    ``in=``, each step's main input bound to the node before, each output taken by name, and
+    each side argument named in ``arguments`` bound to that constant."""
     for step in steps:
         if step.arg_name is None:
             raise KnitError(
@@ -171,16 +215,38 @@ def _knit(steps: Sequence[PlanStep]) -> Machine:
             made = f"n{index + 1}"
             assert step.definition is not None and step.arg_name is not None
             assert step.output_name is not None
+            inputs: dict[str, Any] = {step.arg_name: previous}
+            for number, arg in enumerate(step.definition.args):
+                if arguments and arg.name in arguments and arg.name != step.arg_name:
+                    # A value node holds the constant: a text given inline would name a node.
+                    constant = f"c{index}_{number}"
+                    builder.value(constant, arguments[arg.name])
+                    inputs[arg.name] = constant
             builder.step(
                 f"s{index}",
                 step.definition,
-                inputs={step.arg_name: previous},
+                inputs=inputs,
                 outputs={step.output_name: made},
             )
             previous = made
         return builder.build()
     except MachineError as error:
         raise KnitError(f"the plan cannot be knitted: {error.message}", kind=error.kind) from None
+
+
+def _side_needs(edge: Edge) -> tuple[str, ...]:
+    """The required arguments of ``edge``'s cap, other than its main input, with no default."""
+    return tuple(
+        arg.name
+        for arg in edge.cap.args
+        if arg.required and arg.default_value is None and arg.name != edge.arg_name
+    )
+
+
+def complete_first(plans: Iterable[Plan], bound: Collection[str] = ()) -> list[Plan]:
+    """``plans`` with those that need no argument beyond ``bound`` first, each group in its
+    order (a stable sort): what a user picking a plan to run expects (PLAN-25)."""
+    return sorted(plans, key=lambda plan: bool(plan.needs_beyond(bound)))
 
 
 def plan_of(graph: CapGraph, source: MediaUrn, target: MediaUrn, moves: Sequence[int]) -> Plan:
@@ -229,6 +295,7 @@ def plan_of(graph: CapGraph, source: MediaUrn, target: MediaUrn, moves: Sequence
                 per_item=in_map,
                 specificity=edge.cap_urn.specificity,
                 arg_name=edge.arg_name,
+                needs=_side_needs(edge),
             )
         )
         position = edge.target

@@ -174,7 +174,8 @@ def search(
     plans: list[Plan] = []
     depths = 0
     limit_reached = False
-    for depth in range(1, max_depth + 1):
+    # A limit of zero or less gathers nothing, as the reference's does (PLAN-21).
+    for depth in range(1, max_depth + 1 if limit > 0 else 1):
         depths = depth
         before = len(plans)
         if distance.get(start, _FAR) <= depth:

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TEXT = ROOT / "cartridges" / "text.py"
 WORDKIT = ROOT / "cartridges" / "wordkit.py"
 SAMPLE_MD = ROOT / "cartridges" / "samples" / "sample.md"
+SAMPLE_TXT = ROOT / "cartridges" / "samples" / "sample.txt"
 WORD = "media:enc=utf-8;word"
 
 
@@ -71,11 +72,12 @@ def test_json_carries_each_plan_and_its_machine_resolves(tmp_path: Path) -> None
         assert machine.to_notation() == plan["machine"]
 
 
-def test_no_path_is_one_line_and_exit_1(tmp_path: Path) -> None:
+def test_no_path_says_why_and_exit_1(tmp_path: Path) -> None:
     out = cartridge("plan", "media:pdf", "--to", WORD, "-c", str(WORDKIT))
     assert out.returncode == 1
     assert out.stderr.strip().splitlines() == [
-        f"error: no way from media:pdf to {WORD} over these cartridges (searched 10 steps deep)"
+        f"error: no way from media:pdf to {WORD} over these cartridges (searched 10 steps "
+        "deep): no cap takes media:pdf"
     ]
 
 
@@ -136,10 +138,17 @@ def test_run_to_dry_run_prints_the_machine_and_runs_nothing(tmp_path: Path) -> N
 
 
 def test_run_to_refusals(tmp_path: Path) -> None:
+    for name in ("a.md", "b.md"):
+        shutil.copy(SAMPLE_MD, tmp_path / name)
     cases = [
         (["run", "--to", "media:pdf", str(SAMPLE_MD), "-c", str(WORDKIT)], 1, "no way from"),
         (["run", "--to", KEPT, str(SAMPLE_MD), "-c", str(WORDKIT), "--pick", "99"], 2, "--pick"),
-        (["run", "--to", KEPT, str(SAMPLE_MD), str(SAMPLE_MD), "-c", str(WORDKIT)], 2, "one INPUT"),
+        (
+            ["run", "--to", KEPT, str(SAMPLE_MD), str(SAMPLE_TXT), "-c", str(WORDKIT)],
+            2,
+            "mixed types (1 md, 1 txt)",
+        ),
+        (["run", "--to", KEPT, str(tmp_path / "*.md"), "-c", str(WORDKIT)], 2, "give --output-dir"),
         (["run", "--to", KEPT, str(tmp_path / "nope.md"), "-c", str(WORDKIT)], 2, "nope.md"),
         (["run", str(SAMPLE_MD), str(SAMPLE_MD), "-c", str(WORDKIT)], 2, "one machine FILE"),
     ]
