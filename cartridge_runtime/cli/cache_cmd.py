@@ -20,17 +20,11 @@ import typer
 
 from ..engine import CacheError, CacheStore
 from ..engine import default_step_cache_dir as default_cache_dir
-from . import app
+from ._app import sub_app
 
 __all__ = ("parse_size",)
 
-cache_app = typer.Typer(
-    name="cache",
-    help="Manage the step cache of machine runs.",
-    no_args_is_help=True,
-    add_completion=False,
-)
-app.add_typer(cache_app)
+cache_app = sub_app("cache", "Manage the step cache of machine runs.")
 
 _Dir = Annotated[
     Path | None, typer.Option("--dir", help="The cache folder (default: $CARTRIDGE_HOME/steps).")

@@ -19,7 +19,7 @@ import anyio
 import typer
 
 from ..manifest import CAP_IDENTITY
-from . import app
+from ._app import app
 
 if TYPE_CHECKING:
     from ..discovery import Discovery

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import typer
 
-from . import app
+from ._app import sub_app
 from ._console import console
 from ._lines import start_failure_line
 
@@ -34,13 +34,7 @@ __all__ = ("machine_app", "check_command", "show_command", "Format")
 _REFUSED = 1
 _USAGE = 2
 
-machine_app = typer.Typer(
-    name="machine",
-    help="Check and draw machines: pipelines of caps in machine notation.",
-    no_args_is_help=True,
-    add_completion=False,
-)
-app.add_typer(machine_app)
+machine_app = sub_app("machine", "Check and draw machines: pipelines of caps in machine notation.")
 
 
 class Format(enum.StrEnum):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import typer
 
-from . import app
+from ._app import app
 from ._sources import CartridgeSources, SourceError, planning_engine
 
 if TYPE_CHECKING:

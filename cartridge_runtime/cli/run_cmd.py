@@ -33,7 +33,7 @@ import typer
 
 from ..engine import CacheError, RunRecorder, default_runs_dir, read_run
 from ..protocol import AttributionClass, ErrorCode, ErrorReport
-from . import app
+from ._app import app
 from ._lines import start_failure_line
 from ._paths import cartridge_problem, output_dir_problem, output_file_problem
 from ._planned import NoPlan, plan_run, scratch_folder, show

@@ -23,7 +23,7 @@ from ..engine import (
     read_events,
     step_totals,
 )
-from . import app
+from ._app import app
 
 __all__ = ("find_run", "write_report")
 

@@ -1,0 +1,125 @@
+"""``cartridge`` starts at once: help and the version need no typer, a command loads only its
+own module, and the stored help texts are the application's own rendering."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from cartridge_runtime.cli._app import render_help_texts, value_options
+from cartridge_runtime.cli._commands import COMMAND_MODULES
+from cartridge_runtime.cli._help_texts import HELP, VALUE_OPTIONS
+from cartridge_runtime.cli._quick import quick_answer
+
+CLI = [sys.executable, "-m", "cartridge_runtime.cli"]
+
+
+def _loaded_after(*argv: str) -> set[str]:
+    """The modules imported by ``cartridge ARGV`` (in a fresh interpreter)."""
+    probe = textwrap.dedent(
+        f"""
+        import sys
+        sys.argv = ["cartridge", *{list(argv)!r}]
+        from cartridge_runtime.cli import main
+        try:
+            main()
+        except SystemExit:
+            pass
+        sys.stderr.write("\\n".join(sorted(sys.modules)))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    return set(done.stderr.splitlines())
+
+
+def test_stored_help_is_the_application_s_rendering() -> None:
+    assert render_help_texts() == HELP, "run scripts/help_texts.py"
+    assert value_options() == VALUE_OPTIONS, "run scripts/help_texts.py"
+
+
+def test_the_command_table_names_every_registered_command() -> None:
+    top = {path for path in HELP if path and " " not in path}
+    assert top == set(COMMAND_MODULES)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["-h"], ["call", "x.py", "echo", "--help"], ["cache", "ls", "-h"], ["--version"]],
+)
+def test_help_and_version_import_neither_typer_nor_the_engine(argv: list[str]) -> None:
+    loaded = _loaded_after(*argv)
+    assert "cartridge_runtime.cli" in loaded
+    for heavy in ("typer", "click", "rich", "cartridge_runtime.engine", "anyio"):
+        assert heavy not in loaded, heavy
+
+
+def test_a_command_loads_only_its_own_module(tmp_path: object) -> None:
+    loaded = _loaded_after("runs", "--runs-dir", str(tmp_path))
+    assert "cartridge_runtime.cli.runs_cmd" in loaded
+    for other in ("call", "run_cmd", "plan_cmd", "machine_cmd", "conform"):
+        assert f"cartridge_runtime.cli.{other}" not in loaded, other
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], ("", 2, True)),
+        (["-h"], ("", 0, False)),
+        (["call", "t.py", "echo", "-h"], ("call", 0, False)),
+        (["call", "t.py", "echo", "--", "-h"], None),  # the cap's own -h, after --
+        (["call", "t.py", "echo", "--arg", "-h"], None),  # a value, not the option
+        (["cache"], ("cache", 2, True)),
+        (["cache", "--help"], ("cache", 0, False)),
+        (["cache", "nope", "--help"], None),  # click names the unknown command
+        (["nope", "--help"], None),
+        (["run", "m.machine"], None),
+    ],
+)
+def test_quick_answers(argv: list[str], expected: tuple[str, int, bool] | None) -> None:
+    answer = quick_answer(argv, {})
+    if expected is None:
+        assert answer is None
+    else:
+        path, status, to_stderr = expected
+        assert answer is not None
+        assert (answer.text, answer.status, answer.to_stderr) == (HELP[path], status, to_stderr)
+
+
+def test_a_shell_completing_always_reaches_typer() -> None:
+    assert quick_answer(["--help"], {"_CARTRIDGE_COMPLETE": "complete_bash"}) is None
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_every_command_takes_h(flag: str) -> None:
+    for path in HELP:
+        done = subprocess.run(
+            [*CLI, *path.split(), flag], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, (path, done.stderr)
+        assert done.stdout == HELP[path]
+
+
+def test_shell_completion_completes_commands() -> None:
+    env = {**os.environ, "_CARTRIDGE_COMPLETE": "complete_bash", "COMP_WORDS": "cartridge ca",
+           "COMP_CWORD": "1"}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", "from cartridge_runtime.cli import main; main()"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert set(done.stdout.split()) >= {"call", "cache"}, done.stderr
+    shown = subprocess.run(
+        [*CLI, "--show-completion", "bash"], capture_output=True, text=True, timeout=120
+    )
+    assert "_CARTRIDGE_COMPLETE" in shown.stdout or "complete" in shown.stdout, shown.stderr
+
+
+def test_unknown_command_is_a_usage_error() -> None:
+    done = subprocess.run([*CLI, "nope"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "No such command 'nope'" in done.stderr
