@@ -18,6 +18,7 @@ import anyio.to_thread
 
 from ..engine import CacheStore, list_runs, machine_digest
 from ..engine import default_step_cache_dir as default_cache_dir
+from ._usage import UsageError
 
 __all__ = ("Usage", "parse_inputs", "parse_targets", "Sinks", "choose_cache", "stdin_pieces")
 
@@ -25,8 +26,8 @@ __all__ = ("Usage", "parse_inputs", "parse_targets", "Sinks", "choose_cache", "s
 STDIN_PIECE = 1 << 20
 
 
-class Usage(Exception):
-    """A usage error: one line, exit 2."""
+#: The command's one usage error, by the name this module's callers use.
+Usage = UsageError
 
 
 async def stdin_pieces() -> AsyncIterator[bytes]:

@@ -11,12 +11,14 @@ from pathlib import Path
 import attrs
 
 from ..engine import Engine
+from ._usage import UsageError
 
 __all__ = ("SourceError", "CartridgeSources", "planning_engine")
 
 
-class SourceError(Exception):
-    """A usage error in the cartridge options: one line, exit 2, nothing started."""
+#: A usage error in the cartridge options (one line, exit 2, nothing started): the command's
+#: one usage error, by the name the planning commands use.
+SourceError = UsageError
 
 
 @attrs.frozen(kw_only=True)

@@ -24,6 +24,7 @@ from ..engine import (
     step_totals,
 )
 from ._app import app
+from ._usage import UsageError
 
 __all__ = ("find_run", "write_report")
 
@@ -32,18 +33,14 @@ _RunsDir = Annotated[
 ]
 
 
-class _NoRun(Exception):
-    """RUN names no run (one line, exit 2)."""
-
-
 def find_run(runs_dir: Path, wanted: str) -> RunRecord:
     """The run ``wanted`` names: an id, a unique prefix of one, or ``last``.
 
-    :raises _NoRun: none, or several, match.
+    :raises UsageError: none, or several, match.
     """
     runs = list_runs(runs_dir)
     if not runs:
-        raise _NoRun(f"no runs recorded in {runs_dir}")
+        raise UsageError(f"no runs recorded in {runs_dir}")
     if wanted == "last":
         return runs[0]
     exact = [r for r in runs if r.id == wanted]
@@ -53,8 +50,8 @@ def find_run(runs_dir: Path, wanted: str) -> RunRecord:
     if len(found) == 1:
         return found[0]
     if not found:
-        raise _NoRun(f"no run {wanted!r} in {runs_dir} (see `cartridge runs`)")
-    raise _NoRun(f"{wanted!r} names {len(found)} runs; give more of the id")
+        raise UsageError(f"no run {wanted!r} in {runs_dir} (see `cartridge runs`)")
+    raise UsageError(f"{wanted!r} names {len(found)} runs; give more of the id")
 
 
 def _when(started: float) -> str:
@@ -109,7 +106,7 @@ def log_command(
     folder = runs_dir or default_runs_dir()
     try:
         record = find_run(folder, run)
-    except _NoRun as error:
+    except UsageError as error:
         raise _fail(str(error)) from None
     log = read_events(record.folder)
     totals = step_totals(log)
@@ -171,7 +168,7 @@ def report_command(
     folder = runs_dir or default_runs_dir()
     try:
         record = find_run(folder, run)
-    except _NoRun as error:
+    except UsageError as error:
         raise _fail(str(error)) from None
     path = output or Path(f"{record.id}.html")
     try:
