@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -59,7 +60,7 @@ def test_help_and_version_import_neither_typer_nor_the_engine(argv: list[str]) -
         assert heavy not in loaded, heavy
 
 
-def test_a_command_loads_only_its_own_module(tmp_path: object) -> None:
+def test_a_command_loads_only_its_own_module(tmp_path: Path) -> None:
     loaded = _loaded_after("runs", "--runs-dir", str(tmp_path))
     assert "cartridge_runtime.cli.runs_cmd" in loaded
     for other in ("call", "run_cmd", "plan_cmd", "machine_cmd", "conform"):
@@ -123,3 +124,52 @@ def test_unknown_command_is_a_usage_error() -> None:
     done = subprocess.run([*CLI, "nope"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "No such command 'nope'" in done.stderr
+
+
+def test_a_warm_listing_does_not_load_the_engine(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    loaded = _loaded_after("list", str(root), "--cache", str(tmp_path / "cache"))
+    assert "cartridge_runtime.discovery" in loaded
+    for heavy in ("cartridge_runtime.engine", "rich"):
+        assert heavy not in loaded, heavy
+
+
+def test_a_command_s_values_are_coerced_without_pydantic(tmp_path: Path) -> None:
+    loaded = _loaded_after("runs", "--runs-dir", str(tmp_path), "-n", "3", "--json")
+    assert "cartridge_runtime.cli.runs_cmd" in loaded
+    assert "pydantic" not in loaded
+
+
+def test_a_bad_number_is_refused_in_click_s_words(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*CLI, "runs", "--runs-dir", str(tmp_path), "-n", "many"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "Invalid value for '--limit' / '-n': 'many' is not a valid integer." in done.stderr
+
+
+def test_light_coercion_of_each_plain_type() -> None:
+    import enum
+
+    from typer.models import OptionInfo
+
+    from cartridge_runtime.cli._coerce import light_coercer
+
+    class Shade(enum.Enum):
+        DARK = "dark"
+
+    plain = OptionInfo()
+    assert light_coercer(Path, plain)("a/b") == Path("a/b")  # type: ignore[misc]
+    assert light_coercer(list[Path], plain)(("a", "b")) == [Path("a"), Path("b")]  # type: ignore[misc]
+    assert light_coercer(float, plain)("1.5") == 1.5  # type: ignore[misc]
+    assert light_coercer(Shade, plain)("dark") is Shade.DARK  # type: ignore[misc]
+    assert light_coercer(bool, plain)("yes") is True  # type: ignore[misc]
+    with pytest.raises(ValueError, match="is not one of 'dark'"):
+        light_coercer(Shade, plain)("light")  # type: ignore[misc]
+    assert light_coercer(float, OptionInfo(min=0.5)) is None  # typer checks the bound
+    assert light_coercer(Path, OptionInfo(exists=True)) is None
+    assert light_coercer(dict, plain) is None

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""The ``cartridge`` command as a user feels it: start-up, a large echo, a listing.
+
+    .venv/bin/python benchmarks/bench_cli.py [--rounds 7] [--echo-mib 256] [--count 50]
+
+Measured side by side in one run, rounds interleaved so that a busy host weighs on both sides
+alike; each figure is the median of its rounds:
+
+1. start-up: ``cartridge --help`` and ``cartridge call x.py echo --help`` against
+   ``python -c "import anyio, cbor2"`` (whole processes; target: within 1.5x);
+2. ``cartridge call cartridges/interop.py echo < FILE > /dev/null`` (the whole process: the
+   interpreter, imports, the cartridge's start, the bytes) against ``Engine.call``'s echo of
+   the same bytes on a started engine, in this process (target: the command at >= 0.8 of the
+   engine's rate);
+3. ``cartridge list ROOT`` over ``--count`` installed cartridges, warm manifest cache (whole
+   process; target: <= 0.3 s).
+
+A benchmark, not a test: nothing asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Final
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_discovery import generate  # noqa: E402
+
+from cartridge_runtime.engine import Engine, OutputData  # noqa: E402
+
+INTEROP: Final = ROOT / "cartridges" / "interop.py"
+CLI: Final = [sys.executable, "-m", "cartridge_runtime.cli"]
+BLOCK: Final = 1 << 20
+HELP_TARGET: Final = 1.5
+ECHO_TARGET: Final = 0.8
+LIST_TARGET_S: Final = 0.3
+
+
+def _wall(command: list[str], **kwargs: object) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, **kwargs)  # type: ignore[call-overload]
+    return time.perf_counter() - start
+
+
+async def _pieces(path: Path) -> AsyncIterator[bytes]:
+    with path.open("rb") as handle:
+        while block := handle.read(BLOCK):
+            yield block
+
+
+async def _engine_echo(path: Path, size: int, rounds: int) -> list[float]:
+    """Seconds of ``Engine.call`` echoing ``path`` on a started engine, per round."""
+    times = []
+    async with Engine() as engine:
+        name = engine.add_cartridge(INTEROP)
+        await engine.start(name)
+        manifest = engine.manifest(name)
+        cap = manifest.find_cap("echo")
+        media = next(a.stream_urn for a in cap.args if a.has_stdin_source)
+        for _ in range(rounds):
+            start = time.perf_counter()
+            got = 0
+            async with engine.call(cap.urn, [(media, _pieces(path))]) as response:
+                async for event in response:
+                    if isinstance(event, OutputData) and event.output is None:
+                        got += len(event.value)
+            times.append(time.perf_counter() - start)
+            if got != size:
+                raise RuntimeError(f"echo gave {got} bytes")
+    return times
+
+
+def _cli_echo(path: Path) -> float:
+    with path.open("rb") as stdin:
+        return _wall([*CLI, "call", str(INTEROP), "echo"], stdin=stdin, stderr=subprocess.PIPE)
+
+
+def _rounds(rounds: int, sides: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """The median seconds of each side, the sides taken in turn in every round."""
+    seen: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, run in sides.items():
+            seen[name].append(run())
+    return {name: statistics.median(times) for name, times in seen.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7, help="rounds of each figure")
+    parser.add_argument("--echo-mib", type=int, default=256, help="MiB echoed")
+    parser.add_argument("--count", type=int, default=50, help="cartridges listed")
+    args = parser.parse_args()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    start = _rounds(
+        args.rounds,
+        {
+            "import anyio, cbor2": lambda: _wall([sys.executable, "-c", "import anyio, cbor2"]),
+            "cartridge --help": lambda: _wall([*CLI, "--help"], env=env),
+            "cartridge call ... --help": lambda: _wall(
+                [*CLI, "call", str(INTEROP), "echo", "--help"], env=env
+            ),
+        },
+    )
+    base = start["import anyio, cbor2"]
+    print(f"start-up (median of {args.rounds}, whole processes):")
+    for name, seconds in start.items():
+        print(f"  {name:<28} {seconds * 1000:7.0f} ms   {seconds / base:5.2f}x")
+    worst = max(start["cartridge --help"], start["cartridge call ... --help"]) / base
+    print(f"  target: within {HELP_TARGET}x: {'met' if worst <= HELP_TARGET else 'MISSED'}")
+
+    with tempfile.TemporaryDirectory(prefix="bench-cli-") as tmp:
+        big = Path(tmp) / "big.bin"
+        with big.open("wb") as handle:
+            block = os.urandom(BLOCK)
+            for _ in range(args.echo_mib):
+                handle.write(block)
+        engine_times: list[float] = []
+        cli_times: list[float] = []
+        for _ in range(args.rounds):
+            engine_times += anyio.run(_engine_echo, big, args.echo_mib * BLOCK, 1)
+            cli_times.append(_cli_echo(big))
+        mib = float(args.echo_mib)
+        engine_rate = mib / statistics.median(engine_times)
+        cli_rate = mib / statistics.median(cli_times)
+        ratio = cli_rate / engine_rate
+        print(f"{args.echo_mib} MiB echo (median of {args.rounds}):")
+        print(f"  Engine.call (started engine)   {engine_rate:8.0f} MiB/s")
+        print(f"  cartridge call (whole process) {cli_rate:8.0f} MiB/s   {ratio:5.2f}x")
+        print(f"  target: >= {ECHO_TARGET}x: {'met' if ratio >= ECHO_TARGET else 'MISSED'}")
+
+        root, cache = Path(tmp) / "root", Path(tmp) / "cache"
+        root.mkdir()
+        generate(root, args.count)
+        listing = [*CLI, "list", str(root), "--cache", str(cache)]
+        _wall(listing, env=env)  # cold: fills the manifest cache
+        warm = _rounds(args.rounds, {"list": lambda: _wall(listing, env=env)})["list"]
+        print(f"`cartridge list` over {args.count} cartridges, warm cache (median):")
+        print(f"  {warm:.3f} s   target: <= {LIST_TARGET_S} s: "
+              f"{'met' if warm <= LIST_TARGET_S else 'MISSED'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
