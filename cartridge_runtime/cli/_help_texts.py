@@ -59,8 +59,8 @@ Usage: cartridge cache clear [OPTIONS]
   Remove every cached step call.
 
 Options:
-  --dir FOLDER  The cache folder (default: $CARTRIDGE_HOME/steps).
-  -h, --help    Show this message and exit.
+  --cache DIR  The cache folder (default: $CARTRIDGE_HOME/steps).
+  -h, --help   Show this message and exit.
 """,
     "cache gc": """\
 Usage: cartridge cache gc [OPTIONS]
@@ -69,7 +69,7 @@ Usage: cartridge cache gc [OPTIONS]
   entries.
 
 Options:
-  --dir FOLDER         The cache folder (default: $CARTRIDGE_HOME/steps).
+  --cache DIR          The cache folder (default: $CARTRIDGE_HOME/steps).
   --max-size MAX_SIZE  Keep the most recently used entries within this size.
   -h, --help           Show this message and exit.
 """,
@@ -79,9 +79,9 @@ Usage: cartridge cache ls [OPTIONS]
   List cached step calls: step, cap, size, when stored.
 
 Options:
-  --dir FOLDER  The cache folder (default: $CARTRIDGE_HOME/steps).
-  --json        One JSON object per line.
-  -h, --help    Show this message and exit.
+  --cache DIR  The cache folder (default: $CARTRIDGE_HOME/steps).
+  --json       One JSON object per line.
+  -h, --help   Show this message and exit.
 """,
     "call": """\
 Usage: cartridge call [OPTIONS] TARGET CAP
@@ -355,17 +355,20 @@ Options:
 VALUE_OPTIONS: Final[dict[str, frozenset[str]]] = {
     "cache clear": frozenset(
         {
+            "--cache",
             "--dir",
         }
     ),
     "cache gc": frozenset(
         {
+            "--cache",
             "--dir",
             "--max-size",
         }
     ),
     "cache ls": frozenset(
         {
+            "--cache",
             "--dir",
         }
     ),

@@ -20,6 +20,7 @@ import typer
 
 from ..manifest import CAP_IDENTITY
 from ._app import app
+from ._table import columns
 
 if TYPE_CHECKING:
     from ..discovery import Discovery
@@ -75,15 +76,6 @@ def _as_json(discovery: Discovery) -> dict[str, Any]:
     }
 
 
-def _columns(rows: Sequence[tuple[str, ...]], head: tuple[str, ...]) -> list[str]:
-    """``rows`` under ``head`` in left-aligned columns (the last one unpadded)."""
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head) - 1)]
-    return [
-        "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
-        for row in [head, *rows]
-    ]
-
-
 def _print_tables(discovery: Discovery) -> None:
     """The listing as plain columns (no wrapping, so each line greps whole)."""
     out: list[str] = []
@@ -93,14 +85,14 @@ def _print_tables(discovery: Discovery) -> None:
             (f.name, f.version, ", ".join(f.aliases), str(f.layout), str(f.where))
             for f in discovery.found
         ]
-        out += _columns(rows, ("name", "version", "caps", "layout", "where"))
+        out += columns(rows, ("name", "version", "caps", "layout", "where"))
     else:
         out.append(f"No cartridge found under {discovery.root}.")
     if discovery.refused:
         out.append("")
         out.append("Not hosted:")
         refused = [(str(r.path), f"{r.kind}: {r.reason}") for r in discovery.refused]
-        out += _columns(refused, ("where", "why"))
+        out += columns(refused, ("where", "why"))
     out.append(
         f"{len(discovery.found)} found, {len(discovery.refused)} not hosted; "
         f"{discovery.cache_hits} manifests from the cache, {discovery.spawns} started"

@@ -24,6 +24,7 @@ from ..engine import (
     step_totals,
 )
 from ._app import app
+from ._table import columns, human_size
 from ._usage import UsageError
 
 __all__ = ("find_run", "write_report")
@@ -111,7 +112,8 @@ def log_command(
     log = read_events(record.folder)
     totals = step_totals(log)
     if as_json:
-        print(json.dumps({**record.facts, "steps": totals, "events": log}, default=str))
+        print(json.dumps({**record.facts, "status": record.status, "steps": totals, "events": log},
+                         default=str))  # fmt: skip
         return
     facts = record.facts
     seconds = f"{record.seconds:.3f} s" if record.seconds is not None else "not ended"
@@ -121,21 +123,34 @@ def log_command(
         print(f"step cache: {facts['cache']}")
     for name, given in facts.get("inputs", {}).items():
         digest = str(given.get("sha256", ""))[:16]
-        print(f"input {name}: {given.get('size', '?')} bytes {digest}")
-    print(f"{'step':<16} {'calls':>5} {'items':>5} {'hits':>5} {'misses':>6} {'skipped':>7} "
-          f"{'bytes in':>12} {'bytes out':>12} {'s':>8}")  # fmt: skip
-    for name, t in totals.items():
-        print(f"{name:<16} {t['calls']:>5} {t['items']:>5} {t['hits']:>5} {t['misses']:>6} "
-              f"{t['skipped']:>7} {t['bytes_in']:>12} {t['bytes_out']:>12} "
-              f"{t['seconds']:>8.3f}")  # fmt: skip
-    failure = facts.get("failure")
+        size = human_size(int(given["size"])) if given.get("size") is not None else "? bytes"
+        where = f" from {given['path']}" if given.get("path") else ""
+        print(f"input {name}: {size}{where} {digest}".rstrip())
+    rows = [
+        (name, str(t["calls"]), str(t["items"]), str(t["hits"]), str(t["misses"]),
+         str(t["skipped"]), human_size(t["bytes_in"]), human_size(t["bytes_out"]),
+         f"{t['seconds']:.3f}")
+        for name, t in totals.items()
+    ]  # fmt: skip
+    head = ("step", "calls", "map items", "cache hits", "misses", "skipped", "read", "written",
+            "seconds")  # fmt: skip
+    if rows:
+        print("\n".join(columns(rows, head, right=set(range(1, len(head))))))
+    for e in log:
+        if e.get("event") == "StepInterrupted":
+            items = f" (items {', '.join(map(str, e['items']))})" if e.get("items") else ""
+            print(f"interrupted in step {e['step']}{items} after {e.get('seconds', 0):.3f} s: "
+                  f"{human_size(int(e.get('bytes_in', 0)))} read, "
+                  f"{human_size(int(e.get('bytes_out', 0)))} written")  # fmt: skip
+    failure = facts.get("error") or facts.get("failure")
     if failure:
-        where = f"step {failure.get('step')}" if failure.get("step") else "run"
+        where = f"step {failure.get('step')}" if failure.get("step") else "the run"
         if failure.get("item") is not None:
             where += f" item {failure['item']}"
-        print(
-            f"failure at {where}: {failure.get('code')} ({failure.get('class')}): {failure.get('message')}"
-        )
+        print(f"failed at {where}: {failure.get('code')} ({failure.get('class')}): "
+              f"{failure.get('message')}")  # fmt: skip
+    if record.status == "stale":
+        print("stale: the process that ran it is gone (killed outright); it never ended")
     if events:
         for e in log:
             fields = " ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "event"))
