@@ -99,8 +99,8 @@ SUMMARY_HEAD = ("step", "calls", "map items", "cache hits", "skipped", "absent",
                 "written", "seconds")  # fmt: skip
 SUMMARY_NOTE = (
     "calls: calls made (retries included); map items: items the step ran on in a map; "
-    "read/written: bytes the step took in and gave out (a cache hit writes its stored output, "
-    "reads nothing)"
+    "read/written: bytes the step took in and gave out (a cache hit reads its input to find "
+    "the stored call, and gives out what was stored)"
 )
 
 
@@ -402,6 +402,8 @@ async def _run(opts: _Options, held: _Held) -> int:
         view.stop()
         result = run.result
         paths = sinks.commit(result.absent) if sinks is not None else {}
+        if sinks is not None:
+            recorder.amend(outputs=_written(sinks, paths, stdout))
     _write_report(opts, recorder)
     if as_json:
         report: dict[str, Any] = {}
@@ -447,6 +449,17 @@ async def _run(opts: _Options, held: _Held) -> int:
             sys.stdout.write("\n")
         _summary(result)
     return 0
+
+
+def _written(sinks: Sinks, paths: dict[str, str], stdout: str | None) -> dict[str, Any]:
+    """Where each output went and its size, for the record (and its report)."""
+    places: dict[str, Any] = {
+        name: {"path": str(Path(path).resolve()), "bytes": sinks.written.get(name, 0)}
+        for name, path in paths.items()
+    }
+    if stdout is not None:
+        places[stdout] = {"path": "standard output", "bytes": sinks.written.get(stdout, 0)}
+    return places
 
 
 def _write_report(opts: _Options, recorder: RunRecorder) -> None:
@@ -575,10 +588,13 @@ def _run_checked(opts: _Options) -> int:
         if held.signal is not None:
             code = _interrupted(held, held.signal)
     except KeyboardInterrupt:
+        held.signal = signal.SIGINT
         code = _interrupted(held, signal.SIGINT)
     except BrokenPipeError:
         # The reader went away (`| head`): end quietly, as a pipeline expects.
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
+    if held.signal is not None and held.recorder is not None:
+        _write_report(opts, held.recorder)
     return code

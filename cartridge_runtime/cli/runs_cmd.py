@@ -27,7 +27,7 @@ from ._app import app
 from ._table import columns, human_size
 from ._usage import UsageError
 
-__all__ = ("find_run", "write_report")
+__all__ = ("find_run", "reused_from", "write_report")
 
 _RunsDir = Annotated[
     Path | None, typer.Option("--runs-dir", help="The runs folder (default: $CARTRIDGE_HOME/runs).")
@@ -157,6 +157,31 @@ def log_command(
             print(f"{e['t']:>10.4f} {e['event']} {fields}")
 
 
+def reused_from(record: RunRecord, events: list[dict[str, Any]]) -> dict[str, str]:
+    """By step: the earlier run (of the same machine, over the same step cache) that stored
+    the call a cache hit of ``record`` replayed, the most recent one that did."""
+    hits = {
+        e["step"] for e in events if e.get("event") == "StepFinished" and e.get("cache") == "hit"
+    }
+    found: dict[str, str] = {}
+    if not hits:
+        return found
+    same = ("machine_sha256", "cache")
+    for earlier in list_runs(record.folder.parent):  # the most recent first
+        if earlier.started > record.started or earlier.id == record.id:
+            continue
+        if any(earlier.facts.get(k) != record.facts.get(k) for k in same):
+            continue
+        for e in read_events(earlier.folder):
+            step = str(e.get("step"))
+            stored = e.get("event") == "StepFinished" and e.get("cache") == "miss"
+            if stored and step in hits and step not in found:
+                found[step] = earlier.id
+        if len(found) == len(hits):
+            break
+    return found
+
+
 def write_report(record: RunRecord, path: Path) -> None:
     """Write ``record``'s HTML report to ``path`` (a temporary file renamed)."""
     from .report_html import render_report
@@ -165,7 +190,8 @@ def write_report(record: RunRecord, path: Path) -> None:
         text = (record.folder / "machine.txt").read_text(encoding="utf-8")
     except OSError:
         text = ""
-    page = render_report(record, read_events(record.folder), text)
+    events = read_events(record.folder)
+    page = render_report(record, events, text, reused_from(record, events))
     temp = path.with_name(f".{path.name}.tmp")
     temp.write_text(page, encoding="utf-8")
     temp.replace(path)
