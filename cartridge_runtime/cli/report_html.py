@@ -251,11 +251,13 @@ def _totals(events: Sequence[Mapping[str, Any]]) -> str:
         return "<p>No step ran.</p>"
     head = (
         "<tr><th>step</th><th>calls</th><th>items</th><th>cache hits</th><th>cache misses</th>"
-        "<th>skipped</th><th>absent</th><th>bytes in</th><th>bytes out</th><th>time (s)</th></tr>"
+        "<th>skipped</th><th>absent</th><th>interrupted</th><th>bytes in</th><th>bytes out</th>"
+        "<th>time (s)</th></tr>"
     )
     rows = [
         f"<tr><td>{_e(name)}</td><td>{t['calls']}</td><td>{t['items']}</td><td>{t['hits']}</td>"
         f"<td>{t['misses']}</td><td>{t['skipped']}</td><td>{t['absent']}</td>"
+        f"<td>{t['interrupted']}</td>"
         f"<td>{_size(t['bytes_in'])}</td><td>{_size(t['bytes_out'])}</td>"
         f"<td>{t['seconds']:.3f}</td></tr>"
         for name, t in totals.items()

@@ -105,7 +105,8 @@ def test_an_interrupted_run_records_the_running_step(
     home: Home, text: str, step: str, finished: int
 ) -> None:
     machine = home.machine(text)
-    proc = home.start("run", str(machine), "-c", WORDKIT, "-i", "doc=word")
+    report = home.tmp / "report.html"
+    proc = home.start("run", str(machine), "-c", WORDKIT, "-i", "doc=word", "--report", str(report))
     try:
         _wait_for(lambda: _running_step(home, step))
         time.sleep(0.3)
@@ -124,6 +125,29 @@ def test_an_interrupted_run_records_the_running_step(
     assert last["step"] == step and last["seconds"] > 0.2 and last["bytes_in"] == 4
     assert record["steps"][step]["interrupted"] == 1  # type: ignore[index]
     assert f"interrupted in step {step} after" in home.run("log", "last").stdout
+    page = report.read_text()  # written although the run was interrupted
+    assert f"{step} (interrupted)</text>" in page  # the graph marks it
+    assert page.count('class="bar interrupted"') == 1
+    assert 'class="axis"' in page and "0.0 s</span>" in page  # a time axis with ticks
+    assert "not written: the run did not succeed" in page
+
+
+def test_the_report_names_outputs_inputs_and_the_runs_it_reused(home: Home) -> None:
+    machine = home.machine(CHAIN)
+    source = home.tmp / "in.txt"
+    source.write_text("abc")
+    first = home.run("run", str(machine), "-c", KIT, "-i", f"doc=@{source}")
+    assert first.returncode == 0, first.stderr
+    first_id = json.loads(home.run("runs", "--json").stdout.splitlines()[0])["id"]
+    out, report = home.tmp / "out", home.tmp / "report.html"
+    done = home.run("run", str(machine), "-c", KIT, "-i", f"doc=@{source}", "--resume",
+                    "--output-dir", str(out), "--report", str(report))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = report.read_text()
+    assert f"<td>{source}</td>" in page  # the input's path
+    assert f"<td>out</td><td>3 B</td><td>{(out / 'out').resolve()}</td>" in page
+    assert f'<a href="{first_id}.html">run {first_id}</a>: fin, s1' in page
+    assert '<pre id="page-errors"></pre>' in page and "pre:empty{display:none}" in page
 
 
 def test_a_killed_run_is_stale_and_leaves_no_hidden_file_after_a_resume(home: Home) -> None:
@@ -204,3 +228,30 @@ def test_an_empty_stdin_is_named(tmp_path: Path) -> None:
                                   timeout=120)  # fmt: skip
         assert done.returncode == 2
         assert "standard input was empty" in done.stderr, done.stderr
+
+
+def test_demo_help_prints_help_and_runs_nothing() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "demo.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0
+    assert done.stdout.startswith("usage: ./scripts/demo") and "bundled cartridges" in done.stdout
+    assert done.stderr == ""
+
+
+@pytest.mark.slow
+def test_the_demo_piped_has_short_rules_and_marks_what_it_cut() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "demo.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) < 1000
+    assert not any(set(line.strip()) == {"─"} for line in lines)  # no rule across 10,000 columns
+    assert "… " in done.stdout or "…" in done.stdout  # the long results are marked as cut
