@@ -379,8 +379,8 @@ async def _run(opts: _Options, held: _Held) -> int:
             view.stop()
             if sinks is not None:
                 sinks.discard()
-            recorder.amend(status="failed", error={"code": "USAGE", "class": "user",
-                           "message": str(error)})  # fmt: skip
+            recorder.amend(status="failed", error={"code": error.code,
+                           "class": error.attribution_class, "message": str(error)})  # fmt: skip
             return fail({"error": "usage"}, f"error: {error}", _USAGE)
         except TimeoutError:
             view.stop()
