@@ -79,7 +79,17 @@ def build_command(commands: Iterable[str] | None = None) -> Any:
     wanted = COMMAND_MODULES if commands is None else commands
     for module in dict.fromkeys(COMMAND_MODULES[c] for c in wanted if c in COMMAND_MODULES):
         importlib.import_module(f"{__package__}.{module}")
+    # Listed in the table's order, whichever module was imported first.
+    order = {name: index for index, name in enumerate(COMMAND_MODULES)}
+    app.registered_commands.sort(key=lambda info: order.get(info.name or "", len(order)))
+    app.registered_groups.sort(key=lambda info: order.get(_group_name(info), len(order)))
     return plain_help(typer.main.get_command(app))
+
+
+def _group_name(info: Any) -> str:
+    """A registered group's command name (given to ``add_typer`` or to its own app)."""
+    own = getattr(getattr(info, "typer_instance", None), "info", None)
+    return str(info.name or getattr(own, "name", None) or "")
 
 
 def render_help_texts() -> dict[str, str]:

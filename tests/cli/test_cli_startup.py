@@ -173,3 +173,18 @@ def test_light_coercion_of_each_plain_type() -> None:
     assert light_coercer(float, OptionInfo(min=0.5)) is None  # typer checks the bound
     assert light_coercer(Path, OptionInfo(exists=True)) is None
     assert light_coercer(dict, plain) is None
+
+
+def test_commands_are_listed_in_one_order_whatever_was_imported_first() -> None:
+    probe = textwrap.dedent(
+        """
+        import cartridge_runtime.cli.new, cartridge_runtime.cli.cache_cmd
+        from cartridge_runtime.cli._app import render_help_texts
+        from cartridge_runtime.cli._help_texts import HELP
+        print(render_help_texts()[""] == HELP[""])
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.strip() == "True", done.stderr
