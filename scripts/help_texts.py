@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cartridge_runtime.cli._app import render_help_texts, value_options  # noqa: E402
+from cartridge_runtime.cli._quick import sources_digest  # noqa: E402
 
 TARGET = ROOT / "cartridge_runtime" / "cli" / "_help_texts.py"
 
@@ -31,14 +32,16 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ("HELP", "VALUE_OPTIONS")
+__all__ = ("HELP", "SOURCES", "VALUE_OPTIONS")
 
 '''
 
 
 def source() -> str:
     """The module's text."""
-    parts = [HEAD, '#: Help text by command path ("" is the root).\n']
+    parts = [HEAD, "#: The digest of the sources these texts were rendered from.\n"]
+    parts.append(f"SOURCES: Final = {json.dumps(sources_digest())}\n\n")
+    parts.append('#: Help text by command path ("" is the root).\n')
     parts.append("HELP: Final[dict[str, str]] = {\n")
     for path, text in render_help_texts().items():
         if '"""' in text or "\\" in text:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ("HELP", "VALUE_OPTIONS")
+__all__ = ("HELP", "SOURCES", "VALUE_OPTIONS")
+
+#: The digest of the sources these texts were rendered from.
+SOURCES: Final = "99e58a9291dcdf9d0fda2d9ad3945f40f1daaeed891e14f4fae6a611fb768999"
 
 #: Help text by command path ("" is the root).
 HELP: Final[dict[str, str]] = {

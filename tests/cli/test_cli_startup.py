@@ -13,8 +13,8 @@ import pytest
 
 from cartridge_runtime.cli._app import render_help_texts, value_options
 from cartridge_runtime.cli._commands import COMMAND_MODULES
-from cartridge_runtime.cli._help_texts import HELP, VALUE_OPTIONS
-from cartridge_runtime.cli._quick import quick_answer
+from cartridge_runtime.cli._help_texts import HELP, SOURCES, VALUE_OPTIONS
+from cartridge_runtime.cli._quick import quick_answer, sources_digest
 
 CLI = [sys.executable, "-m", "cartridge_runtime.cli"]
 
@@ -40,6 +40,7 @@ def _loaded_after(*argv: str) -> set[str]:
 
 
 def test_stored_help_is_the_application_s_rendering() -> None:
+    assert sources_digest() == SOURCES, "run scripts/help_texts.py"
     assert render_help_texts() == HELP, "run scripts/help_texts.py"
     assert value_options() == VALUE_OPTIONS, "run scripts/help_texts.py"
 
@@ -90,6 +91,15 @@ def test_quick_answers(argv: list[str], expected: tuple[str, int, bool] | None) 
         path, status, to_stderr = expected
         assert answer is not None
         assert (answer.text, answer.status, answer.to_stderr) == (HELP[path], status, to_stderr)
+
+
+def test_stale_stored_texts_are_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cartridge_runtime.cli._help_texts as stored
+
+    monkeypatch.setattr(stored, "SOURCES", "0" * 64)  # as after an option changed
+    assert quick_answer(["-h"], {}) is None
+    assert quick_answer(["call", "x.py", "echo", "--help"], {}) is None
+    assert quick_answer(["--version"], {}) is not None
 
 
 def test_a_shell_completing_always_reaches_typer() -> None:
