@@ -2,6 +2,7 @@
 """The ``cartridge`` command as a user feels it: start-up, a large echo, a listing.
 
     .venv/bin/python benchmarks/bench_cli.py [--rounds 7] [--echo-mib 256] [--count 50]
+        [--compare TREE]
 
 Measured side by side in one run, rounds interleaved so that a busy host weighs on both sides
 alike; each figure is the median of its rounds:
@@ -15,6 +16,8 @@ alike; each figure is the median of its rounds:
 3. ``cartridge list ROOT`` over ``--count`` installed cartridges, warm manifest cache (whole
    process; target: <= 0.3 s).
 
+``--compare TREE`` runs the help and listing commands of another checkout (its package on
+``PYTHONPATH``, this environment's dependencies) in the same rounds, as a before/after.
 A benchmark, not a test: nothing asserts a time.
 """
 
@@ -102,23 +105,28 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7, help="rounds of each figure")
     parser.add_argument("--echo-mib", type=int, default=256, help="MiB echoed")
     parser.add_argument("--count", type=int, default=50, help="cartridges listed")
+    parser.add_argument("--compare", type=Path, help="another checkout, measured alongside")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    other = {**os.environ, "PYTHONPATH": str(args.compare)} if args.compare else None
 
-    start = _rounds(
-        args.rounds,
-        {
-            "import anyio, cbor2": lambda: _wall([sys.executable, "-c", "import anyio, cbor2"]),
-            "cartridge --help": lambda: _wall([*CLI, "--help"], env=env),
-            "cartridge call ... --help": lambda: _wall(
-                [*CLI, "call", str(INTEROP), "echo", "--help"], env=env
-            ),
-        },
-    )
+    sides: dict[str, Callable[[], float]] = {
+        "import anyio, cbor2": lambda: _wall([sys.executable, "-c", "import anyio, cbor2"]),
+        "cartridge --help": lambda: _wall([*CLI, "--help"], env=env),
+        "cartridge call ... --help": lambda: _wall(
+            [*CLI, "call", str(INTEROP), "echo", "--help"], env=env
+        ),
+    }
+    if other is not None:
+        sides["--compare: cartridge --help"] = lambda: _wall([*CLI, "--help"], env=other)
+        sides["--compare: call ... --help"] = lambda: _wall(
+            [*CLI, "call", str(INTEROP), "echo", "--help"], env=other
+        )
+    start = _rounds(args.rounds, sides)
     base = start["import anyio, cbor2"]
     print(f"start-up (median of {args.rounds}, whole processes):")
     for name, seconds in start.items():
-        print(f"  {name:<28} {seconds * 1000:7.0f} ms   {seconds / base:5.2f}x")
+        print(f"  {name:<30} {seconds * 1000:7.0f} ms   {seconds / base:5.2f}x")
     worst = max(start["cartridge --help"], start["cartridge call ... --help"]) / base
     print(f"  target: within {HELP_TARGET}x: {'met' if worst <= HELP_TARGET else 'MISSED'}")
 
@@ -147,10 +155,18 @@ def main() -> None:
         generate(root, args.count)
         listing = [*CLI, "list", str(root), "--cache", str(cache)]
         _wall(listing, env=env)  # cold: fills the manifest cache
-        warm = _rounds(args.rounds, {"list": lambda: _wall(listing, env=env)})["list"]
+        lists: dict[str, Callable[[], float]] = {
+            "import anyio, cbor2": lambda: _wall([sys.executable, "-c", "import anyio, cbor2"]),
+            "list": lambda: _wall(listing, env=env),
+        }
+        if other is not None:
+            lists["--compare: list"] = lambda: _wall(listing, env=other)
+        listed = _rounds(args.rounds, lists)
+        warm = listed["list"]
         print(f"`cartridge list` over {args.count} cartridges, warm cache (median):")
-        print(f"  {warm:.3f} s   target: <= {LIST_TARGET_S} s: "
-              f"{'met' if warm <= LIST_TARGET_S else 'MISSED'}")  # fmt: skip
+        for name, seconds in listed.items():
+            print(f"  {name:<30} {seconds:7.3f} s")
+        print(f"  target: <= {LIST_TARGET_S} s: {'met' if warm <= LIST_TARGET_S else 'MISSED'}")
 
 
 if __name__ == "__main__":
