@@ -36,7 +36,7 @@ from typing import IO, Any, Final
 import attrs
 
 from .._errors import CallError
-from ._events import MachineOutputData, MachineRunError
+from ._events import MachineOutputData, MachineRunError, StepFinished, StepStarted
 from ._report import Reports
 
 __all__ = (
@@ -246,11 +246,10 @@ class RunRecorder:
 
     def _track(self, event: Any, t: float) -> None:
         """Keep the calls that are running, to log them if the run is interrupted."""
-        kind = type(event).__name__
-        if kind == "StepStarted":
+        if isinstance(event, StepStarted):
             self._running[(event.step, event.item)] = t
             self._flush()
-        elif kind == "StepFinished":
+        elif isinstance(event, StepFinished):
             self._flush()
             self._running.pop((event.step, event.item), None)
             done_in, done_out = self._finished.get(event.step, (0, 0))
