@@ -55,6 +55,11 @@ def rule(title: str) -> None:
         console.print(f"\n── {title}")
 
 
+def cut(text: str, limit: int) -> str:
+    """``text`` shortened to ``limit`` characters, with an ellipsis when it was longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def wiring_lines(path: Path) -> list[str]:
     """The machine file's wirings as it writes them (its node and step names)."""
     lines = []
@@ -116,7 +121,7 @@ class Demo:
                     for i in out.items
                 )
             )
-            console.print(f"  [bold]{name}[/] = {shown[:160]}")
+            console.print(f"  [bold]{name}[/] = {cut(shown, 160)}")
         for name in result.absent:
             console.print(f"  [bold]{name}[/] is absent")
         steps = ", ".join(
@@ -159,7 +164,7 @@ class Demo:
     async def planned(self, title: str, path: Path, target: str) -> None:
         """Plan from the file ``path`` to ``target`` over every cartridge's caps, show the
         candidates, then run the best one on the file."""
-        console.rule(f"[bold]{title}[/]")
+        rule(f"[bold]{title}[/]")
         console.print(f"  [dim]{path.relative_to(ROOT)} → {target}[/]")
         started = time.perf_counter()
         try:
@@ -183,7 +188,7 @@ class Demo:
             values = [
                 i.value.decode() if isinstance(i.value, bytes) else i.value for i in out.items
             ]
-            shown = ", ".join(repr(v) for v in values[:6]) if out.items else out.text[:160]
+            shown = ", ".join(repr(v) for v in values[:6]) if out.items else cut(out.text, 160)
             more = f" … {len(values) - 6} more" if len(values) > 6 else ""
             console.print(f"  [bold]{name}[/] ({out.media_urn}) = {shown}{more}", highlight=False)
         self.rows.append(
@@ -289,7 +294,7 @@ def _items(result: Result, limit: int = 6) -> str:
         if isinstance(raw, bytes):  # text items travel as UTF-8 bytes (emit_text)
             raw = raw.decode("utf-8", errors="replace")
         value = raw if isinstance(raw, str) else json.dumps(raw)
-        shown = value.replace("\n", " ⏎ ")[:70]
+        shown = cut(value.replace("\n", " ⏎ "), 70)
         console.print(f"  • {shown}  [dim]{meta}[/]", highlight=False)
     if len(items) > limit:
         console.print(f"  [dim]… {len(items) - limit} more[/]")
@@ -350,7 +355,8 @@ async def main() -> int:
         )
 
         def extract_show(result: Result) -> str:
-            console.print(f"  [dim]{result.data[:200].decode(errors='replace')}[/]")
+            text = result.data.decode(errors="replace")
+            console.print(f"  [dim]{escape(cut(text, 200))}[/]")
             return f"{len(result.data)} bytes"
 
         await demo.run(
@@ -429,5 +435,20 @@ async def main() -> int:
         return 1 if demo.failures else 0
 
 
+def parse_args(argv: list[str]) -> None:
+    """``--help`` prints what the demo does; it takes no other option."""
+    import argparse
+
+    summary, _, rest = (__doc__ or "").partition("\n\n")
+    parser = argparse.ArgumentParser(
+        prog="./scripts/demo",
+        description=summary,
+        epilog=rest.strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.parse_args(argv)
+
+
 if __name__ == "__main__":
+    parse_args(sys.argv[1:])
     sys.exit(anyio.run(main))

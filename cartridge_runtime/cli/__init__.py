@@ -1,71 +1,48 @@
-"""The ``cartridge`` command-line tool (typer app).
+"""The ``cartridge`` command-line tool.
 
-Sub-commands are registered by their own modules (``call``, ``manifest``, ``conform``,
-``trace``, ``tee``, ``new``, ``machine``, ``run``, ``runs``, ``cache``, ``list``, ``plan``) so
-that each stays small; this module only assembles the app.
+Each sub-command lives in its own module (``call``, ``manifest``, ``conform``, ``trace``,
+``tee``, ``new``, ``machine``, ``run``, ``runs``, ``log``, ``report``, ``cache``, ``list``,
+``plan``), which registers itself on the typer application of :mod:`._app`. ``main`` answers
+help and ``--version`` from stored texts (:mod:`._quick`), and otherwise imports only the
+module of the command being run, so that a command starts at once.
 """
 
 from __future__ import annotations
 
-import typer
-import typer.main
+import os
+import sys
+from typing import Any
 
-from .._version import __version__
-
-app = typer.Typer(
-    name="cartridge",
-    help="Run, call, test and certify Bifaci v6 cartridges.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-def _version_callback(value: bool) -> None:
-    if value:
-        typer.echo(f"cartridge-runtime {__version__} (Bifaci protocol v6)")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
-    ),
-) -> None:
-    """Run, call, test and certify Bifaci v6 cartridges."""
-
-
-def _register_subcommands() -> None:
-    """Import the sub-command modules that exist; each adds itself to ``app``."""
-    import importlib
-
-    for name in (
-        "call",
-        "manifest_cmd",
-        "conform",
-        "trace",
-        "tee",
-        "new",
-        "machine_cmd",
-        "run_cmd",
-        "list_cmd",
-        "plan_cmd",
-        "runs_cmd",
-        "cache_cmd",
-        "graph_cmd",
-    ):
-        try:
-            importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
+__all__ = ("main",)
 
 
 def main() -> None:
     """Console-script entry point."""
-    from ._help import plain_help
+    from ._quick import completing, quick_answer
 
-    _register_subcommands()
-    command = plain_help(typer.main.get_command(app))
-    command(prog_name="cartridge")
+    argv = sys.argv[1:]
+    answer = quick_answer(argv, os.environ)
+    if answer is not None:
+        stream = sys.stderr if answer.to_stderr else sys.stdout
+        stream.write(answer.text)
+        stream.flush()
+        raise SystemExit(answer.status)
+    from ._app import build_command
+    from ._commands import module_of
+
+    first = argv[0] if argv else ""
+    # A known command loads its own module only; an unknown one, or a shell completing,
+    # loads them all (for the suggestions and the completions).
+    only = [first] if module_of(first) is not None and not completing(os.environ) else None
+    command = build_command(only)
+    command(args=argv, prog_name="cartridge")
+
+
+def __getattr__(name: str) -> Any:
+    """``cartridge_runtime.cli.app``: the typer application with every command registered."""
+    if name == "app":
+        from ._app import app, build_command
+
+        build_command()
+        return app
+    raise AttributeError(name)

@@ -33,6 +33,7 @@ from ..manifest import ArgDef, CapDef, StdinSource
 from ..runtime._cli._args import CliInput, CliUsageError, StdinReader, plan_invocations
 from ..urn import CapUrn, MediaUrn, UrnError
 from ._paths import cartridge_problem
+from ._usage import UsageError
 
 __all__ = (
     "UsageError",
@@ -43,10 +44,6 @@ __all__ = (
 
 #: An argument name as ``--arg NAME=VALUE`` takes it (the manifest's names are identifiers).
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-
-
-class UsageError(Exception):
-    """The command line is wrong (exit status 2); the message is one readable line."""
 
 
 def split_arg(text: str, declared: list[str]) -> tuple[str, str]:

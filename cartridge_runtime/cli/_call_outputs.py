@@ -11,7 +11,8 @@ Rendering (as the script's own CLI mode does): bytes and text raw, one sequence 
 any other value as a line of JSON; progress, logs and END's message on stderr. A progress bar
 is drawn only when stderr is a terminal and stdout is not the same terminal; otherwise progress
 is plain lines, each starting on a fresh line, so data on the terminal is never overdrawn. A
-scalar output left without a final newline gets one on a terminal. A closed stdout (``| head``)
+scalar output left without a final newline gets one on a terminal; binary data is refused
+there, with the ``-o`` hint (:mod:`._terminal`). A closed stdout (``| head``)
 ends the call quietly. An optional output that did not fire is named on stderr; ``--json``
 prints the whole result instead (:func:`result_json`).
 """
@@ -30,6 +31,7 @@ from typing import IO, Any, Final
 from ..manifest import CapDef, OutputDef
 from ..urn import MediaUrn, UrnError
 from ._call_inputs import _NAME, UsageError
+from ._terminal import BINARY_ON_TERMINAL, looks_binary
 
 __all__ = (
     "AtomicFile",
@@ -299,6 +301,7 @@ class Renderer:
         self._open_line = False  # the terminal's data line has no newline yet
         self._last_progress: tuple[int, str] | None = None
         self.wrote_stdout = False
+        self._judged = not out_tty  # off a terminal any bytes go
 
     def __repr__(self) -> str:
         return f"Renderer(label={self._label!r})"
@@ -306,6 +309,10 @@ class Renderer:
     def _stdout(self, data: bytes) -> None:
         if not data:
             return
+        if not self._judged:
+            self._judged = True
+            if looks_binary(data):
+                raise UsageError(BINARY_ON_TERMINAL)
         try:
             self._out.write(data)
             self._out.flush()

@@ -18,6 +18,8 @@ import anyio.to_thread
 
 from ..engine import CacheStore, list_runs, machine_digest
 from ..engine import default_step_cache_dir as default_cache_dir
+from ._terminal import BINARY_ON_TERMINAL, looks_binary
+from ._usage import UsageError
 
 __all__ = ("Usage", "parse_inputs", "parse_targets", "Sinks", "choose_cache", "stdin_pieces")
 
@@ -25,8 +27,8 @@ __all__ = ("Usage", "parse_inputs", "parse_targets", "Sinks", "choose_cache", "s
 STDIN_PIECE = 1 << 20
 
 
-class Usage(Exception):
-    """A usage error: one line, exit 2."""
+#: The command's one usage error, by the name this module's callers use.
+Usage = UsageError
 
 
 async def stdin_pieces() -> AsyncIterator[bytes]:
@@ -116,17 +118,22 @@ def _bytes_of(value: Any, is_item: bool) -> bytes:
 
 
 class Sinks:
-    """Where each value goes: a file (written to a temporary name beside it, renamed at the
-    end), or stdout for the one output of a run with no other place for it."""
+    """Where each value goes: a file (written to a temporary name beside it, ``.NAME.PID.*``,
+    renamed at the end; one left by a process killed outright is removed by the next run), or
+    stdout for the one output of a run with no other place for it."""
 
     def __init__(self, files: dict[str, Path], stdout: str | None) -> None:
         self.stdout_name = stdout
         self.files: dict[str, tuple[IO[bytes], Path, Path]] = {}
         self.written: dict[str, int] = {}
         self.stdout = sys.stdout.buffer
+        self._judge = stdout is not None and sys.stdout.isatty()  # binary is refused there
         for name, final in files.items():
             final.parent.mkdir(parents=True, exist_ok=True)
-            handle, temp = tempfile.mkstemp(prefix=f".{final.name}.", dir=final.parent)
+            _sweep(final)
+            handle, temp = tempfile.mkstemp(
+                prefix=f".{final.name}.{os.getpid()}.", dir=final.parent
+            )
             os.fchmod(handle, 0o666 & ~_umask())  # as open() would have made it
             self.files[name] = (os.fdopen(handle, "wb"), Path(temp), final)
 
@@ -136,6 +143,10 @@ class Sinks:
         if name in self.files:
             self.files[name][0].write(data)
         elif name == self.stdout_name:
+            if self._judge and data:
+                self._judge = False
+                if looks_binary(data):
+                    raise UsageError(BINARY_ON_TERMINAL)
             self.stdout.write(data)
             self.stdout.flush()
 
@@ -155,6 +166,28 @@ class Sinks:
             handle.close()
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()
+
+
+def _sweep(final: Path) -> None:
+    """Remove the temporary files a run killed outright (SIGKILL: no chance to clean up) left
+    beside ``final``: ``.NAME.PID.*`` of a process that no longer exists."""
+    prefix = f".{final.name}."
+    with contextlib.suppress(OSError):
+        for leftover in final.parent.iterdir():
+            pid = leftover.name[len(prefix) :].split(".", 1)[0]
+            if leftover.name.startswith(prefix) and pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's
+    return True
 
 
 def _umask() -> int:

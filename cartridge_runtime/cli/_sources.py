@@ -14,6 +14,7 @@ import anyio
 import attrs
 
 from ..engine import Engine
+from ._usage import UsageError
 
 if TYPE_CHECKING:
     from ..discovery import RefusedCartridge
@@ -22,8 +23,9 @@ if TYPE_CHECKING:
 __all__ = ("SourceError", "CartridgeSources", "PlanningCaps", "planning_engine", "planning_caps")
 
 
-class SourceError(Exception):
-    """A usage error in the cartridge options: one line, exit 2, nothing started."""
+#: A usage error in the cartridge options (one line, exit 2, nothing started): the command's
+#: one usage error, by the name the planning commands use.
+SourceError = UsageError
 
 
 @attrs.frozen(kw_only=True)

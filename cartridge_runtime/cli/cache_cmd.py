@@ -1,6 +1,6 @@
 """``cartridge cache ls|clear|gc``: the step cache of machine runs.
 
-The cache folder is ``--dir``, else ``$CARTRIDGE_HOME/steps`` (default
+The cache folder is ``--cache`` (``--dir`` is an older name for it), else ``$CARTRIDGE_HOME/steps`` (default
 ``~/.cache/cartridge/steps``), the one ``cartridge run`` stores into. ``ls`` lists the entries
 (most recently used first), ``clear`` removes them all, ``gc`` removes blobs no entry names and
 the partial files of runs that died (never a live run's), then, with ``--max-size``, the least
@@ -20,21 +20,21 @@ import typer
 
 from ..engine import CacheError, CacheStore
 from ..engine import default_step_cache_dir as default_cache_dir
-from . import app
+from ._app import sub_app
+from ._table import columns, human_size
 
 __all__ = ("parse_size",)
 
-cache_app = typer.Typer(
-    name="cache",
-    help="Manage the step cache of machine runs.",
-    no_args_is_help=True,
-    add_completion=False,
-)
-app.add_typer(cache_app)
+cache_app = sub_app("cache", "Manage the step cache of machine runs.")
 
 _Dir = Annotated[
-    Path | None, typer.Option("--dir", help="The cache folder (default: $CARTRIDGE_HOME/steps).")
+    Path | None,
+    typer.Option(
+        "--cache", metavar="DIR", help="The cache folder (default: $CARTRIDGE_HOME/steps)."
+    ),
 ]
+#: The option's older name, still taken, no longer shown.
+_OldDir = Annotated[Path | None, typer.Option("--dir", hidden=True)]
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -49,9 +49,9 @@ def parse_size(text: str) -> int:
     return int(float(found.group(1)) * _UNITS[found.group(2)])
 
 
-def _store(folder: Path | None) -> CacheStore:
+def _store(folder: Path | None, old_folder: Path | None = None) -> CacheStore:
     try:
-        return CacheStore(folder or default_cache_dir())
+        return CacheStore(folder or old_folder or default_cache_dir())
     except CacheError as error:
         print(f"error: {error}", file=sys.stderr)
         raise typer.Exit(2) from None
@@ -60,26 +60,37 @@ def _store(folder: Path | None) -> CacheStore:
 @cache_app.command("ls")
 def ls_command(
     folder: _Dir = None,
+    old_folder: _OldDir = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """List cached step calls: step, cap, size, when stored."""
-    store = _store(folder)
+    store = _store(folder, old_folder)
     entries = store.entries()
     if as_json:
         for entry in entries:
             print(json.dumps({"key": entry.key, "step": entry.step, "cap": entry.cap,
                               "size": entry.size, "created": entry.created}))  # fmt: skip
         return
-    for entry in entries:
-        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(entry.created))
-        print(f"{entry.key[:12]}  {when}  {entry.size:>12}  {entry.step:<16} {entry.cap}")
-    print(f"{len(entries)} entries, {store.size()} bytes in {store.root}", file=sys.stderr)
+    rows = [
+        (
+            entry.key[:12],
+            time.strftime("%Y-%m-%d %H:%M", time.gmtime(entry.created)),
+            human_size(entry.size),
+            entry.step,
+            entry.cap,
+        )
+        for entry in entries
+    ]
+    if rows:
+        head = ("key", "stored (UTC)", "size", "step", "cap")
+        print("\n".join(columns(rows, head, right={2})))
+    print(f"{len(entries)} entries, {human_size(store.size())} in {store.root}", file=sys.stderr)
 
 
 @cache_app.command("clear")
-def clear_command(folder: _Dir = None) -> None:
+def clear_command(folder: _Dir = None, old_folder: _OldDir = None) -> None:
     """Remove every cached step call."""
-    store = _store(folder)
+    store = _store(folder, old_folder)
     store.clear()
     print(f"cleared {store.root}", file=sys.stderr)
 
@@ -87,6 +98,7 @@ def clear_command(folder: _Dir = None) -> None:
 @cache_app.command("gc")
 def gc_command(
     folder: _Dir = None,
+    old_folder: _OldDir = None,
     max_size: Annotated[
         str | None,
         typer.Option("--max-size", help="Keep the most recently used entries within this size."),
@@ -99,7 +111,7 @@ def gc_command(
     except ValueError as error:
         print(f"error: --max-size: {error}", file=sys.stderr)
         raise typer.Exit(2) from None
-    store = _store(folder)
+    store = _store(folder, old_folder)
     removed, freed = store.gc(limit)
     print(f"removed {removed} entries, freed {freed} bytes; {store.size()} bytes left",
           file=sys.stderr)  # fmt: skip

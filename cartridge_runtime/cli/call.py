@@ -34,7 +34,7 @@ import attrs
 import typer
 
 from ..protocol import NetworkPolicy
-from . import app
+from ._app import app
 from ._call_inputs import _NAME, UsageError, check_before_spawn, plan_call_inputs, split_arg
 from ._call_outputs import Renderer, StdoutClosed, absent_outputs, plan_outputs, result_json
 from ._lines import error_line, start_failure_line

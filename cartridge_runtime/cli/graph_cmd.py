@@ -24,7 +24,7 @@ import typer
 from ..engine import Engine, default_runs_dir
 from ..errors import CartridgeRuntimeError
 from ..graph import GraphRefused, NodeState, load_graph, render_html, render_tree
-from . import app
+from ._app import app
 from ._paths import cartridge_problem
 from ._run_setup import Usage, parse_inputs
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import typer
 
 from ..manifest import CAP_IDENTITY
-from . import app
+from ._app import app
+from ._table import columns
 
 if TYPE_CHECKING:
     from ..discovery import Discovery
@@ -76,35 +77,72 @@ def _as_json(discovery: Discovery) -> dict[str, Any]:
 
 
 def _print_tables(discovery: Discovery) -> None:
-    from rich.console import Console
-    from rich.markup import escape as e
-    from rich.table import Table
-
-    console = Console()
+    """The listing as plain columns (no wrapping, so each line greps whole)."""
+    out: list[str] = []
     if discovery.found:
-        table = Table(title=f"Cartridges under {e(str(discovery.root))}")
-        for column in ("name", "version", "caps", "layout", "where"):
-            table.add_column(column, overflow="fold")
-        for f in discovery.found:
-            table.add_row(
-                e(f.name), e(f.version), e(", ".join(f.aliases)), str(f.layout), e(str(f.where))
-            )
-        console.print(table)
+        out.append(f"Cartridges under {discovery.root}:")
+        rows = [
+            (f.name, f.version, ", ".join(f.aliases), str(f.layout), str(f.where))
+            for f in discovery.found
+        ]
+        out += columns(rows, ("name", "version", "caps", "layout", "where"))
     else:
-        console.print(f"No cartridge found under {e(str(discovery.root))}.")
+        out.append(f"No cartridge found under {discovery.root}.")
     if discovery.refused:
-        refused = Table(title="Not hosted")
-        for column in ("where", "why"):
-            refused.add_column(column, overflow="fold")
-        for r in discovery.refused:
-            refused.add_row(e(str(r.path)), e(f"{r.kind}: {r.reason}"))
-        console.print(refused)
-    console.print(
+        out.append("")
+        out.append("Not hosted:")
+        refused = [(str(r.path), f"{r.kind}: {r.reason}") for r in discovery.refused]
+        out += columns(refused, ("where", "why"))
+    out.append(
         f"{len(discovery.found)} found, {len(discovery.refused)} not hosted; "
         f"{discovery.cache_hits} manifests from the cache, {discovery.spawns} started"
     )
+    sys.stdout.write("\n".join(out) + "\n")
     for line in discovery.cache_errors:
-        console.print(f"[yellow]warning:[/] cache not written: {e(line)}")
+        print(f"warning: cache not written: {line}", file=sys.stderr)
+
+
+class _Misses(Exception):
+    """The manifest cache does not hold every cartridge: the engine must start some."""
+
+
+async def _cache_only(commands: Sequence[tuple[str, ...]]) -> Any:
+    raise _Misses
+
+
+def _from_cache(root: Path, cache: Path | None) -> Discovery | None:
+    """What is installed under ``root`` when the manifest cache holds every cartridge, else
+    ``None``. Such a discovery never waits on anything, so its coroutine is run to its end
+    here, with no event loop to import and start.
+
+    :raises RootNotFound: ``root`` is not a folder.
+    """
+    from ..discovery import find_installed
+
+    steps = find_installed(root, starter=_cache_only, cache=cache)
+    try:
+        steps.send(None)
+    except StopIteration as finished:
+        found: Discovery = finished.value
+        return found
+    except _Misses:
+        return None
+    steps.close()  # it waited on something after all: let the engine do it
+    return None
+
+
+def _discover(root: Path, cache: Path | None, refresh: bool) -> Discovery:
+    """What is installed under ``root``: from the manifest cache alone when it holds every
+    cartridge (neither the engine nor an event loop is loaded), else through the engine,
+    which starts the ones the cache lacks."""
+    found = None if refresh else _from_cache(root, cache)
+    if found is not None:
+        return found
+    import anyio
+
+    from ..engine import discover
+
+    return anyio.run(lambda: discover(root, cache=cache, refresh=refresh))
 
 
 _ROOT = typer.Argument(None, help="The folder to search (default: the per-user cartridges folder).")
@@ -124,11 +162,10 @@ def list_command(
 ) -> None:
     """List the cartridges installed under ROOT: name, version, caps and where."""
     from ..discovery import Discovery, RootNotFound
-    from ..engine import discover
 
     where = root if root is not None else default_root()
     try:
-        discovery = anyio.run(lambda: discover(where, cache=cache, refresh=refresh))
+        discovery = _discover(where, cache, refresh)
     except RootNotFound as error:
         if root is not None:
             print(f"error: {error}", file=sys.stderr)

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import typer
 
-from . import app
+from ._app import sub_app
 from ._console import console
 from ._lines import start_failure_line
+from ._usage import UsageError
 
 if TYPE_CHECKING:
     from ..machine import Machine, MachineError, Step
@@ -34,13 +35,7 @@ __all__ = ("machine_app", "check_command", "show_command", "Format")
 _REFUSED = 1
 _USAGE = 2
 
-machine_app = typer.Typer(
-    name="machine",
-    help="Check and draw machines: pipelines of caps in machine notation.",
-    no_args_is_help=True,
-    add_completion=False,
-)
-app.add_typer(machine_app)
+machine_app = sub_app("machine", "Check and draw machines: pipelines of caps in machine notation.")
 
 
 class Format(enum.StrEnum):
@@ -49,19 +44,15 @@ class Format(enum.StrEnum):
     DOT = "dot"
 
 
-class _Usage(Exception):
-    """A usage error: one line for stderr."""
-
-
 def _check_paths(file: Path, cartridges: list[str]) -> None:
     if not file.is_file():
-        raise _Usage(f"{file}: no such machine file")
+        raise UsageError(f"{file}: no such machine file")
     for target in cartridges:
         if not (Path(target).is_file() or (os.sep not in target and shutil.which(target))):
-            raise _Usage(f"--cartridge {target}: no such file or command")
+            raise UsageError(f"--cartridge {target}: no such file or command")
 
 
-async def _resolve(file: Path, cartridges: list[str]) -> Machine | MachineError | _Usage:
+async def _resolve(file: Path, cartridges: list[str]) -> Machine | MachineError | UsageError:
     from ..engine import CallError, Engine, EngineError
     from ..machine import MachineError
 
@@ -75,15 +66,15 @@ async def _resolve(file: Path, cartridges: list[str]) -> Machine | MachineError 
         except MachineError as error:
             return error
         except CallError as error:
-            return _Usage(f"a cartridge does not start: {start_failure_line(error)}")
+            return UsageError(f"a cartridge does not start: {start_failure_line(error)}")
         except EngineError as error:
-            return _Usage(str(error))
+            return UsageError(str(error))
 
 
 def _load(file: Path, cartridges: list[str]) -> Machine:
     """The resolved machine.
 
-    :raises _Usage: a usage error.
+    :raises UsageError: a usage error.
     :raises MachineError: the machine is refused.
     """
     _check_paths(file, cartridges)
@@ -214,7 +205,7 @@ def check_command(
 
     try:
         machine = _load(file, list(cartridge))
-    except _Usage as error:
+    except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         raise typer.Exit(_USAGE) from None
     except MachineError as error:
@@ -240,7 +231,7 @@ def show_command(
 
     try:
         machine = _load(file, list(cartridge))
-    except _Usage as error:
+    except UsageError as error:
         print(f"error: {error}", file=sys.stderr)
         raise typer.Exit(_USAGE) from None
     except MachineError as error:

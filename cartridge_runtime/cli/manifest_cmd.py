@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import typer
 
-from . import app
+from ._app import app
 from ._console import console
 
 

@@ -18,7 +18,7 @@ from typing import Annotated, Final
 
 import typer
 
-from . import app
+from ._app import app
 
 __all__ = ("NAME_PATTERN", "ScaffoldError", "render", "scaffold")
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import typer
 
-from . import app
+from ._app import app
 from ._plan_query import STDIN, mixed_note, no_way_lines, planning_query, read_stdin
 from ._sources import CartridgeSources, PlanningCaps, SourceError, planning_caps
 

@@ -31,13 +31,21 @@ import anyio
 import attrs
 import typer
 
-from ..engine import CacheError, RunRecorder, default_runs_dir, read_run
+from ..engine import (
+    CacheError,
+    RunRecorder,
+    default_runs_dir,
+    read_events,
+    read_run,
+    step_totals,
+)
 from ..protocol import AttributionClass, ErrorCode, ErrorReport
-from . import app
+from ._app import app
 from ._lines import start_failure_line
 from ._paths import cartridge_problem, output_dir_problem, output_file_problem
 from ._planned import NoPlan, PlanRequest, plan_run, run_each, scratch_folder, show
 from ._run_setup import Sinks, Usage, choose_cache, parse_inputs, parse_targets
+from ._table import columns, human_size
 
 _USAGE = 2
 _FAILED = 1
@@ -86,27 +94,38 @@ class _View:
             self.live.stop()
 
 
-def _summary(result: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
+#: The summary's columns and what each counts (the note printed under the table).
+SUMMARY_HEAD = ("step", "calls", "map items", "cache hits", "skipped", "absent", "read",
+                "written", "seconds")  # fmt: skip
+SUMMARY_NOTE = (
+    "calls: calls made (retries included); map items: items the step ran on in a map; "
+    "read/written: bytes the step took in and gave out (a cache hit reads its input to find "
+    "the stored call, and gives out what was stored)"
+)
 
-    table = Table(title=f"machine run: {result.seconds:.2f} s")
-    columns = ("step", "calls", "items", "hits", "skipped", "absent", "bytes in", "bytes out", "s")
-    for column in columns:
-        table.add_column(column, justify="left" if column == "step" else "right")
-    for name, report in result.steps.items():
-        table.add_row(
+
+def summary_lines(result: Any) -> list[str]:
+    """The run's summary: whole numbers and human sizes, one line per step, never cut."""
+    rows = [
+        (
             name,
             str(report.calls),
             str(report.items),
             str(report.cache_hits),
             str(report.skipped),
             str(report.absent),
-            str(report.bytes_in),
-            str(report.bytes_out),
+            human_size(report.bytes_in),
+            human_size(report.bytes_out),
             f"{report.seconds:.2f}",
         )
-    Console(stderr=True).print(table)
+        for name, report in result.steps.items()
+    ]
+    table = columns(rows, SUMMARY_HEAD, right=set(range(1, len(SUMMARY_HEAD))))
+    return [f"machine run: {result.seconds:.2f} s", *table, SUMMARY_NOTE]
+
+
+def _summary(result: Any) -> None:
+    sys.stderr.write("\n".join(summary_lines(result)) + "\n")
 
 
 @attrs.frozen(kw_only=True)
@@ -245,8 +264,13 @@ def _interrupted(held: _Held, signum: int) -> int:
     recorder = held.recorder
     if recorder is not None:
         recorder.end(KeyboardInterrupt())
-        print(f"interrupted: run {recorder.run_id} stopped by {name}; `cartridge run --resume "
-              "...` reuses the steps it finished", file=sys.stderr)  # fmt: skip
+        finished = sum(t["runs"] for t in step_totals(read_events(recorder.folder)).values())
+        if finished:
+            calls = f"{finished} step call{'s' if finished != 1 else ''}"
+            reuse = f"`cartridge run --resume ...` reuses the {calls} it finished"
+        else:
+            reuse = "no step had finished, so there is nothing for `--resume` to reuse"
+        print(f"interrupted: run {recorder.run_id} stopped by {name}; {reuse}", file=sys.stderr)
     else:
         print(f"interrupted by {name}", file=sys.stderr)
     return 128 + signum
@@ -361,6 +385,13 @@ async def _run(opts: _Options, held: _Held) -> int:
                 error.one_line(),
                 _FAILED,
             )
+        except Usage as error:  # binary data for a terminal
+            view.stop()
+            if sinks is not None:
+                sinks.discard()
+            recorder.amend(status="failed", error={"code": error.code,
+                           "class": error.attribution_class, "message": str(error)})  # fmt: skip
+            return fail({"error": "usage"}, f"error: {error}", _USAGE)
         except TimeoutError:
             view.stop()
             if sinks is not None:
@@ -381,6 +412,8 @@ async def _run(opts: _Options, held: _Held) -> int:
         view.stop()
         result = run.result
         paths = sinks.commit(result.absent) if sinks is not None else {}
+        if sinks is not None:
+            recorder.amend(outputs=_written(sinks, paths, stdout))
     _write_report(opts, recorder)
     if as_json:
         report: dict[str, Any] = {}
@@ -426,6 +459,17 @@ async def _run(opts: _Options, held: _Held) -> int:
             sys.stdout.write("\n")
         _summary(result)
     return 0
+
+
+def _written(sinks: Sinks, paths: dict[str, str], stdout: str | None) -> dict[str, Any]:
+    """Where each output went and its size, for the record (and its report)."""
+    places: dict[str, Any] = {
+        name: {"path": str(Path(path).resolve()), "bytes": sinks.written.get(name, 0)}
+        for name, path in paths.items()
+    }
+    if stdout is not None:
+        places[stdout] = {"path": "standard output", "bytes": sinks.written.get(stdout, 0)}
+    return places
 
 
 def _write_report(opts: _Options, recorder: RunRecorder) -> None:
@@ -584,10 +628,13 @@ def _run_checked(opts: _Options) -> int:
         if held.signal is not None:
             code = _interrupted(held, held.signal)
     except KeyboardInterrupt:
+        held.signal = signal.SIGINT
         code = _interrupted(held, signal.SIGINT)
     except BrokenPipeError:
         # The reader went away (`| head`): end quietly, as a pipeline expects.
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
+    if held.signal is not None and held.recorder is not None:
+        _write_report(opts, held.recorder)
     return code

@@ -23,27 +23,25 @@ from ..engine import (
     read_events,
     step_totals,
 )
-from . import app
+from ._app import app
+from ._table import columns, human_size
+from ._usage import UsageError
 
-__all__ = ("find_run", "write_report")
+__all__ = ("find_run", "reused_from", "write_report")
 
 _RunsDir = Annotated[
     Path | None, typer.Option("--runs-dir", help="The runs folder (default: $CARTRIDGE_HOME/runs).")
 ]
 
 
-class _NoRun(Exception):
-    """RUN names no run (one line, exit 2)."""
-
-
 def find_run(runs_dir: Path, wanted: str) -> RunRecord:
     """The run ``wanted`` names: an id, a unique prefix of one, or ``last``.
 
-    :raises _NoRun: none, or several, match.
+    :raises UsageError: none, or several, match.
     """
     runs = list_runs(runs_dir)
     if not runs:
-        raise _NoRun(f"no runs recorded in {runs_dir}")
+        raise UsageError(f"no runs recorded in {runs_dir}")
     if wanted == "last":
         return runs[0]
     exact = [r for r in runs if r.id == wanted]
@@ -53,8 +51,8 @@ def find_run(runs_dir: Path, wanted: str) -> RunRecord:
     if len(found) == 1:
         return found[0]
     if not found:
-        raise _NoRun(f"no run {wanted!r} in {runs_dir} (see `cartridge runs`)")
-    raise _NoRun(f"{wanted!r} names {len(found)} runs; give more of the id")
+        raise UsageError(f"no run {wanted!r} in {runs_dir} (see `cartridge runs`)")
+    raise UsageError(f"{wanted!r} names {len(found)} runs; give more of the id")
 
 
 def _when(started: float) -> str:
@@ -109,12 +107,13 @@ def log_command(
     folder = runs_dir or default_runs_dir()
     try:
         record = find_run(folder, run)
-    except _NoRun as error:
+    except UsageError as error:
         raise _fail(str(error)) from None
     log = read_events(record.folder)
     totals = step_totals(log)
     if as_json:
-        print(json.dumps({**record.facts, "steps": totals, "events": log}, default=str))
+        print(json.dumps({**record.facts, "status": record.status, "steps": totals, "events": log},
+                         default=str))  # fmt: skip
         return
     facts = record.facts
     seconds = f"{record.seconds:.3f} s" if record.seconds is not None else "not ended"
@@ -124,25 +123,63 @@ def log_command(
         print(f"step cache: {facts['cache']}")
     for name, given in facts.get("inputs", {}).items():
         digest = str(given.get("sha256", ""))[:16]
-        print(f"input {name}: {given.get('size', '?')} bytes {digest}")
-    print(f"{'step':<16} {'calls':>5} {'items':>5} {'hits':>5} {'misses':>6} {'skipped':>7} "
-          f"{'bytes in':>12} {'bytes out':>12} {'s':>8}")  # fmt: skip
-    for name, t in totals.items():
-        print(f"{name:<16} {t['calls']:>5} {t['items']:>5} {t['hits']:>5} {t['misses']:>6} "
-              f"{t['skipped']:>7} {t['bytes_in']:>12} {t['bytes_out']:>12} "
-              f"{t['seconds']:>8.3f}")  # fmt: skip
-    failure = facts.get("failure")
+        size = human_size(int(given["size"])) if given.get("size") is not None else "? bytes"
+        where = f" from {given['path']}" if given.get("path") else ""
+        print(f"input {name}: {size}{where} {digest}".rstrip())
+    rows = [
+        (name, str(t["calls"]), str(t["items"]), str(t["hits"]), str(t["misses"]),
+         str(t["skipped"]), human_size(t["bytes_in"]), human_size(t["bytes_out"]),
+         f"{t['seconds']:.3f}")
+        for name, t in totals.items()
+    ]  # fmt: skip
+    head = ("step", "calls", "map items", "cache hits", "misses", "skipped", "read", "written",
+            "seconds")  # fmt: skip
+    if rows:
+        print("\n".join(columns(rows, head, right=set(range(1, len(head))))))
+    for e in log:
+        if e.get("event") == "StepInterrupted":
+            items = f" (items {', '.join(map(str, e['items']))})" if e.get("items") else ""
+            print(f"interrupted in step {e['step']}{items} after {e.get('seconds', 0):.3f} s: "
+                  f"{human_size(int(e.get('bytes_in', 0)))} read, "
+                  f"{human_size(int(e.get('bytes_out', 0)))} written")  # fmt: skip
+    failure = facts.get("error") or facts.get("failure")
     if failure:
-        where = f"step {failure.get('step')}" if failure.get("step") else "run"
+        where = f"step {failure.get('step')}" if failure.get("step") else "the run"
         if failure.get("item") is not None:
             where += f" item {failure['item']}"
-        print(
-            f"failure at {where}: {failure.get('code')} ({failure.get('class')}): {failure.get('message')}"
-        )
+        print(f"failed at {where}: {failure.get('code')} ({failure.get('class')}): "
+              f"{failure.get('message')}")  # fmt: skip
+    if record.status == "stale":
+        print("stale: the process that ran it is gone (killed outright); it never ended")
     if events:
         for e in log:
             fields = " ".join(f"{k}={v}" for k, v in e.items() if k not in ("t", "event"))
             print(f"{e['t']:>10.4f} {e['event']} {fields}")
+
+
+def reused_from(record: RunRecord, events: list[dict[str, Any]]) -> dict[str, str]:
+    """By step: the earlier run (of the same machine, over the same step cache) that stored
+    the call a cache hit of ``record`` replayed, the most recent one that did."""
+    hits = {
+        e["step"] for e in events if e.get("event") == "StepFinished" and e.get("cache") == "hit"
+    }
+    found: dict[str, str] = {}
+    if not hits:
+        return found
+    same = ("machine_sha256", "cache")
+    for earlier in list_runs(record.folder.parent):  # the most recent first
+        if earlier.started > record.started or earlier.id == record.id:
+            continue
+        if any(earlier.facts.get(k) != record.facts.get(k) for k in same):
+            continue
+        for e in read_events(earlier.folder):
+            step = str(e.get("step"))
+            stored = e.get("event") == "StepFinished" and e.get("cache") == "miss"
+            if stored and step in hits and step not in found:
+                found[step] = earlier.id
+        if len(found) == len(hits):
+            break
+    return found
 
 
 def write_report(record: RunRecord, path: Path) -> None:
@@ -153,7 +190,8 @@ def write_report(record: RunRecord, path: Path) -> None:
         text = (record.folder / "machine.txt").read_text(encoding="utf-8")
     except OSError:
         text = ""
-    page = render_report(record, read_events(record.folder), text)
+    events = read_events(record.folder)
+    page = render_report(record, events, text, reused_from(record, events))
     temp = path.with_name(f".{path.name}.tmp")
     temp.write_text(page, encoding="utf-8")
     temp.replace(path)
@@ -171,7 +209,7 @@ def report_command(
     folder = runs_dir or default_runs_dir()
     try:
         record = find_run(folder, run)
-    except _NoRun as error:
+    except UsageError as error:
         raise _fail(str(error)) from None
     path = output or Path(f"{record.id}.html")
     try:

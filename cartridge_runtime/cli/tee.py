@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from . import app
+from ._app import app
 
 
 @app.command(

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from . import app
+from ._app import app
 
 
 def _direction(path: Path, default: str) -> str:

@@ -6,8 +6,14 @@ Rules (MCH-26, MCH-27):
    per event, in order, each with ``t``: seconds since the run started) and ``run.json`` (what
    the run was given and how it ended). ``run.json`` is written when the run starts, with
    ``status`` ``running``, and replaced (a temporary file renamed) when it ends with ``ok``,
-   ``failed`` or ``interrupted``; a run whose process died stays ``running``.
-2. The event log never holds output data: an output piece is logged as its size.
+   ``failed`` or ``interrupted``. It names the process that wrote it (``pid``, ``host``): a
+   run still ``running`` whose process is gone from this host is read back as ``stale`` (it
+   was killed with no chance to say so).
+2. The event log never holds output data: an output piece is logged as its size. A step's
+   start and end are flushed to the file as they happen.
+3. An interrupted run logs, before it ends, one ``StepInterrupted`` event per step that was
+   running: since when (``seconds``), its items, and the bytes it had taken in and given out
+   beyond its finished calls.
 
 A :class:`RunRecorder` is an observer of one run (it is told each event); :func:`read_run`
 and :func:`list_runs` read folders back.
@@ -20,6 +26,7 @@ import hashlib
 import json
 import os
 import secrets
+import socket
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -30,7 +37,7 @@ import attrs
 
 from ..._home import cartridge_home
 from .._errors import CallError
-from ._events import MachineOutputData, MachineRunError
+from ._events import MachineOutputData, MachineRunError, StepFinished, StepStarted
 from ._report import Reports
 
 __all__ = (
@@ -214,6 +221,11 @@ class RunRecorder:
         self._log: IO[str] | None = None
         self._run: dict[str, Any] = {}
         self._ended = False
+        self._reports: Any = None
+        #: (step, item) -> when its call started (run seconds), for the calls not finished.
+        self._running: dict[tuple[str, int | None], float] = {}
+        #: step -> bytes in and out of its finished calls.
+        self._finished: dict[str, tuple[int, int]] = {}
 
     # -- the observer -----------------------------------------------------------------------
 
@@ -225,7 +237,51 @@ class RunRecorder:
         elif isinstance(event, Reports):
             self.end(None)
         elif self._log is not None:
-            self._log.write(json.dumps(_event_json(event, self._elapsed()), default=str) + "\n")
+            t = self._elapsed()
+            self._log.write(json.dumps(_event_json(event, t), default=str) + "\n")
+            self._track(event, t)
+
+    def _track(self, event: Any, t: float) -> None:
+        """Keep the calls that are running, to log them if the run is interrupted."""
+        if isinstance(event, StepStarted):
+            self._running[(event.step, event.item)] = t
+            self._flush()
+        elif isinstance(event, StepFinished):
+            self._flush()
+            self._running.pop((event.step, event.item), None)
+            done_in, done_out = self._finished.get(event.step, (0, 0))
+            self._finished[event.step] = (done_in + event.bytes_in, done_out + event.bytes_out)
+
+    def _flush(self) -> None:
+        """Step events reach the file at once (a few per call, not per chunk), so a run killed
+        outright still shows which steps ran."""
+        if self._log is not None:
+            self._log.flush()
+
+    def _log_interrupted(self) -> None:
+        """Rule 3: the steps that were running when the run was interrupted."""
+        if self._log is None or not self._running:
+            return
+        now = self._elapsed()
+        so_far = self._reports.bytes_so_far() if self._reports is not None else {}
+        by_step: dict[str, list[tuple[int | None, float]]] = {}
+        for (step, item), began in self._running.items():
+            by_step.setdefault(step, []).append((item, began))
+        for step, calls in by_step.items():
+            total_in, total_out = so_far.get(step, (0, 0))
+            done_in, done_out = self._finished.get(step, (0, 0))
+            began = min(b for _, b in calls)
+            line = {
+                "t": round(now, 6),
+                "event": "StepInterrupted",
+                "step": step,
+                "items": sorted(i for i, _ in calls if i is not None),
+                "started": round(began, 6),
+                "seconds": round(now - began, 6),
+                "bytes_in": max(total_in - done_in, 0),
+                "bytes_out": max(total_out - done_out, 0),
+            }
+            self._log.write(json.dumps(line) + "\n")
 
     def _elapsed(self) -> float:
         return time.monotonic() - self._t0
@@ -238,9 +294,12 @@ class RunRecorder:
         for node in machine.inputs:
             media, value = runner.inputs[node.name]
             inputs[node.label or node.name] = _input_facts(media, value)
+        self._reports = getattr(runner, "reports", None)
         self._run = {
             "format": RECORD_FORMAT,
             "id": self.run_id,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
             "machine": self._source or "(text)",
             "machine_sha256": machine_digest(text),
             "started": self.started,
@@ -258,14 +317,16 @@ class RunRecorder:
         if self._ended or not self._run:
             return
         self._ended = True
-        if self._log is not None:
-            self._log.close()
         if error is None:
             status = "ok"
         elif isinstance(error, KeyboardInterrupt) or _is_cancel(error):
             status = "interrupted"
         else:
             status = "failed"
+        if status == "interrupted":
+            self._log_interrupted()
+        if self._log is not None:
+            self._log.close()
         ended = time.time()
         self._run.update(status=status, ended=ended, seconds=round(ended - self.started, 6))
         if error is not None and status == "failed":
@@ -326,15 +387,42 @@ def read_run(folder: str | os.PathLike[str]) -> RunRecord:
     facts = json.loads((path / "run.json").read_text(encoding="utf-8"))
     if not isinstance(facts, dict) or "id" not in facts:
         raise ValueError(f"{path / 'run.json'} is not a run record")
+    status = str(facts.get("status", "running"))
+    if status == "running" and _writer_gone(facts):
+        status = "stale"
     return RunRecord(
         id=str(facts["id"]),
         folder=path,
         machine=str(facts.get("machine", "")),
         started=float(facts.get("started", 0.0)),
-        status=str(facts.get("status", "running")),
+        status=status,
         seconds=facts.get("seconds"),
         facts=facts,
     )
+
+
+def _writer_gone(facts: Mapping[str, Any]) -> bool:
+    """Whether the process that wrote a ``running`` record is gone from this host (a record
+    from another host, or one without a pid, is taken at its word)."""
+    pid = facts.get("pid")
+    if not isinstance(pid, int) or facts.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it exists, owned by someone else
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    """A process that exited and was not reaped yet is gone too."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[-1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def list_runs(runs_dir: str | os.PathLike[str]) -> list[RunRecord]:
@@ -365,13 +453,16 @@ def read_events(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 def step_totals(events: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per step, from its events: calls made, runs, items, skipped, cache hits and misses,
-    bytes in and out, seconds (summed over its runs)."""
+    interrupted calls, bytes in and out, seconds (summed over its runs; an interrupted call's
+    bytes and time so far included)."""
     totals: dict[str, dict[str, Any]] = {}
 
     def of(step: str) -> dict[str, Any]:
         return totals.setdefault(
             step,
-            dict.fromkeys(("calls", "runs", "items", "skipped", "absent", "hits", "misses"), 0)
+            dict.fromkeys(
+                ("calls", "runs", "items", "skipped", "absent", "hits", "misses", "interrupted"), 0
+            )
             | {"bytes_in": 0, "bytes_out": 0, "seconds": 0.0},
         )
 
@@ -379,6 +470,12 @@ def step_totals(events: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]
         kind = e.get("event")
         if kind == "StepStarted":
             of(e["step"])["calls"] += 1
+        elif kind == "StepInterrupted":
+            t = of(e["step"])
+            t["interrupted"] += 1
+            t["bytes_in"] += int(e.get("bytes_in", 0))
+            t["bytes_out"] += int(e.get("bytes_out", 0))
+            t["seconds"] += float(e.get("seconds", 0.0))
         elif kind == "StepFinished":
             t = of(e["step"])
             outcome = e.get("outcome")

@@ -133,6 +133,10 @@ class Reports:
         self._count(step).bytes_out += n
         return n
 
+    def bytes_so_far(self) -> dict[str, tuple[int, int]]:
+        """By step name: the bytes its calls have taken in and given out so far."""
+        return {c.name: (c.bytes_in, c.bytes_out) for c in self._steps.values()}
+
     def progress(self, step: Step, item: int | None, fraction: float | None) -> float:
         """Record a call's progress; the run's overall fraction."""
         if item is None and fraction is not None:

@@ -32,6 +32,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -228,6 +229,10 @@ class MachineRunner:
             self.events.send_nowait(event)
         except anyio.WouldBlock:
             await self.events.send(event)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            # The caller left its block (it raised, or broke out of its loop): the run is being
+            # cancelled and there is nobody to tell; the cancel arrives at the next await.
+            await anyio.lowlevel.checkpoint()
 
     async def _read_output(self, name: str, reader: NodeReader) -> None:
         label = label_of(self.machine, name)

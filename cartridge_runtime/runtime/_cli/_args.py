@@ -152,6 +152,10 @@ class StdinReader:
                 self._first = self._read(STDIN_BLOCK) or None
         return self._first is not None
 
+    def was_empty(self) -> bool:
+        """Whether stdin was piped (not a terminal) and held no byte at all."""
+        return self._probed and self._stream is not None and not self._tty() and not self._first
+
     def blocks(self) -> Any:
         """Yield stdin's bytes block by block (once; a second call yields nothing)."""
         if self._taken or not self.present():
@@ -315,16 +319,24 @@ class _Raw:
     reader: StdinReader | None = None
 
 
-def _how_to_give(arg: ArgDef) -> str:
+def _how_to_give(arg: ArgDef, *, stdin: bool = True) -> str:
     ways = []
     for source in arg.sources:
         if isinstance(source, CliFlagSource):
             ways.append(f"{source.flag} <{arg.name}>")
         elif isinstance(source, PositionSource):
             ways.append(f"position {source.index}")
-        else:
+        elif stdin:
             ways.append("standard input")
     return " or ".join(ways)
+
+
+def _missing_hint(arg: ArgDef, stdin: StdinReader) -> str:
+    """How to give a missing argument; an empty pipe or file on stdin is named as such."""
+    if not (stdin.was_empty() and any(isinstance(s, StdinSource) for s in arg.sources)):
+        return f"give it as {_how_to_give(arg)}"
+    others = _how_to_give(arg, stdin=False)
+    return "standard input was empty" + (f"; or give it as {others}" if others else "")
 
 
 def _raw_values(cap: CapDef, parsed: ParsedTokens, stdin: StdinReader) -> list[_Raw]:
@@ -353,7 +365,7 @@ def _raw_values(cap: CapDef, parsed: ParsedTokens, stdin: StdinReader) -> list[_
             if arg.required:
                 raise CliUsageError(
                     f"'{cap.aliases[0]}' needs its argument '{arg.name}' ({arg.media_urn}); "
-                    f"give it as {_how_to_give(arg)}"
+                    + _missing_hint(arg, stdin)
                 )
             continue
         values.append(found)
