@@ -72,6 +72,7 @@ def test_a_missing_root_is_a_usage_error_on_one_line(tmp_path: Path) -> None:
 def test_without_a_root_the_per_user_folder_is_listed(tmp_path: Path) -> None:
     env = {**spawn_env(tmp_path / "log"), "XDG_DATA_HOME": str(tmp_path / "data")}
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    env.pop("CARTRIDGE_HOME", None)
     base = [sys.executable, "-m", "cartridge_runtime.cli", "list", "--json"]
     done = subprocess.run(base, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
@@ -81,4 +82,4 @@ def test_without_a_root_the_per_user_folder_is_listed(tmp_path: Path) -> None:
     write_cartridge(tmp_path / "data" / "cartridge-runtime" / "cartridges" / "a.py", "alpha")
     done = subprocess.run(base, capture_output=True, text=True, timeout=300, env=env)
     assert [f["name"] for f in json.loads(done.stdout)["found"]] == ["alpha"]
-    assert (tmp_path / "cache" / "cartridge-runtime" / "manifests").is_dir()
+    assert (tmp_path / "cache" / "cartridge" / "manifests").is_dir()  # the per-user home
