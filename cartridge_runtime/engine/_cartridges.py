@@ -1,5 +1,5 @@
 """The engine's cartridges: adding, replacing and removing them, starting and stopping their
-instances by hand. :class:`Catalogue` is the part of :class:`~._engine.Engine` that manages
+instances by hand. :class:`Cartridges` is the part of :class:`~._engine.Engine` that manages
 what runs; the engine holds one and hands it the shared parts (the slots, the starter, the
 router, the event hub, the watchdog) through its constructor. Routing and calls live in
 :mod:`._engine`, which forwards its cartridge methods here.
@@ -41,10 +41,10 @@ from ._supervision._watchdog import Watchdog
 if TYPE_CHECKING:
     from ..manifest import Manifest
 
-__all__ = ("Catalogue", "default_placement")
+__all__ = ("Cartridges", "default_placement")
 
 
-class Catalogue:
+class Cartridges:
     """What an engine does with its cartridges (see the module docstring). Each public
     method is documented where users call it, on :class:`~._engine.Engine`.
 

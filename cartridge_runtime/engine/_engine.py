@@ -62,7 +62,7 @@ from ..protocol import (
 )
 from ._arguments import plan_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
-from ._cartridges import Catalogue
+from ._cartridges import Cartridges
 from ._config import EngineConfig
 from ._connection._counters import Counters
 from ._connection._health import set_capacities
@@ -149,7 +149,7 @@ class Engine:
             watchdog=self._watchdog,
         )
         self._router = CapRouter(self._slots, self._starter, self._counters)
-        self._catalogue = Catalogue(
+        self._cartridges = Cartridges(
             config=self.config,
             slots=self._slots,
             draining=self._draining,
@@ -375,7 +375,7 @@ class Engine:
             record=record,
         )
 
-    # -- cartridges (the catalogue's, forwarded) -------------------------------------------
+    # -- cartridges (forwarded to the engine's Cartridges) -------------------------------------------
 
     def add_cartridge(
         self,
@@ -430,7 +430,7 @@ class Engine:
             not a positive whole number of bytes, or ``idle_timeout`` or ``activity_timeout``
             not positive seconds.
         """
-        return self._catalogue.add(
+        return self._cartridges.add(
             target,
             replicas=replicas,
             placement=placement,
@@ -464,7 +464,7 @@ class Engine:
         :raises SpawnFailed: the new version cannot start (the old one goes on serving).
         :raises EngineError: no such cartridge.
         """
-        await self._catalogue.replace(
+        await self._cartridges.replace(
             name, target, drain=drain, placement=placement, env=env, known_caps=known_caps
         )
 
@@ -474,7 +474,7 @@ class Engine:
 
         :raises EngineError: no such cartridge.
         """
-        await self._catalogue.remove(name, drain=drain)
+        await self._cartridges.remove(name, drain=drain)
 
     def subscribe(self, *, buffer: int = 1024) -> Subscription:
         """Events of this engine from now on: cartridges and caps added, replaced and
@@ -485,14 +485,14 @@ class Engine:
 
         :raises ValueError: ``buffer`` is not a whole number of at least 1.
         """
-        return self._catalogue.subscribe(buffer=buffer)
+        return self._cartridges.subscribe(buffer=buffer)
 
     async def start(self, name: str) -> None:
         """Start a cartridge now, every replica of it (no-op for those running).
 
         :raises SpawnFailed: a start-up failed (the first replica's, in order).
         """
-        await self._catalogue.start(name)
+        await self._cartridges.start(name)
 
     async def restart(self, name: str) -> None:
         """Forget start-up failures and (re)start the cartridge's replicas, stopping those
@@ -500,11 +500,11 @@ class Engine:
 
         :raises SpawnFailed: a start-up failed.
         """
-        await self._catalogue.restart(name)
+        await self._cartridges.restart(name)
 
     async def stop(self, name: str) -> None:
         """Shut one cartridge down, every replica of it (a later call starts it again)."""
-        await self._catalogue.stop(name)
+        await self._cartridges.stop(name)
 
     def kill(self, name: str, *, replica: int | None = None) -> None:
         """Kill a cartridge's instances at once, or only replica ``replica`` (for tests and
@@ -512,13 +512,13 @@ class Engine:
 
         :raises EngineError: no such cartridge or replica.
         """
-        self._catalogue.kill(name, replica=replica)
+        self._cartridges.kill(name, replica=replica)
 
     def manifest(self, name: str) -> Any:
         """The :class:`~cartridge_runtime.manifest.Manifest` of a started cartridge, else the one
         given to :meth:`add_cartridge`, or ``None``.
         """
-        return self._catalogue.manifest(name)
+        return self._cartridges.manifest(name)
 
     async def probe(self, name: str, *, replica: int = 0) -> bool:
         """Send one health probe now (to replica ``replica``, starting it if needed); returns
@@ -527,7 +527,7 @@ class Engine:
         :raises EngineError: no such cartridge or replica.
         :raises SpawnFailed: it cannot start.
         """
-        return await self._catalogue.probe(name, replica=replica)
+        return await self._cartridges.probe(name, replica=replica)
 
     def _supervised(self) -> list[CartridgeSlot]:
         """The cartridges with instances to watch: those added, and those draining."""
