@@ -29,6 +29,8 @@ class OpKind(enum.StrEnum):
     INSTANTIATE_WITH_DEPS = "instantiate_with_deps"
     ALIAS = "alias"
     DETACH_FROM_ALIAS = "detach_from_alias"
+    #: Our extension (GRW-16): let later nodes call a catalogue cartridge's caps.
+    ACTIVATE = "activate"
 
 
 @attrs.frozen
@@ -43,6 +45,7 @@ class GraphOp:
     alias: str | None = None
     node: str | None = None
     explain: str | None = None
+    cartridge: str | None = None
 
 
 @attrs.frozen
@@ -144,6 +147,8 @@ def _parse_op(raw: Any, i: int) -> GraphOp:
         return GraphOp(
             kind, alias=_text(raw, "alias", i), node=_text(raw, "node", i, optional=True)
         )
+    if kind is OpKind.ACTIVATE:
+        return GraphOp(kind, cartridge=_text(raw, "cartridge", i))
     return GraphOp(kind, alias=_text(raw, "alias", i))
 
 
@@ -165,11 +170,15 @@ def apply_batch(
     *,
     made_by: str | None = None,
     check_cap: Callable[[str], None] | None = None,
+    activate: Callable[[str], object] | None = None,
 ) -> list[str | None]:
     """Apply every op in order; the result of each (a node or alias name).
 
     :param check_cap: called with each cap an op instantiates; raises :class:`GraphRefused`
         (``Refusal.NO_CAP``) for one this graph may not call.
+    :param activate: called with the cartridge an ``activate`` op names; raises
+        :class:`GraphRefused` when it is not offered or not approved (none: every ``activate``
+        is refused). Undoing a refused batch's activations is the caller's.
     :raises GraphRefused: the first op refused, naming its index; the model is unchanged.
     """
     ops = batch.ops if isinstance(batch, Batch) else tuple(batch)
@@ -182,6 +191,13 @@ def apply_batch(
     try:
         for i, op in enumerate(ops):
             try:
+                if op.kind is OpKind.ACTIVATE:
+                    assert op.cartridge is not None
+                    if activate is None:
+                        raise GraphRefused(Refusal.NO_CAP, "this graph has no catalogue", i)
+                    activate(op.cartridge)
+                    results.append(op.cartridge)
+                    continue
                 results.append(_apply(model, op, results, i, made_by, check_cap))
             except GraphRefused as exc:
                 raise (exc if exc.index is not None else exc.at(i)) from None

@@ -390,3 +390,50 @@ async def test_a_call_that_grew_the_graph_is_never_replayed_from_the_cache(tmp_p
 
     assert await once() == ("miss", ("grown",))
     assert await once() == ("miss", ("grown",))  # called again: its growth happens again
+
+
+@pytest.mark.asyncio
+async def test_a_cartridge_activates_a_catalogue_cartridge_over_the_wire() -> None:
+    asked: list[str] = []
+    catalogue = Catalogue(
+        {"weather": [weather.WEATHER], "convert": [convert.CONVERT]},
+        approve=lambda name: asked.append(name) is None and name == "weather",
+    )
+    async with Engine() as engine:
+        agent_engine(engine)
+        engine.add_cartridge("grower", placement=InProcess(grower_runtime()))
+        async with engine.graph(catalogue=catalogue) as g:
+
+            async def grow(ops: list[dict[str, Any]]) -> str:
+                batch = g.add_value_node(json.dumps({"ops": ops}), media=GROW_IN)
+                node = g.instantiate_with_deps(GROWER, {GROW_IN: batch})
+                result = await g.run(node)
+                assert result.ok, result.error
+                return result[node].text
+
+            query = {"op": "add_value_node", "value": "{}", "media": weather.QUERY}
+            tool = {"op": "instantiate_with_deps", "cap": weather.WEATHER}
+            # Not active yet: the tool is refused to the model as to the application.
+            refused = await grow([query, {**tool, "deps": {weather.QUERY: "$0"}}])
+            assert refused.startswith("GRAPH_REFUSED|input|op 1: ")
+            # A refused batch takes its activation back with it: whole or nothing.
+            refused = await grow(
+                [{"op": "activate", "cartridge": "weather"}, {"op": "alias", "alias": "$9"}]
+            )
+            assert refused.startswith("GRAPH_REFUSED|input|op 1: ") and g.activated == {}
+            # Activated by the model, approved by the application: usable from the next op on.
+            made = json.loads(
+                await grow(
+                    [
+                        {"op": "activate", "cartridge": "weather"},
+                        query,
+                        {**tool, "deps": {weather.QUERY: "$1"}},
+                    ]
+                )
+            )
+            assert made[0] == "weather" and g.model.nodes[made[2]].cap == weather.WEATHER
+            # Not approved, or not offered: refused, naming the op.
+            for name in ("convert", "mail"):
+                no = await grow([{"op": "activate", "cartridge": name}])
+                assert no.startswith("GRAPH_REFUSED|input|op 0: ") and repr(name) in no
+            assert asked == ["weather", "weather", "convert"]

@@ -162,7 +162,18 @@ class Graph:
             if isinstance(batch, Batch)
             else parse_batch(batch, self.model.limits.max_ops_per_batch)
         )
-        results = apply_batch(self.model, parsed, made_by=made_by, check_cap=self.check_cap)
+        activated = dict(self.activated)
+        try:
+            results = apply_batch(
+                self.model,
+                parsed,
+                made_by=made_by,
+                check_cap=self.check_cap,
+                activate=self.activate if self.catalogue is not None else None,
+            )
+        except GraphRefused:
+            self.activated = activated  # whole or nothing: its activations too (GRW-16)
+            raise
         if made_by is not None:
             self._growers.add(made_by)
         for op, result in zip(parsed.ops, results, strict=True):
