@@ -260,3 +260,20 @@ async def test_a_machine_step_whose_output_breaks_its_schema_names_the_step() ->
     assert isinstance(error.cause, OutputInvalid)
     assert (error.cause.step, error.cause.pointer) == ("make", "/name")
     assert error.code == "OUTPUT_INVALID"
+
+
+@pytest.mark.asyncio
+async def test_a_graph_node_whose_output_breaks_its_schema_fails_and_its_readers_skip() -> None:
+    from cartridge_runtime.graph import NodeState
+
+    eng, _ = engine()
+    async with eng, eng.graph() as g:
+        good = g.instantiate_with_deps(MAKE, {TEXT: g.add_value_node('{"name": "a"}', media=TEXT)})
+        bad = g.instantiate_with_deps(MAKE, {TEXT: g.add_value_node('{"tags": [1]}', media=TEXT)})
+        reader = g.instantiate_with_deps(PICK, {THING: bad})
+        result = await g.run()
+    assert result[good].state is NodeState.DONE
+    assert result[bad].state is NodeState.FAILED and result[reader].state is NodeState.SKIPPED
+    error = result[bad].error
+    assert isinstance(error, OutputInvalid) and error.code == "OUTPUT_INVALID"
+    assert error.pointer == "" and error.rule == "required"
