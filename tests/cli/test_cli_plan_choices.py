@@ -25,7 +25,14 @@ def cartridge(
     *args: str, stdin: str | None = None, home: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     home = home or Path(tempfile.mkdtemp(prefix="cartridge-home-"))
-    env = dict(os.environ, XDG_CACHE_HOME=str(home / "cache"), CARTRIDGE_HOME=str(home))
+    # A temporary folder of its own: what a command leaves behind is its, not a neighbour's.
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    env = dict(
+        os.environ,
+        XDG_CACHE_HOME=str(home / "cache"),
+        CARTRIDGE_HOME=str(home),
+        TMPDIR=str(home / "tmp"),
+    )
     return subprocess.run(
         [sys.executable, "-m", "cartridge_runtime.cli", *args],
         capture_output=True,
@@ -122,9 +129,10 @@ def test_media_and_stdin(tmp_path: Path) -> None:
         "elephants", "giraffes", "tiny"}  # fmt: skip
     planned = cartridge("plan", "-", "--to", WORD, *wordkit, "--json", stdin="one two\n")
     assert json.loads(planned.stdout)["source"] == "media:enc=utf-8"
-    empty = cartridge("plan", "-", "--to", WORD, *wordkit, stdin="")
+    home = Path(tempfile.mkdtemp(prefix="cartridge-home-"))
+    empty = cartridge("plan", "-", "--to", WORD, *wordkit, stdin="", home=home)
     assert empty.returncode == 2 and "standard input was empty" in empty.stderr
-    assert not list(Path(tempfile.gettempdir()).glob("cartridge-plan-*/stdin"))
+    assert not list((home / "tmp").glob("cartridge-plan-*/stdin"))
 
 
 def test_run_to_a_glob_names_each_output_and_record_after_its_input(tmp_path: Path) -> None:
@@ -132,10 +140,10 @@ def test_run_to_a_glob_names_each_output_and_record_after_its_input(tmp_path: Pa
     data.mkdir()
     (data / "one.md").write_text("# One\n\nalpha beta gamma delta\n")
     (data / "two words.md").write_text("# Two\n\nepsilon zeta\n")
-    before = set(Path(tempfile.gettempdir()).glob("cartridge-plan-*"))
+    home = tmp_path / "home"
     runs = tmp_path / "runs"
     out = cartridge("run", "--to", KEPT, str(data / "*.md"), "-c", str(CARTRIDGES / "wordkit.py"),
-                    "-o", str(tmp_path / "out"), "--runs-dir", str(runs))  # fmt: skip
+                    "-o", str(tmp_path / "out"), "--runs-dir", str(runs), home=home)  # fmt: skip
     assert out.returncode == 0, out.stderr
     written = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert written == ["one.kept-word.txt", "two words.kept-word.txt"]
@@ -144,15 +152,15 @@ def test_run_to_a_glob_names_each_output_and_record_after_its_input(tmp_path: Pa
     sources = sorted(r["machine"] for r in records)
     assert sources == [f"{data / 'one.md'} --to {KEPT}", f"{data / 'two words.md'} --to {KEPT}"]
     assert all(r["planned"]["to"] == KEPT for r in records)
-    assert set(Path(tempfile.gettempdir()).glob("cartridge-plan-*")) <= before
+    assert not list((home / "tmp").glob("cartridge-plan-*"))
 
 
 def test_run_to_a_missing_glob_leaves_no_scratch_folder(tmp_path: Path) -> None:
-    before = set(Path(tempfile.gettempdir()).glob("cartridge-plan-*"))
+    home = tmp_path / "home"
     out = cartridge("run", "--to", KEPT, str(tmp_path / "*.md"), "-c",
-                    str(CARTRIDGES / "wordkit.py"))  # fmt: skip
+                    str(CARTRIDGES / "wordkit.py"), home=home)  # fmt: skip
     assert out.returncode == 2 and out.stderr.startswith("error: ")
-    assert set(Path(tempfile.gettempdir()).glob("cartridge-plan-*")) <= before
+    assert (home / "tmp").is_dir() and not list((home / "tmp").glob("cartridge-plan-*"))
 
 
 def test_from_dir_repeats_add_up_names_refusals_and_runs(tmp_path: Path) -> None:
