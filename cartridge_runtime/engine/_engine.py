@@ -64,7 +64,6 @@ from ._cartridges import CartridgeAdmin
 from ._config import EngineConfig
 from ._connection._counters import Counters
 from ._connection._health import set_capacities
-from ._connection._shell import Connection
 from ._discover import probe
 from ._errors import CallError, EngineClosed, EngineError
 from ._events import Result
@@ -74,9 +73,10 @@ from ._machines._events import MachineResult
 from ._machines._records import RunRecorder
 from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
-from ._peer import PeerLink, run_peer_link
+from ._peer import PeerEnd, PeerLink, PeerRouter, run_peer_link
 from ._placements._command import describe_returncode
 from ._plans import plan_on
+from ._relay._host import serve_link
 from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot
 from ._response import CallContext, CallOptions
@@ -139,6 +139,8 @@ class Engine(CartridgeAdmin):
             watchdog=self._watchdog,
         )
         self._router = CapRouter(self._slots, self._starter, self._counters)
+        #: Where peer calls go instead of ``_router`` (a relay switch this engine serves).
+        self._peer_router: PeerRouter | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -552,8 +554,28 @@ class Engine(CartridgeAdmin):
         if callable(watch_status):
             watch_status(self.status)
 
-    def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
-        link = PeerLink(self._router, origin, frame)
+    async def serve_switch(self, stream: anyio.abc.ByteStream, *, name: str = "switch") -> None:
+        """Serve a relay switch over ``stream`` as a cartridge host until the link closes:
+        this engine's cartridges become the switch's, and their peer calls go to it (RLY-*).
+        ``cartridge host`` runs it over a Unix socket (:mod:`cartridge_runtime.host`).
+
+        :raises EngineClosed: the engine is not running (use it in ``async with``).
+        """
+        if self._tg is None or self._closed:
+            raise EngineClosed()
+        await serve_link(self, stream, name, self._serve_request, self._redirect_peers)
+
+    def _redirect_peers(self, router: PeerRouter | None) -> None:
+        self._peer_router = router
+
+    def _on_peer_request(self, origin: PeerEnd, frame: Frame) -> None:
+        self._start_link(self._peer_router or self._router, origin, frame)
+
+    def _serve_request(self, origin: PeerEnd, frame: Frame) -> None:
+        self._start_link(self._router, origin, frame)
+
+    def _start_link(self, router: PeerRouter, origin: PeerEnd, frame: Frame) -> None:
+        link = PeerLink(router, origin, frame)
         if self._tg is None or self._closed:
             link.error_to_origin(EngineClosed())
             return

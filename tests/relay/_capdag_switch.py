@@ -1,0 +1,175 @@
+"""capdag 1.524.58's ``RelaySwitch`` as a test driver (test-only peer).
+
+:class:`CapdagSwitch` connects the reference switch to a host's Unix socket (ours, or
+capdag's host runtime behind its ``RelaySlave``), sends requests with ``send_to_master``
+and files what ``read_from_masters`` returns by request id, granting credit both ways. Every
+wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import cbor2
+from capdag.bifaci.frame import (
+    CancelReason,
+    CreditDirection,
+    Frame,
+    FrameType,
+    MessageId,
+    compute_checksum,
+)
+from capdag.bifaci.policy import HostPolicy, NetworkPolicy
+from capdag.bifaci.relay_switch import RelaySwitch, SocketPair
+
+CHUNK = 262_144
+WINDOW = 32
+
+
+class _Inbox:
+    def __init__(self) -> None:
+        self.frames: queue.Queue[Frame] = queue.Queue()
+        self.credit: dict[str | None, int] = {}
+        self.cond = threading.Condition()
+
+
+class CapdagSwitch:
+    """The reference switch attached to one host socket (``path``)."""
+
+    def __init__(self, path: str, *, host_id: str = "host-1") -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        pair = SocketPair(id=host_id, read=self.sock.makefile("rb"), write=self.sock.makefile("wb"))
+        self.switch = RelaySwitch([pair], HostPolicy(NetworkPolicy.FULL))
+        self._inboxes: dict[str, _Inbox] = {}
+        self._lock = threading.Lock()
+        self.ended = threading.Event()
+        self._reader = threading.Thread(target=self._read_loop, daemon=True)
+        self._reader.start()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+    def _inbox(self, rid: MessageId) -> _Inbox:
+        key = rid.to_string()
+        with self._lock:
+            box = self._inboxes.get(key)
+            if box is None:
+                box = self._inboxes[key] = _Inbox()
+            return box
+
+    def _read_loop(self) -> None:
+        try:
+            while True:
+                frame = self.switch.read_from_masters()
+                if frame is None:
+                    return
+                box = self._inbox(frame.id)
+                if (
+                    frame.frame_type == FrameType.CREDIT
+                    and (frame.meta or {}).get("credit_dir") == "request"
+                ):
+                    with box.cond:
+                        box.credit[frame.stream_id] = box.credit.get(frame.stream_id, 0) + (
+                            frame.credit or 0
+                        )
+                        box.cond.notify_all()
+                    continue
+                box.frames.put(frame)
+        except Exception:  # the switch's own failure ends the driver
+            return
+        finally:
+            self.ended.set()
+
+    def start(
+        self,
+        cap: str,
+        args: Sequence[tuple[str, bytes]],
+        *,
+        timeout: float = 30.0,
+        rid: MessageId | None = None,
+    ) -> MessageId:
+        rid = rid or MessageId.new_uuid()
+        box = self._inbox(rid)
+        deadline = time.monotonic() + timeout
+        self.switch.send_to_master(Frame.req(rid, cap, b"", "application/cbor"))
+        for index, (media, data) in enumerate(args):
+            sid = f"arg-{index}"
+            with box.cond:
+                box.credit[sid] = box.credit.get(sid, 0) + WINDOW
+            self.switch.send_to_master(Frame.stream_start(rid, sid, media))
+            view = memoryview(data)
+            pieces = [view[i : i + CHUNK] for i in range(0, len(data), CHUNK)] or [view[:0]]
+            for n, piece in enumerate(pieces):
+                with box.cond:
+                    while box.credit.get(sid, 0) <= 0:
+                        if not box.cond.wait(timeout=max(0.001, deadline - time.monotonic())):
+                            raise AssertionError(f"no request credit for {sid}")
+                    box.credit[sid] -= 1
+                payload = cbor2.dumps(bytes(piece))
+                self.switch.send_to_master(
+                    Frame.chunk(rid, sid, 0, payload, n, compute_checksum(payload))
+                )
+            self.switch.send_to_master(Frame.stream_end(rid, sid, len(pieces)))
+        self.switch.send_to_master(Frame.end(rid))
+        return rid
+
+    def cancel(self, rid: MessageId) -> None:
+        """The switch's own cancel: it ends the request at once with ERR CANCELLED."""
+        self.switch.cancel_request(rid, CancelReason.user())
+
+    def collect(self, rid: MessageId, *, timeout: float = 30.0) -> dict[str, Any]:
+        """``{"data": bytes, "end": meta | None, "error": meta | None, "kinds": [...]}``."""
+        box = self._inbox(rid)
+        out: dict[str, Any] = {"data": bytearray(), "end": None, "error": None, "kinds": []}
+        pending: dict[str | None, int] = {}
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                frame = box.frames.get(timeout=max(0.001, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no terminal frame; got {out['kinds']}") from None
+            kind = FrameType(frame.frame_type)
+            out["kinds"].append(kind.name)
+            if kind == FrameType.CHUNK:
+                value = cbor2.loads(frame.payload or b"")
+                out["data"] += value if isinstance(value, bytes) else str(value).encode()
+                pending[frame.stream_id] = pending.get(frame.stream_id, 0) + 1
+                if pending[frame.stream_id] >= WINDOW // 2:
+                    pending[frame.stream_id] = 0
+                    self.switch.send_to_master(
+                        Frame.credit(rid, frame.stream_id, WINDOW // 2, CreditDirection.RESPONSE)
+                    )
+            elif kind == FrameType.END:
+                out["end"] = dict(frame.meta or {})
+                return out
+            elif kind == FrameType.ERR:
+                out["error"] = dict(frame.meta or {})
+                return out
+
+    def call(self, cap: str, args: Sequence[tuple[str, bytes]], **kw: Any) -> dict[str, Any]:
+        """One request, its response read while its body is sent (an echo streams back)."""
+        rid = MessageId.new_uuid()
+        result: dict[str, Any] = {}
+
+        def read() -> None:
+            try:
+                result.update(self.collect(rid, **kw))
+            except AssertionError as exc:
+                result["failure"] = exc
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        self.start(cap, args, rid=rid, **kw)
+        reader.join()
+        if "failure" in result:
+            raise result["failure"]
+        return result
