@@ -1,7 +1,7 @@
 """The ``cartridge`` command-line tool (typer app).
 
 Sub-commands are registered by their own modules (``call``, ``manifest``, ``conform``,
-``trace``, ``tee``, ``new``, ``machine``, ``run``, ``runs``, ``cache``, ``list``, ``plan``) so
+``trace``, ``tee``, ``new``, ``machine``, ``run``, ``runs``, ``cache``, ``list``, ``plan``, ``host``) so
 that each stays small; this module only assembles the app.
 """
 
@@ -53,6 +53,7 @@ def _register_subcommands() -> None:
         "plan_cmd",
         "runs_cmd",
         "cache_cmd",
+        "host_cmd",
     ):
         try:
             importlib.import_module(f"{__name__}.{name}")

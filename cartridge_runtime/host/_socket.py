@@ -71,11 +71,12 @@ def peer_uid(stream: anyio.abc.SocketStream) -> int | None:
     return int(uid)
 
 
-def check_peer(stream: anyio.abc.SocketStream) -> None:
-    """Refuse a peer that runs as another user.
+def check_peer(stream: anyio.abc.SocketStream, *, own_uid: int | None = None) -> None:
+    """Refuse a peer that runs as another user than ``own_uid`` (default: this process's).
 
     :raises HostSocketError: it does.
     """
     uid = peer_uid(stream)
-    if uid is not None and uid != os.getuid():
-        raise HostSocketError(f"refused a relay peer running as user {uid}")
+    mine = os.getuid() if own_uid is None else own_uid
+    if uid is not None and uid != mine:
+        raise HostSocketError(f"refused a relay peer running as another user (uid {uid})")
