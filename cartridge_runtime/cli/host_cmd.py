@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import typer
@@ -91,12 +91,12 @@ def host_command(
         print(f"error: {exc.message}", file=sys.stderr)
         raise typer.Exit(_USAGE) from None
     try:
-        given = {
+        given: dict[str, Any] = {
             "memory_limit": memory_limit,
             "idle_timeout": idle_timeout,
             "activity_timeout": activity_timeout,
         }
-        engine = Engine(**{k: v for k, v in given.items() if v is not None})
+        engine = Engine(None, **{k: v for k, v in given.items() if v is not None})
     except (TypeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(_USAGE) from None
