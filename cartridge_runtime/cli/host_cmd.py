@@ -20,8 +20,8 @@ from typing import Annotated, Any
 import anyio
 import typer
 
-from ..engine import Engine, EngineError
-from ..host import HostSocketError, connect, listen, secure_socket_path
+from ..engine import Engine, EngineError, HostSocketError, secure_socket_path
+from ..host import connect, listen
 from . import app
 
 __all__ = ("host_command",)

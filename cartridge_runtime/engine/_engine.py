@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -58,6 +59,7 @@ from ..protocol import (
     frames,
     tune_allocator,
 )
+from ..relay import HostView
 from ._arguments import plan_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
 from ._cartridges import CartridgeAdmin
@@ -65,7 +67,7 @@ from ._config import EngineConfig
 from ._connection._counters import Counters
 from ._connection._health import set_capacities
 from ._discover import probe
-from ._errors import CallError, EngineClosed, EngineError
+from ._errors import CallError, EngineClosed, EngineError, NoRoute
 from ._events import Result
 from ._machines._api import MachineRun, open_run, run_to_end
 from ._machines._cache import CacheStore
@@ -76,7 +78,9 @@ from ._observe import CallObserver, observe_call
 from ._peer import PeerEnd, PeerLink, PeerRouter, run_peer_link
 from ._placements._command import describe_returncode
 from ._plans import plan_on
+from ._relay._attach import dial_host, host_name, listen_for_host
 from ._relay._host import serve_link
+from ._relay._switch import HostCallLink, HostSwitch
 from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot
 from ._response import CallContext, CallOptions
@@ -141,6 +145,10 @@ class Engine(CartridgeAdmin):
         self._router = CapRouter(self._slots, self._starter, self._counters)
         #: Where peer calls go instead of ``_router`` (a relay switch this engine serves).
         self._peer_router: PeerRouter | None = None
+        #: Cartridge hosts attached to this engine (``add_host``), routed to after its own.
+        self._hosts = HostSwitch(
+            self._counters, self._hub, self.config.policy or NetworkPolicy.OFFLINE
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -157,6 +165,7 @@ class Engine(CartridgeAdmin):
         await self._tg.__aenter__()
         self._starter.run_in(self._tg, self._log_dir)
         await self._tg.start(self._watchdog.run)
+        self._hosts.run_in(self._tg)
         for slot in self._slots.values():
             if slot.eager:
                 for replica in slot.replicas:
@@ -447,7 +456,13 @@ class Engine(CartridgeAdmin):
             raise EngineClosed()
         for _ in range(_REROUTES):
             hit = self._router.cache.get(cap)
-            slot, handler = hit if hit is not None else await self._router.resolve(cap)
+            try:
+                slot, handler = hit if hit is not None else await self._router.resolve(cap)
+            except NoRoute:
+                on_host = self._hosts.link_for(cap)
+                if on_host is None:
+                    raise
+                return self._open_on_host(cap, inputs, activity_timeout, *on_host)
             single = slot.single
             conn = single.conn if single is not None else None
             if conn is None or not conn.ready:
@@ -497,6 +512,31 @@ class Engine(CartridgeAdmin):
             self._watchdog.watch(state, limit)
         return state
 
+    def _open_on_host(
+        self,
+        cap: str,
+        inputs: list[tuple[str, Any]],
+        activity_timeout: float | None,
+        link: HostCallLink,
+        handler: str,
+    ) -> CallState:
+        state = CallState(
+            link,
+            cap=cap,
+            handler_cap=handler,
+            inputs=inputs,
+            chain=link.gate.chain(handler),
+            cancel_grace=self.config.cancel_grace,
+            max_pending_logs=self.config.max_pending_logs,
+        )
+        if self._observers:
+            state.observation = observe_call(self._observers, state, link.name)
+        state.start()
+        limit = self.config.activity_timeout if activity_timeout is None else activity_timeout
+        if limit is not None and limit != math.inf and not state.done:
+            self._watchdog.watch(state, limit)
+        return state
+
     def _activity_limit(
         self, per_call: float | None, definition: Any, cartridge: str
     ) -> float | None:
@@ -517,6 +557,7 @@ class Engine(CartridgeAdmin):
         """
         word = NetworkPolicy(policy)
         self.config = attrs.evolve(self.config, policy=word)
+        self._hosts.set_policy(word)
         for slot in self._slots.values():
             for replica in slot.replicas:
                 conn = replica.conn
@@ -553,6 +594,46 @@ class Engine(CartridgeAdmin):
         watch_status = getattr(observer, "watch_status", None)
         if callable(watch_status):
             watch_status(self.status)
+
+    async def add_host(self, path: str | os.PathLike[str], *, name: str | None = None) -> str:
+        """Attach the cartridge host listening on the Unix socket ``path`` (``cartridge host
+        --listen``, or capdag's host runtime behind its relay): its cartridges are routed to
+        for every cap this engine's own cartridges do not serve. When its link closes, its
+        calls fail with ``MASTER_DIED`` and the engine dials again, re-attaching it in place.
+        Returns its name (default: the socket file's name without extension).
+
+        :raises HostSocketError: the socket's folder is not owner-only, its listener runs as
+            another user, or nobody listens.
+        :raises HostAttachError: a host of that name is attached already.
+        :raises RelayProtocolError: its first frame is not a readable RELAY_NOTIFY.
+        """
+        self._check_running()
+        label = host_name(path, name)
+        await dial_host(self._hosts, path, label)
+        return label
+
+    async def listen_for_host(
+        self, path: str | os.PathLike[str], *, name: str | None = None
+    ) -> str:
+        """Create an owner-only Unix socket at ``path`` for a host that dials in (``cartridge
+        host --connect PATH``); each link it opens re-attaches it in place. Returns its name.
+
+        :raises HostSocketError: the socket's folder is not owner-only.
+        """
+        self._check_running()
+        label = host_name(path, name)
+        assert self._tg is not None
+        await self._tg.start(listen_for_host, self._hosts, path, label)
+        return label
+
+    def hosts(self) -> tuple[HostView, ...]:
+        """Every host attached (or once attached) to this engine: its state, inventory,
+        limits and last error."""
+        return self._hosts.hosts()
+
+    def _check_running(self) -> None:
+        if self._tg is None or self._closed:
+            raise EngineClosed()
 
     async def serve_switch(self, stream: anyio.abc.ByteStream, *, name: str = "switch") -> None:
         """Serve a relay switch over ``stream`` as a cartridge host until the link closes:

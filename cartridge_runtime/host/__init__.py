@@ -9,7 +9,7 @@ Example::
 :func:`listen` serves one switch at a time on a socket it creates (a second connection while
 one is served is closed at once); :func:`connect` dials a switch that listens and dials
 again when the link closes. Both check the socket's folder and the peer's user first
-(:mod:`._socket`). ``cartridge host`` is the command for it.
+(:func:`~cartridge_runtime.engine.secure_socket_path`). ``cartridge host`` is the command for it.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from collections.abc import Callable
 import anyio
 import anyio.abc
 
-from ..engine import Engine
-from ._socket import HostSocketError, check_peer, peer_uid, secure_socket_path
+from ..engine import Engine, HostSocketError, check_peer, secure_socket_path
 
-__all__ = ("HostSocketError", "connect", "listen", "peer_uid", "secure_socket_path")
+__all__ = ("connect", "listen")
 
 log = logging.getLogger("cartridge_runtime.host")
 
@@ -40,7 +39,8 @@ async def listen(
 ) -> None:
     """Serve switches on a new owner-only socket at ``path``, one at a time, until cancelled.
 
-    :raises HostSocketError: the socket's folder is not owner-only (see :mod:`._socket`).
+    :raises HostSocketError: the socket's folder is not owner-only
+        (:func:`~cartridge_runtime.engine.secure_socket_path`).
     """
     where = secure_socket_path(path, create=True)
     listener = await anyio.create_unix_listener(where, mode=0o600)

@@ -58,8 +58,8 @@ class CartridgeRecord:
     caps: tuple[str, ...]
     attachment_error: Mapping[str, Any] | None
     running: bool
-    pools: Mapping[str, Mapping[str, Any]] | None
-    raw: Mapping[str, Any]
+    pools: Mapping[str, Mapping[str, Any]] | None = attrs.field(repr=False)
+    raw: Mapping[str, Any] = attrs.field(repr=False)
 
     @property
     def key(self) -> tuple[str | None, str, str, str, str]:

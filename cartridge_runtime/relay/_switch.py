@@ -307,6 +307,15 @@ class SwitchCore:
             ToHost(host, Frame(frame_type=FrameType.RELAY_STATE, id=MessageId(0), payload=payload))
         ]
 
+    def route(self, cap: str) -> tuple[str, str, str] | None:
+        """Where a REQ for ``cap`` would go now: ``(host, registered cap, cartridge id)``, or
+        ``None`` when no healthy host offers it."""
+        picked = self._pick(cap)
+        if picked is None:
+            return None
+        slot, registered, record = picked
+        return slot.id, registered, record.id
+
     # -- frames from the application ---------------------------------------------------------
 
     def send(self, frame: Frame, now: float = 0.0) -> list[SwitchAction]:
@@ -315,7 +324,9 @@ class SwitchCore:
         if frame.frame_type is FrameType.REQ:
             return self._open(frame, None)
         if frame.frame_type in _BODY:
-            route = self._route_of(frame)
+            # by rid alone: the routing id the application put on its frames is its own
+            xid = self._xid_of.get(frame.id)
+            route = None if xid is None else self._routes.get((xid, frame.id))
             if route is None or route.source is not None:
                 self._count_unrouted(frame)
                 return []

@@ -12,9 +12,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from cartridge_runtime.engine import Engine
-from cartridge_runtime.host import HostSocketError, connect, listen, peer_uid, secure_socket_path
-from cartridge_runtime.host._socket import check_peer
+from cartridge_runtime.engine import (
+    Engine,
+    HostSocketError,
+    check_peer,
+    peer_uid,
+    secure_socket_path,
+)
+from cartridge_runtime.host import connect, listen
 
 
 def test_a_folder_others_may_enter_is_refused(tmp_path: Path) -> None:

@@ -301,3 +301,12 @@ def test_every_state_and_input_pair_moves_or_is_ignored() -> None:
     # every attached state can lose its link
     for state in (HostState.PROBING, HostState.HEALTHY, HostState.UNHEALTHY):
         assert HOST_TRANSITIONS[(state, HostInput.LINK_LOST)] is HostState.DETACHED
+
+
+def test_the_applications_own_routing_id_does_not_misroute_its_body() -> None:
+    core = SwitchCore()
+    attach_healthy(core, "h1", record("c", [ECHO]))
+    req = frames.req(MessageId.new(), ECHO, xid=MessageId(1))
+    (sent,) = host_frames(core.send(req), "h1")
+    body = core.send(frames.stream_start(req.id, "s", "media:", xid=MessageId(1)))
+    assert host_frames(body, "h1")[0].routing_id == sent.routing_id

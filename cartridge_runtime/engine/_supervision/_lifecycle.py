@@ -24,6 +24,7 @@ __all__ = (
     "CartridgeRemoved",
     "CartridgeReplaced",
     "EngineEvent",
+    "HostLinkChanged",
     "EventHub",
     "InstanceChanged",
     "InstanceState",
@@ -120,6 +121,17 @@ class CallRetried:
     at: float
 
 
+@attrs.frozen(kw_only=True)
+class HostLinkChanged:
+    """A cartridge host attached to the engine's relay switch changed ``state``
+    (``probing``, ``healthy``, ``unhealthy``, ``detached``); ``detail`` says why."""
+
+    host: str
+    state: str
+    detail: str
+    at: float
+
+
 EngineEvent = (
     CartridgeAdded
     | CartridgeReplaced
@@ -128,6 +140,7 @@ EngineEvent = (
     | InstanceChanged
     | CallStalled
     | CallRetried
+    | HostLinkChanged
 )
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import anyio.abc
 
-from ..engine import EngineError
-from ..protocol import AttributionClass
+from ...protocol import AttributionClass
+from .._errors import EngineError
 
 __all__ = ("HostSocketError", "check_peer", "peer_uid", "secure_socket_path")
 
