@@ -228,13 +228,18 @@ def _capacity(running: bool, name: str, state: Mapping[str, Any]) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 
 
-def pool_chain(record: CartridgeRecord, cap: str) -> tuple[tuple[str, int], ...]:
+def pool_chain(
+    record: CartridgeRecord, cap: str, *, answered: bool = False
+) -> tuple[tuple[str, int], ...]:
     """The admission chain of ``cap`` on ``record``: ``(pool, capacity)`` for its singleton
-    pool, each shared pool listing it (by name), then ``all``; capacity 0 is unlimited.
+    pool, each shared pool listing it (by name), then ``all``; capacity 0 is unlimited. A
+    record not running gets one call at a time through ``all`` until it ``answered`` one.
 
     :raises RelayProtocolError: the record is running but its pool map does not cover ``cap``.
     """
     pools = record.pools
+    if answered and not record.running:
+        return tuple((name, 0) for name, _c in pool_chain(record, cap))
     if not pools:
         if record.running:
             raise _fail(f"cartridge {record.id!r} runs but announces no pools")

@@ -164,11 +164,13 @@ PoolKey = tuple[str, tuple[Any, ...], str]
 @attrs.define
 class _Route:
     xid: MessageId
-    rid: MessageId
+    rid: MessageId  # as the source knows it
+    dest_rid: MessageId  # as the destination knows it (a fresh one for a peer call)
     cap: str
     source: str | None  # None: the application
     dest: str
     pools: tuple[PoolKey, ...] = ()
+    record: tuple[Any, ...] = ()
     capacities: dict[PoolKey, int] = attrs.field(factory=dict)
     held: list[Frame] | None = None  # frames waiting for admission (the REQ first)
 
@@ -206,6 +208,9 @@ class SwitchCore:
         self._ended: deque[MessageId] = deque(maxlen=RECENT_ENDED)
         self._ended_set: set[MessageId] = set()
         self._next_xid = 0
+        #: (host, record key) of cartridges not announced running that answered a call: the
+        #: one-call-at-a-time start-up rule no longer holds them.
+        self._answered: set[tuple[str, tuple[Any, ...]]] = set()
         #: Frames that found no route and belonged to no request that just ended, by type.
         self.drops: dict[str, int] = {}
         #: Frames that arrived for a request that had just ended, by type (harmless).
@@ -271,7 +276,7 @@ class SwitchCore:
         for rid in [rid for rid, p in self._probes.items() if p.host == host]:
             del self._probes[rid]
         message = f"relay host {host} {reason}"
-        for route in [r for r in self._routes.values() if host in (r.dest, r.source)]:
+        for route in [r for r in self._live() if host in (r.dest, r.source)]:
             self._end(route)
             if route.dest == host:
                 err = frames.err(
@@ -280,7 +285,7 @@ class SwitchCore:
                 out += self._to_source(route, err)
             elif route.held is None:  # the caller's host is gone: stop the work it asked
                 cancel = frames.cancel(
-                    route.rid,
+                    route.dest_rid,
                     code=ErrorCode.ABORTED,
                     attribution_class=AttributionClass.ENVIRONMENT,
                     message=f"the calling host {host} went away",
@@ -365,24 +370,43 @@ class SwitchCore:
         if probe is not None and probe.host == host:
             return self._on_probe_frame(slot, probe, frame)
         if kind is FrameType.REQ:
-            return self._open(frame, host)
+            # a peer call proves its caller runs: one of the cartridges serving this host's
+            # requests; none of them is held to one call at a time any more
+            out: list[SwitchAction] = []
+            for route in [r for r in self._live() if r.dest == host]:
+                if (host, route.record) not in self._answered:
+                    out += self._first_answer(route)
+            return out + self._open(frame, host)
         route = self._route_of(frame)
         if route is None:
             self._count_unrouted(frame)
             return []
-        if host == route.dest and kind not in (FrameType.CANCEL, FrameType.CLOSE_STREAM):
+        # A peer call's two ends know it by two rids, so a host calling itself is never
+        # confused about which way a frame goes.
+        from_source = host == route.source and frame.id == route.rid
+        if (
+            not from_source
+            and host == route.dest
+            and frame.id == route.dest_rid
+            and kind not in (FrameType.CANCEL, FrameType.CLOSE_STREAM)
+        ):
             if frame.frame_type.is_terminal:
                 self._end(route)
                 out = self._to_source(route, frame)
+                if kind is FrameType.END and (host, route.record) not in self._answered:
+                    return out + self._first_answer(route)
                 return out + self._admit_waiting()
+            if (host, route.record) not in self._answered:
+                return self._first_answer(route) + self._to_source(route, frame)
             return self._to_source(route, frame)
-        if host == route.source:
+        if from_source:
+            toward = frame.replace(id=route.dest_rid, routing_id=route.xid)
             if route.held is not None:
                 if kind is FrameType.CANCEL:
                     return self._cancel_held(route, frame)
-                route.held.append(frame.replace(routing_id=route.xid))
+                route.held.append(toward)
                 return []
-            return [ToHost(route.dest, frame.replace(routing_id=route.xid))]
+            return [ToHost(route.dest, toward)]
         self._count_unrouted(frame)
         return []
 
@@ -409,7 +433,7 @@ class SwitchCore:
     @property
     def live_requests(self) -> int:
         """Requests routed and not ended (held ones included)."""
-        return len(self._routes)
+        return len(self._live())
 
     def admitted(self, host: str) -> dict[str, int]:
         """Requests holding each pool of ``host`` now (pool names of every cartridge)."""
@@ -529,7 +553,7 @@ class SwitchCore:
             return [ToApp(err)] if source is None else [ToHost(source, err)]
         slot, registered, record = picked
         try:
-            chain = pool_chain(record, registered)
+            chain = pool_chain(record, registered, answered=(slot.id, record.key) in self._answered)
         except RelayProtocolError as exc:
             err = frames.err(
                 req.id,
@@ -543,21 +567,38 @@ class SwitchCore:
         route = _Route(
             xid=xid,
             rid=req.id,
+            # a peer call gets a fresh rid: a cartridge calling itself never meets its own
+            dest_rid=req.id if source is None else MessageId.new(),
             cap=cap,
             source=source,
             dest=slot.id,
             pools=tuple((slot.id, record.key, name) for name, _cap in chain),
+            record=record.key,
         )
         route.capacities = {k: c for k, (_name, c) in zip(route.pools, chain, strict=True)}
         self._routes[(xid, req.id)] = route
         self._xid_of[req.id] = xid
-        forwarded = req.replace(routing_id=xid)
+        if route.dest_rid != req.id:
+            self._routes[(xid, route.dest_rid)] = route
+            self._xid_of[route.dest_rid] = xid
+        forwarded = req.replace(id=route.dest_rid, routing_id=xid)
         if self._waiting or not self._fits(route):
             route.held = [forwarded]
             self._waiting.append(route)
             return self._admit_waiting()
         self._take(route)
         return [ToHost(slot.id, forwarded)]
+
+    def _first_answer(self, route: _Route) -> list[SwitchAction]:
+        """A cartridge answered: it runs, so the start-up rule of one call at a time ends."""
+        self._answered.add((route.dest, route.record))
+        for waiting in self._waiting:
+            if waiting.dest == route.dest and waiting.record == route.record:
+                waiting.capacities = dict.fromkeys(waiting.capacities, 0)
+        return self._admit_waiting()
+
+    def _live(self) -> list[_Route]:
+        return list({id(r): r for r in self._routes.values()}.values())
 
     def _fits(self, route: _Route) -> bool:
         return all(c == 0 or self._in_use.get(k, 0) < c for k, c in route.capacities.items())
@@ -605,12 +646,13 @@ class SwitchCore:
         if src is None or src.state is HostState.DETACHED:
             self._count_unrouted(frame)
             return []
-        return [ToHost(route.source, frame.replace(routing_id=route.xid))]
+        return [ToHost(route.source, frame.replace(id=route.rid, routing_id=route.xid))]
 
     def _end(self, route: _Route) -> None:
-        self._routes.pop((route.xid, route.rid), None)
-        if self._xid_of.get(route.rid) == route.xid:
-            del self._xid_of[route.rid]
+        for rid in {route.rid, route.dest_rid}:
+            self._routes.pop((route.xid, rid), None)
+            if self._xid_of.get(rid) == route.xid:
+                del self._xid_of[rid]
         if route.held is not None:
             with contextlib.suppress(ValueError):
                 self._waiting.remove(route)
@@ -622,10 +664,11 @@ class SwitchCore:
                     self._in_use[key] = left
                 else:
                     self._in_use.pop(key, None)
-        if len(self._ended) == self._ended.maxlen:
-            self._ended_set.discard(self._ended[0])
-        self._ended.append(route.rid)
-        self._ended_set.add(route.rid)
+        for rid in {route.rid, route.dest_rid}:
+            if len(self._ended) == self._ended.maxlen:
+                self._ended_set.discard(self._ended[0])
+            self._ended.append(rid)
+            self._ended_set.add(rid)
 
     def _count_unrouted(self, frame: Frame) -> None:
         name = frame.frame_type.name

@@ -185,8 +185,10 @@ def test_a_peer_call_crosses_hosts_and_its_response_returns_to_the_caller() -> N
     assert xid is not None
     body = core.receive("a", frames.stream_start(peer.id, "s", "media:"))
     assert host_frames(body, "b")[0].routing_id == xid
-    reply = core.receive("b", frames.end(peer.id, xid=xid))
-    assert host_frames(reply, "a")[0].frame_type is FrameType.END
+    assert forwarded.id != peer.id  # a fresh rid toward the destination
+    reply = core.receive("b", frames.end(forwarded.id, xid=xid))
+    (back,) = host_frames(reply, "a")
+    assert back.frame_type is FrameType.END and back.id == peer.id
     assert app_frames(reply) == []
 
 
@@ -310,3 +312,31 @@ def test_the_applications_own_routing_id_does_not_misroute_its_body() -> None:
     (sent,) = host_frames(core.send(req), "h1")
     body = core.send(frames.stream_start(req.id, "s", "media:", xid=MessageId(1)))
     assert host_frames(body, "h1")[0].routing_id == sent.routing_id
+
+
+def test_a_host_calling_itself_through_the_switch_keeps_both_directions_apart() -> None:
+    core = SwitchCore()
+    attach_healthy(core, "h1", record("c", [ECHO, "cap:op=outer"]))
+    peer = frames.req(MessageId.new(), ECHO)
+    (sent,) = host_frames(core.receive("h1", peer), "h1")
+    xid = sent.routing_id
+    body_end = core.receive("h1", frames.end(peer.id, response=False))
+    assert host_frames(body_end, "h1")[0].routing_id == xid
+    assert core.live_requests == 1  # the body's END does not end the request
+    assert sent.id != peer.id
+    reply = core.receive("h1", frames.end(sent.id, xid=xid))
+    (back,) = host_frames(reply, "h1")
+    assert back.frame_type is FrameType.END and back.id == peer.id
+    assert core.live_requests == 0
+
+
+def test_a_cartridge_not_running_is_freed_by_its_first_answer_or_its_own_peer_call() -> None:
+    core = SwitchCore()
+    attach_healthy(core, "h1", record("c", [ECHO, "cap:op=outer"], running=False))
+    outer, second = new_req("cap:op=outer"), new_req(ECHO)
+    assert host_frames(core.send(outer), "h1")
+    assert core.send(second) == []  # held: one call at a time
+    peer = frames.req(MessageId.new(), ECHO)
+    out = core.receive("h1", peer)  # its peer call proves it runs: nothing waits any more
+    routed = [f.id for f in host_frames(out, "h1") if f.frame_type is FrameType.REQ]
+    assert len(routed) == 2 and second.id in routed  # the held call and the peer call
