@@ -373,9 +373,9 @@ class SwitchCore:
             # a peer call proves its caller runs: one of the cartridges serving this host's
             # requests; none of them is held to one call at a time any more
             out: list[SwitchAction] = []
-            for route in [r for r in self._live() if r.dest == host]:
-                if (host, route.record) not in self._answered:
-                    out += self._first_answer(route)
+            for live in [r for r in self._live() if r.dest == host]:
+                if (host, live.record) not in self._answered:
+                    out += self._first_answer(live)
             return out + self._open(frame, host)
         route = self._route_of(frame)
         if route is None:
