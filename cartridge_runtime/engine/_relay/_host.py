@@ -35,6 +35,8 @@ __all__ = ("ANNOUNCE_EVERY", "serve_link")
 
 log = logging.getLogger("cartridge_runtime.host")
 
+#: Seconds the frames queued when a link ends get to be written.
+FLUSH_GRACE = 1.0
 #: Seconds between inventory checks while a cartridge runs (the reference sends every 2 s).
 ANNOUNCE_EVERY = 2.0
 
@@ -105,7 +107,9 @@ async def serve_link(
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                 reason = f"failed: {exc}"
             link.end.lost(reason)
-            link.outbox.close()
+            link.outbox.close()  # what is queued still goes out (a refusal, the inventory)
+            with anyio.move_on_after(FLUSH_GRACE):
+                await link.outbox.done.wait()
             tg.cancel_scope.cancel()
     finally:
         link.end.lost(reason)

@@ -186,7 +186,7 @@ class HostSwitch:
                     log.warning("host %s %s", name, reason)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                     reason = f"link failed: {exc}"
-                tg.cancel_scope.cancel()
+                tg.cancel_scope.cancel()  # the host is gone or broke a rule: nothing to flush
         self._lost(name, link, reason)
 
     def drop(self, host: str, reason: str) -> None:
