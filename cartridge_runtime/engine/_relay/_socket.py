@@ -1,6 +1,6 @@
 """The relay socket: a Unix stream socket only its owner can reach, never a network address.
 
-Rules (RLY-12): the socket's folder exists, belongs to this user and nobody else may enter
+Rules (RLY-14): the socket's folder exists, belongs to this user and nobody else may enter
 it (no group or other permission bits); the socket itself is created owner-only (0600); on
 Linux every peer's credentials (``SO_PEERCRED``) are read and a peer running as another user
 is refused before any frame. A remote host is reached by forwarding a Unix socket over SSH
