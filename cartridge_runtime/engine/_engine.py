@@ -666,8 +666,10 @@ class Engine(CartridgeAdmin):
 
     def status(self) -> list[CartridgeStatus]:
         """One snapshot per cartridge, in the order they were added (each replica's in
-        ``replicas``)."""
-        return [cartridge_status(slot) for slot in self._slots.values()]
+        ``replicas``), then one per cartridge of each attached host (``host`` set, named
+        ``HOST/CARTRIDGE``)."""
+        own = [cartridge_status(slot) for slot in self._slots.values()]
+        return own + self._hosts.statuses() if self._hosts.core.hosts() else own
 
     def stats(self) -> EngineStats:
         """Protocol counters over every cartridge since the engine started."""

@@ -46,6 +46,20 @@ async def test_a_host_cartridge_is_routed_beside_local_ones(sock_dir: Path) -> N
     sock = sock_dir / "left.sock"
     async with hosted(sock, INTEROP), Engine() as engine:
         engine.add_cartridge(ECHO_ONLY)  # local: cap:echo stays here
+        seen: list[str] = []
+
+        class Names:
+            def call_started(self, call: object) -> None:
+                if getattr(call, "cap", "").endswith("sha256"):
+                    seen.append(call.cartridge)  # type: ignore[attr-defined]
+
+            def call_event(self, token: object, event: object) -> None: ...
+
+            def call_finished(self, token: object, outcome: object) -> None: ...
+
+            def machine_event(self, run: object, event: object) -> None: ...
+
+        engine.add_observer(Names())  # type: ignore[arg-type]
         name = await engine.add_host(sock)
         assert name == "left"
         await until(lambda: engine.hosts()[0].state is HostState.HEALTHY)
@@ -57,6 +71,11 @@ async def test_a_host_cartridge_is_routed_beside_local_ones(sock_dir: Path) -> N
             await engine.call("cap:nothing-serves-this", [("media:", b"")])
         (view,) = engine.hosts()
         assert view.id == "left" and view.inventory.records[0].id == "interop"
+        statuses = {s.name: s for s in engine.status()}
+        assert statuses["left/interop"].host == "left"
+        assert statuses["left/interop"].state == "running" and statuses["left/interop"].healthy
+        assert all(s.host is None for n, s in statuses.items() if "/" not in n)
+        assert seen == ["left/interop"]  # observers (records, OpenTelemetry) name the host
         with pytest.raises(HostAttachError, match="already attached"):
             await engine.add_host(sock)
 

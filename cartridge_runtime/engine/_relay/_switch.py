@@ -40,6 +40,7 @@ from ...relay import (
 from .._connection._counters import Counters
 from .._connection._gate import PoolGate
 from .._connection._links import Flow
+from .._status import CartridgeStatus
 from .._supervision._lifecycle import EventHub, HostLinkChanged
 
 __all__ = ("ATTACH_TIMEOUT", "HostCallLink", "HostSwitch")
@@ -273,11 +274,52 @@ class HostSwitch:
     def hosts(self) -> tuple[HostView, ...]:
         return self.core.hosts()
 
+    def statuses(self) -> list[CartridgeStatus]:
+        """One status per cartridge of every host, named ``HOST/CARTRIDGE``."""
+        out = []
+        for view in self.core.hosts():
+            healthy = view.state is HostState.HEALTHY
+            for record in view.inventory.records:
+                stats = record.raw.get("runtime_stats") or {}
+                error = record.attachment_error
+                if error is not None:
+                    state = "failed"
+                elif view.state is HostState.DETACHED:
+                    state = "dead"
+                else:
+                    state = "running" if record.running else "stopped"
+                out.append(
+                    CartridgeStatus(
+                        name=f"{view.id}/{record.id}",
+                        command=(),
+                        state=state,
+                        pid=stats.get("pid") if isinstance(stats.get("pid"), int) else None,
+                        healthy=healthy and error is None,
+                        caps=record.caps,
+                        in_flight=_int(stats.get("active_request_count")),
+                        queued=0,
+                        starts=_int(stats.get("restart_count")) + (1 if record.running else 0),
+                        last_error=str(error.get("message")) if error else view.last_error,
+                        returncode=None,
+                        stderr_tail="",
+                        log_path="",
+                        last_heartbeat=None,
+                        remote_stats={},
+                        pools={},
+                        host=view.id,
+                    )
+                )
+        return out
+
     def set_policy(self, policy: NetworkPolicy) -> None:
         self._apply(self.core.set_policy(policy))
 
     def attached(self, name: str) -> bool:
         return name in self._links
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 async def _close(stream: anyio.abc.ByteStream) -> None:
