@@ -103,7 +103,7 @@ async def through_host(seq: int, mib: int) -> dict[str, float]:
             return await _ours(engine, seq, mib)
     finally:
         host.terminate()
-        host.wait()  # noqa: ASYNC222 - the host exits at once on SIGTERM
+        host.wait()
 
 
 def capdag_pair(seq: int, mib: int) -> dict[str, float] | None:
