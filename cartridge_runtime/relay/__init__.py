@@ -24,8 +24,7 @@ from ._host_link import (
     Unrouted,
 )
 from ._inventory import (
-    CHANNELS,
-    CartridgeRecord,
+        CartridgeRecord,
     Inventory,
     encode_inventory,
     parse_inventory,
@@ -73,7 +72,6 @@ __all__ = (
     "Refuse",
     "Unrouted",
     # inventory
-    "CHANNELS",
     "CartridgeRecord",
     "Inventory",
     "encode_inventory",

@@ -27,7 +27,6 @@ from ..urn import CapUrn, UrnError
 from ._errors import RelayProtocolError
 
 __all__ = (
-    "CHANNELS",
     "CartridgeRecord",
     "Inventory",
     "encode_inventory",
@@ -39,7 +38,7 @@ __all__ = (
 )
 
 #: The release channels a record may name (the reference refuses any other word).
-CHANNELS = ("release", "nightly")
+_CHANNELS = ("release", "nightly")
 
 
 @attrs.frozen(kw_only=True)
@@ -125,7 +124,7 @@ def _record(item: Any) -> CartridgeRecord:
     if not isinstance(item, dict):
         raise _fail("each installed_cartridges entry must be an object")
     channel = item.get("channel")
-    if channel not in CHANNELS:
+    if channel not in _CHANNELS:
         raise _fail(f"channel must be 'release' or 'nightly', not {channel!r}")
     if "registry_url" not in item:
         raise _fail("an entry lacks registry_url (null for a local install)")

@@ -180,3 +180,26 @@ def test_the_switch_and_host_run_on_trio(sock_dir: Path) -> None:
             assert result.data == b"trio" * 100_000
 
     anyio.run(main, backend="trio")
+
+
+@pytest.mark.asyncio
+async def test_the_host_reannounces_its_inventory_when_a_cartridge_stops_idle(
+    sock_dir: Path,
+) -> None:
+    sock = sock_dir / "idle.sock"
+    async with Engine(idle_timeout=0.5) as host:
+        await host.start(host.add_cartridge(INTEROP))
+        ready = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: listen(host, sock, on_ready=ready.set))
+            await ready.wait()
+            async with Engine() as engine:
+                await engine.add_host(sock)
+                await until(lambda: engine.hosts()[0].state is HostState.HEALTHY)
+                assert (await engine.call("cap:echo", [("media:", b"1")])).data == b"1"
+                # idle stop on the host: announced without waiting for the next period
+                await until(lambda: not engine.hosts()[0].inventory.records[0].running)
+                # the next call starts it again, through the switch
+                assert (await engine.call("cap:echo", [("media:", b"2")])).data == b"2"
+                await until(lambda: engine.hosts()[0].inventory.records[0].running)
+            tg.cancel_scope.cancel()
