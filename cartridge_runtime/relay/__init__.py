@@ -24,7 +24,7 @@ from ._host_link import (
     Unrouted,
 )
 from ._inventory import (
-        CartridgeRecord,
+    CartridgeRecord,
     Inventory,
     encode_inventory,
     parse_inventory,
