@@ -80,7 +80,7 @@ from ._placements._command import describe_returncode
 from ._plans import plan_on
 from ._relay._attach import dial_host, host_name, listen_for_host
 from ._relay._host import serve_link
-from ._relay._switch import HostCallLink, HostSwitch
+from ._relay._switch import HostCallLink, HostSwitch, WithHosts
 from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot
 from ._response import CallContext, CallOptions
@@ -253,8 +253,9 @@ class Engine(CartridgeAdmin):
         query = await anyio.to_thread.run_sync(
             lambda: planning_source(source, media=media, is_sequence=is_sequence)
         )
+        both = WithHosts(self, self._hosts)
         return await plan_on(
-            self, list(self._slots), query, target, max_depth=max_depth, limit=limit
+            both, both.names(list(self._slots)), query, target, max_depth=max_depth, limit=limit
         )
 
     async def machine(
@@ -276,7 +277,8 @@ class Engine(CartridgeAdmin):
         """
         from ._machines._text import read_machine
 
-        return await read_machine(self, list(self._slots), text_or_path, source)
+        both = WithHosts(self, self._hosts)
+        return await read_machine(both, both.names(list(self._slots)), text_or_path, source)
 
     def stream_machine(
         self,

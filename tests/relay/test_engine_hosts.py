@@ -203,3 +203,17 @@ async def test_the_host_reannounces_its_inventory_when_a_cartridge_stops_idle(
                 assert (await engine.call("cap:echo", [("media:", b"2")])).data == b"2"
                 await until(lambda: engine.hosts()[0].inventory.records[0].running)
             tg.cancel_scope.cancel()
+
+
+@pytest.mark.asyncio
+async def test_a_machine_resolves_and_runs_through_a_host(sock_dir: Path) -> None:
+    sock = sock_dir / "m.sock"
+    text = str(ROOT / "cartridges" / "wordkit.py")
+    async with hosted(sock, text), Engine() as engine:
+        await engine.add_host(sock)
+        await until(lambda: engine.hosts()[0].state is HostState.HEALTHY)
+        machine = await engine.machine(
+            ROOT / "cartridges" / "samples" / "machines" / "shout.machine"
+        )
+        result = await engine.run_machine(machine, {"doc": "make it loud"})
+        assert result.outputs["shouted"].data == b"MAKE IT LOUD"

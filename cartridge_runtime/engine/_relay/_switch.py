@@ -19,6 +19,7 @@ import anyio
 import anyio.abc
 
 from ..._plumbing import FrameOutbox, FramePump, sink_for, source_for
+from ...manifest import Manifest, ManifestError
 from ...protocol import (
     Frame,
     FrameDecoder,
@@ -43,7 +44,7 @@ from .._connection._links import Flow
 from .._status import CartridgeStatus
 from .._supervision._lifecycle import EventHub, HostLinkChanged
 
-__all__ = ("ATTACH_TIMEOUT", "HostCallLink", "HostSwitch")
+__all__ = ("ATTACH_TIMEOUT", "HostCallLink", "HostSwitch", "WithHosts")
 
 log = logging.getLogger("cartridge_runtime.engine")
 
@@ -320,6 +321,44 @@ class HostSwitch:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+class WithHosts:
+    """The engine's manifests and those of its healthy hosts' cartridges (named
+    ``HOST/CARTRIDGE``), for resolving machines and plans over both."""
+
+    def __init__(self, engine: Any, switch: HostSwitch) -> None:
+        self._engine = engine
+        self._hosted: dict[str, Manifest] = {}
+        for view in switch.hosts():
+            if view.state is not HostState.HEALTHY:
+                continue
+            for record in view.inventory.records:
+                if not record.routable:
+                    continue
+                with contextlib.suppress(ManifestError):
+                    self._hosted[f"{view.id}/{record.id}"] = Manifest.from_dict(
+                        {
+                            "name": record.id,
+                            "version": record.version,
+                            "channel": record.channel,
+                            "registry_url": record.registry_url,
+                            "description": "",
+                            "cap_groups": record.raw.get("cap_groups") or [],
+                        }
+                    )
+
+    def names(self, own: list[str]) -> list[str]:
+        """The engine's cartridges first, then the hosts'."""
+        return own + list(self._hosted)
+
+    async def start(self, name: str) -> None:
+        if name not in self._hosted:
+            await self._engine.start(name)
+
+    def manifest(self, name: str) -> Any:
+        hosted = self._hosted.get(name)
+        return hosted if hosted is not None else self._engine.manifest(name)
 
 
 async def _close(stream: anyio.abc.ByteStream) -> None:
