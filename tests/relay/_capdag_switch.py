@@ -163,12 +163,16 @@ class CapdagSwitch:
         def read() -> None:
             try:
                 result.update(self.collect(rid, **kw))
-            except AssertionError as exc:
+            except Exception as exc:  # reported by the caller
                 result["failure"] = exc
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        self.start(cap, args, rid=rid, **kw)
+        try:
+            self.start(cap, args, rid=rid, **kw)
+        except Exception as exc:  # the request ended at the switch under its body: say how
+            reader.join(timeout=5)
+            raise AssertionError(f"{exc!r}; the response: {result}") from exc
         reader.join()
         if "failure" in result:
             raise result["failure"]
