@@ -152,11 +152,16 @@ class HostLink:
     def receive(self, frame: Frame) -> HostLinkEvent:
         """Classify a frame from the switch.
 
-        :raises RelayProtocolError: HELLO or RELAY_NOTIFY from the switch.
+        :raises RelayProtocolError: HELLO or RELAY_NOTIFY from the switch, or a POLICY whose
+            word is unknown.
         """
         kind = frame.frame_type
         if kind is FrameType.POLICY:
-            self.policy = NetworkPolicy(str((frame.meta or {}).get("network")))
+            word = (frame.meta or {}).get("network")
+            try:
+                self.policy = NetworkPolicy(str(word))
+            except ValueError:
+                raise RelayProtocolError(f"POLICY with an unknown network word {word!r}") from None
             return PolicyChanged(self.policy)
         if kind is FrameType.RELAY_STATE:
             self.state = bytes(frame.payload or b"")

@@ -11,6 +11,7 @@ core classifies every frame; this class only holds what each open rid is routed 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from ...protocol import AttributionClass, ErrorCode, Frame, MessageId
 from ...relay import HostLink
@@ -34,7 +35,9 @@ class SwitchEnd:
     :param push: queues one frame toward the switch (the link's outbox).
     """
 
-    def __init__(self, name: str, link: HostLink, push: object, counters: Counters) -> None:
+    def __init__(
+        self, name: str, link: HostLink, push: Callable[[Frame], None], counters: Counters
+    ) -> None:
         self.name = name
         self.core = link
         self._push = push
@@ -60,7 +63,7 @@ class SwitchEnd:
         if frame.id in self._flows and frame.routing_id is not None:
             frame = frame.replace(routing_id=None)
         self.core.sending(frame)
-        self._push(frame)  # type: ignore[operator]
+        self._push(frame)
 
     async def peer_target(self, cap: str) -> tuple[SwitchEnd, str]:
         """Every peer call goes to the switch, which routes it over all its hosts."""
