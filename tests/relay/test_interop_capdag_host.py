@@ -92,3 +92,19 @@ async def test_the_reference_host_killed_mid_stream_ends_the_call(
         with anyio.fail_after(10):
             while engine.hosts()[0].state is not HostState.DETACHED:  # noqa: ASYNC110
                 await anyio.sleep(0.05)
+
+
+@pytest.mark.asyncio
+async def test_cancel_through_the_reference_host(
+    capdag_host: tuple[Path, subprocess.Popen[str]],
+) -> None:
+    sock, _proc = capdag_host
+    async with Engine(cancel_grace=0.5) as engine:
+        await _attached(engine, sock)
+        sleep = 'cap:in="media:fmt=json;record";out="media:enc=utf-8";sleep'
+        with anyio.fail_after(60):
+            async with engine.call(sleep, [("media:fmt=json;record", b'{"ms": 20000}')]) as r:
+                await anyio.sleep(0.5)
+                await r.cancel()  # the reference host drops CANCEL (HST-16): the grace ends it
+        # the link is still good afterwards
+        assert (await engine.call("cap:echo", [("media:", b"after")])).data == b"after"
