@@ -122,6 +122,10 @@ class CapdagSwitch:
         self.switch.send_to_master(Frame.end(rid))
         return rid
 
+    def next_frame(self, rid: MessageId, timeout: float) -> Frame:
+        """The next frame the switch returned for ``rid``."""
+        return self._inbox(rid).frames.get(timeout=timeout)
+
     def cancel(self, rid: MessageId) -> None:
         """The switch's own cancel: it ends the request at once with ERR CANCELLED."""
         self.switch.cancel_request(rid, CancelReason.user())

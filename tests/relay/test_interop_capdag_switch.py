@@ -95,3 +95,33 @@ async def test_the_reference_switch_gets_typed_errors_and_cancels(sock_dir: Path
     assert seen["fail"]["error"]["attribution_class"] == "input"  # type: ignore[index]
     assert seen["live"] is False
     assert bytes(seen["after"]["data"]) == b"still here"  # type: ignore[index]
+
+
+def test_our_host_killed_mid_stream_under_the_reference_switch(sock_dir: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    sock = sock_dir / "host.sock"
+    cli = Path(sys.executable).with_name("cartridge")
+    host = subprocess.Popen(
+        [str(cli), "host", "--listen", str(sock), INTEROP], stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not sock.exists():
+            assert time.monotonic() < deadline, "the host did not listen"
+            time.sleep(0.05)
+        switch = CapdagSwitch(str(sock))
+        rid = switch.start(
+            'cap:generate;in="media:fmt=json;record"',
+            [("media:fmt=json;record", b'{"size": 400000000}')],
+        )
+        assert switch.next_frame(rid, 30) is not None  # the stream is flowing
+        host.kill()
+        assert switch.ended.wait(timeout=30)  # the reference sees its only master gone
+        assert not switch.switch.is_request_live(rid)  # and ended the request
+        switch.close()
+    finally:
+        host.kill()
+        host.wait()
