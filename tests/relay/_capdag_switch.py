@@ -40,13 +40,19 @@ class _Inbox:
 
 
 class CapdagSwitch:
-    """The reference switch attached to one host socket (``path``)."""
+    """The reference switch attached to host sockets (``paths``, in that order)."""
 
-    def __init__(self, path: str, *, host_id: str = "host-1") -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(path)
-        pair = SocketPair(id=host_id, read=self.sock.makefile("rb"), write=self.sock.makefile("wb"))
-        self.switch = RelaySwitch([pair], HostPolicy(NetworkPolicy.FULL))
+    def __init__(self, *paths: str) -> None:
+        self.socks = []
+        pairs = []
+        for n, path in enumerate(paths, 1):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(path)
+            self.socks.append(sock)
+            pairs.append(
+                SocketPair(id=f"host-{n}", read=sock.makefile("rb"), write=sock.makefile("wb"))
+            )
+        self.switch = RelaySwitch(pairs, HostPolicy(NetworkPolicy.FULL))
         self._inboxes: dict[str, _Inbox] = {}
         self._lock = threading.Lock()
         self.ended = threading.Event()
@@ -54,9 +60,10 @@ class CapdagSwitch:
         self._reader.start()
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
+        for sock in self.socks:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
 
     def _inbox(self, rid: MessageId) -> _Inbox:
         key = rid.to_string()

@@ -125,3 +125,31 @@ def test_our_host_killed_mid_stream_under_the_reference_switch(sock_dir: Path) -
     finally:
         host.kill()
         host.wait()
+
+
+@pytest.mark.asyncio
+async def test_a_peer_call_crosses_our_hosts_under_the_reference_switch(sock_dir: Path) -> None:
+    echo_only = str(Path(__file__).resolve().parent / "fixtures" / "echo_only.py")
+    a, b = sock_dir / "a.sock", sock_dir / "b.sock"
+    seen: dict[str, object] = {}
+
+    async with Engine() as host_a, Engine() as host_b:
+        await host_a.start(host_a.add_cartridge(INTEROP))
+        await host_b.start(host_b.add_cartridge(echo_only))
+        ready_a, ready_b = anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: listen(host_a, a, on_ready=ready_a.set))
+            tg.start_soon(lambda: listen(host_b, b, on_ready=ready_b.set))
+            await ready_a.wait()
+            await ready_b.wait()
+
+            def drive() -> None:
+                switch = CapdagSwitch(str(b), str(a))  # b first: cap:echo goes there
+                try:
+                    seen["peer"] = switch.call("cap:peer-echo", [("media:", b"across")])
+                finally:
+                    switch.close()
+
+            await anyio.to_thread.run_sync(drive)
+            tg.cancel_scope.cancel()
+    assert bytes(seen["peer"]["data"]) == b"echo-only:across"  # type: ignore[index]
