@@ -18,6 +18,7 @@ from cartridge_runtime.host import listen
 
 ROOT = Path(__file__).resolve().parents[2]
 INTEROP = str(ROOT / "cartridges" / "interop.py")
+ECHO_ONLY = str(ROOT / "tests" / "relay" / "fixtures" / "echo_only.py")
 
 
 async def _with_host(sock: Path, body: object, after: object = None) -> None:
@@ -129,7 +130,7 @@ def test_our_host_killed_mid_stream_under_the_reference_switch(sock_dir: Path) -
 
 @pytest.mark.asyncio
 async def test_a_peer_call_crosses_our_hosts_under_the_reference_switch(sock_dir: Path) -> None:
-    echo_only = str(Path(__file__).resolve().parent / "fixtures" / "echo_only.py")
+    echo_only = ECHO_ONLY
     a, b = sock_dir / "a.sock", sock_dir / "b.sock"
     seen: dict[str, object] = {}
 
