@@ -58,6 +58,7 @@ class ErrorCode(enum.StrEnum):
     )
     OOM_KILLED = "OOM_KILLED"  #: the instance passed its memory limit and was killed (HST-19)
     SPAWN_FAILED = "SPAWN_FAILED"
+    MASTER_DIED = "MASTER_DIED"  #: the relay link to the host serving the request closed (RLY-10)
     CREDIT_VIOLATION = "CREDIT_VIOLATION"
     CHECKSUM_MISMATCH = "CHECKSUM_MISMATCH"
     NETWORK_POLICY = "NETWORK_POLICY"

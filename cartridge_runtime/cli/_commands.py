@@ -28,6 +28,7 @@ COMMAND_MODULES: Final[dict[str, str]] = {
     "machine": "machine_cmd",
     "cache": "cache_cmd",
     "graph": "graph_cmd",
+    "host": "host_cmd",
 }
 
 

@@ -11,7 +11,7 @@ from typing import Final
 __all__ = ("HELP", "SOURCES", "VALUE_OPTIONS")
 
 #: The digest of the sources these texts were rendered from.
-SOURCES: Final = "77a16dc54b8450943e33b5a7938ace9cbdfef0734aa5830e3161153c8c419a8e"
+SOURCES: Final = "3bd7cd9bc7b101027169e83fabe42689e13a565d1d58c42f123be9ec58cf6215"
 
 #: Help text by command path ("" is the root).
 HELP: Final[dict[str, str]] = {
@@ -30,7 +30,7 @@ Options:
 Commands:
   call      Call one cap of a cartridge and stream its main output to stdout.
   manifest  Start a cartridge (handshake + identity check) and print its...
-  conform   Run the conformance catalogue against TARGET.
+  conform   Run the conformance catalogue against TARGET (or the host...
   trace     Decode raw byte captures into a frame listing (or JSON lines).
   tee       Run TARGET, copying stdin/stdout byte for byte and recording...
   new       Scaffold a new cartridge script NAME.py and its test test_NAME.py.
@@ -40,6 +40,7 @@ Commands:
   runs      List recent machine runs: id, machine, start, duration, status.
   log       Show one run: what it was given, how each step went, how it ended.
   report    Write one run's HTML report: graph, timeline, per-step totals,...
+  host      Host cartridges behind one Unix socket for a relay switch.
   machine   Check and draw machines: pipelines of caps in machine notation.
   cache     Manage the step cache of machine runs.
   graph     Run graphs that grow while they run, and show them.
@@ -131,15 +132,16 @@ Options:
   -h, --help                      Show this message and exit.
 """,
     "conform": """\
-Usage: cartridge conform [OPTIONS] TARGET
+Usage: cartridge conform [OPTIONS] [TARGET]
 
-  Run the conformance catalogue against TARGET.
+  Run the conformance catalogue against TARGET (or the host catalogue against
+  --host).
 
 Arguments:
   target  The cartridge: a .py script (run with this Python) or an executable.
-          [required]
 
 Options:
+  --host HOST        Certify the cartridge host listening on this Unix socket.
   --only ONLY        Run only these check ids (repeat, or give a comma list).
   --json JSON_OUT    Also write the report as JSON to this file.
   --junit JUNIT_OUT  Also write a JUnit XML report to this file.
@@ -197,6 +199,24 @@ Options:
   --html HTML_FILE         Also write the graph's HTML page (drawing, nodes,
                            events) here.
   -h, --help               Show this message and exit.
+""",
+    "host": """\
+Usage: cartridge host [OPTIONS] [TARGETS]...
+
+  Host cartridges behind one Unix socket for a relay switch.
+
+Arguments:
+  targets...  Cartridges to host (entry files or folders).
+
+Options:
+  --listen LISTEN_AT              Create this Unix socket and serve on it.
+  --connect CONNECT_TO            Dial the switch listening on this socket.
+  --from-dir FROM_DIR             Host every cartridge installed here.
+  --memory-limit MEMORY_LIMIT     Bytes of resident memory per instance.
+  --idle-timeout IDLE_TIMEOUT     Seconds idle before an instance stops.
+  --activity-timeout ACTIVITY_TIMEOUT
+                                  Seconds a call may stay silent.
+  -h, --help                      Show this message and exit.
 """,
     "list": """\
 Usage: cartridge list [OPTIONS] [ROOT]
@@ -455,6 +475,7 @@ VALUE_OPTIONS: Final[dict[str, frozenset[str]]] = {
     ),
     "conform": frozenset(
         {
+            "--host",
             "--jobs",
             "--json",
             "--junit",
@@ -479,6 +500,16 @@ VALUE_OPTIONS: Final[dict[str, frozenset[str]]] = {
             "--graphs-dir",
             "--html",
             "--node",
+        }
+    ),
+    "host": frozenset(
+        {
+            "--activity-timeout",
+            "--connect",
+            "--from-dir",
+            "--idle-timeout",
+            "--listen",
+            "--memory-limit",
         }
     ),
     "list": frozenset(

@@ -1,4 +1,5 @@
-"""``cartridge conform TARGET``: certify a cartridge against Bifaci v6.
+"""``cartridge conform TARGET`` (or ``--host SOCKET``): certify a cartridge, or a cartridge host
+behind its relay socket, against Bifaci v6.
 
 Prints a table (id, title, level, result, one-line detail), then ``N passed, N failed, N
 skipped``; the exit status is 0 only when every MUST check passed.
@@ -7,7 +8,7 @@ skipped``; the exit status is 0 only when every MUST check passed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,9 +18,13 @@ from ._app import app
 @app.command("conform")
 def conform(
     target: Annotated[
-        str,
+        str | None,
         typer.Argument(help="The cartridge: a .py script (run with this Python) or an executable."),
-    ],
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="Certify the cartridge host listening on this Unix socket."),
+    ] = None,
     only: Annotated[
         list[str] | None,
         typer.Option("--only", help="Run only these check ids (repeat, or give a comma list)."),
@@ -40,25 +45,23 @@ def conform(
         ),
     ] = 0,
 ) -> None:
-    """Run the conformance catalogue against TARGET."""
+    """Run the conformance catalogue against TARGET (or the host catalogue against --host)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    from ..conformance import Status, run_conformance, select_checks
+    from ..conformance import Status, run_host_conformance
 
     console = Console(highlight=False)
-    try:
-        select_checks(only)
-    except ValueError as exc:
-        console.print(f"[red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(2) from None
-    with console.status(f"certifying {escape(target)} ..."):
-        try:
-            report = run_conformance(target, only=only, timeout=timeout, jobs=jobs or None)
-        except (FileNotFoundError, PermissionError) as exc:
-            console.print(f"[red]error:[/] {escape(str(exc))}")
-            raise typer.Exit(2) from None
+    if (target is None) == (host is None):
+        console.print("[red]error:[/] give a cartridge TARGET or --host SOCKET (one of them)")
+        raise typer.Exit(2)
+    if host is not None:
+        report = run_host_conformance(host, timeout=timeout)
+        target = f"host {host}"
+    else:
+        assert target is not None
+        report = _cartridge_report(console, target, only, timeout, jobs)
     table = Table(title=f"Bifaci v6 conformance: {escape(target)}", title_justify="left")
     for col in ("id", "title", "level", "result"):
         table.add_column(col)
@@ -81,3 +84,23 @@ def conform(
         report.write_junit(junit_out)
     typer.echo(report.summary())
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _cartridge_report(
+    console: Any, target: str, only: list[str] | None, timeout: float, jobs: int
+) -> Any:
+    from rich.markup import escape
+
+    from ..conformance import run_conformance, select_checks
+
+    try:
+        select_checks(only)
+    except ValueError as exc:
+        console.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    with console.status(f"certifying {escape(target)} ..."):
+        try:
+            return run_conformance(target, only=only, timeout=timeout, jobs=jobs or None)
+        except (FileNotFoundError, PermissionError) as exc:
+            console.print(f"[red]error:[/] {escape(str(exc))}")
+            raise typer.Exit(2) from None

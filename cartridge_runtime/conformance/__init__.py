@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+from ._host_checks import HOST_CHECKS, run_host_conformance
 from ._known import KNOWN_DEFECTS
 from ._model import CATALOGUE, Check, CheckResult, Level, Status
 from ._outcomes import CheckFailed, CheckSkipped
@@ -24,6 +25,7 @@ from ._session import Session, target_command
 __all__ = (
     "CATALOGUE",
     "DEFAULT_TIMEOUT",
+    "HOST_CHECKS",
     "KNOWN_DEFECTS",
     "Check",
     "CheckFailed",
@@ -34,6 +36,7 @@ __all__ = (
     "Session",
     "Status",
     "run_conformance",
+    "run_host_conformance",
     "select_checks",
     "target_command",
 )

@@ -88,6 +88,7 @@ from ._output_check import OutputInvalid
 from ._placements._inprocess import InProcess
 from ._placements._seam import ByteSink, Instance, LaunchError, LaunchSpec, Placement, Target
 from ._placements._subprocess import Subprocess
+from ._relay._socket import HostSocketError, check_peer, peer_uid, secure_socket_path
 from ._replicas import ReplicaStatus
 from ._response import CallContext, Response
 from ._supervision._errors import CartridgeRetired, OutOfMemory
@@ -100,6 +101,7 @@ from ._supervision._lifecycle import (
     CartridgeRemoved,
     CartridgeReplaced,
     EngineEvent,
+    HostLinkChanged,
     InstanceChanged,
     InstanceState,
     Subscription,
@@ -161,6 +163,11 @@ __all__ = (
     "InstanceState",
     "CallStalled",
     "CallRetried",
+    "HostLinkChanged",
+    "HostSocketError",
+    "check_peer",
+    "peer_uid",
+    "secure_socket_path",
     # placements
     "Placement",
     "FrameTap",

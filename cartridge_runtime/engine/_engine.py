@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -60,6 +61,7 @@ from ..protocol import (
     hold_allocator,
     release_allocator,
 )
+from ..relay import HostView
 from ._arguments import plan_call_inputs
 from ._call import CallState, Inputs, normalize_inputs
 from ._cartridges import Cartridges
@@ -68,7 +70,7 @@ from ._connection._counters import Counters
 from ._connection._health import set_capacities
 from ._connection._shell import Connection
 from ._discover import probe
-from ._errors import CallError, EngineClosed, EngineError
+from ._errors import CallError, EngineClosed, EngineError, NoRoute
 from ._events import Result
 from ._graphs._grow import GrowHub, GrowRequest, is_grow_cap, run_grow_request
 from ._graphs._seed import open_graph
@@ -80,10 +82,13 @@ from ._machines._records import RunRecorder
 from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
 from ._output_check import OutputChecks
-from ._peer import PeerLink, run_peer_link
+from ._peer import PeerEnd, PeerLink, PeerRouter, run_peer_link
 from ._placements._command import describe_returncode
 from ._placements._seam import Placement
 from ._plans import plan_on
+from ._relay._attach import dial_host, host_name, listen_for_host
+from ._relay._host import serve_link
+from ._relay._switch import HostCallLink, HostSwitch, WithHosts
 from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot
 from ._response import CallContext, CallOptions
@@ -164,6 +169,12 @@ class Engine:
         self._media = bool(self.config.media)
         #: The graph calls in flight, for growth from inside a cartridge (``graph()``).
         self._grow_hub = GrowHub()
+        #: Where peer calls go instead of ``_router`` (a relay switch this engine serves).
+        self._peer_router: PeerRouter | None = None
+        #: Cartridge hosts attached to this engine (``add_host``), routed to after its own.
+        self._hosts = HostSwitch(
+            self._counters, self._hub, self.config.policy or NetworkPolicy.OFFLINE
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -181,6 +192,7 @@ class Engine:
         await self._tg.__aenter__()
         self._starter.run_in(self._tg, self._log_dir)
         await self._tg.start(self._watchdog.run)
+        self._hosts.run_in(self._tg)
         for slot in self._slots.values():
             if slot.eager:
                 for replica in slot.replicas:
@@ -272,8 +284,9 @@ class Engine:
         query = await anyio.to_thread.run_sync(
             lambda: planning_source(source, media=media, is_sequence=is_sequence)
         )
+        both = WithHosts(self, self._hosts)
         return await plan_on(
-            self, list(self._slots), query, target, max_depth=max_depth, limit=limit
+            both, both.names(list(self._slots)), query, target, max_depth=max_depth, limit=limit
         )
 
     async def machine(
@@ -295,7 +308,8 @@ class Engine:
         """
         from ._machines._text import read_machine
 
-        return await read_machine(self, list(self._slots), text_or_path, source)
+        both = WithHosts(self, self._hosts)
+        return await read_machine(both, both.names(list(self._slots)), text_or_path, source)
 
     def stream_machine(
         self,
@@ -642,7 +656,13 @@ class Engine:
             raise EngineClosed()
         for _ in range(_REROUTES):
             hit = self._router.cache.get(cap)
-            slot, handler = hit if hit is not None else await self._router.resolve(cap)
+            try:
+                slot, handler = hit if hit is not None else await self._router.resolve(cap)
+            except NoRoute:
+                on_host = self._hosts.link_for(cap)
+                if on_host is None:
+                    raise
+                return self._open_on_host(cap, inputs, activity_timeout, *on_host)
             single = slot.single
             conn = single.conn if single is not None else None
             if conn is None or not conn.ready:
@@ -706,6 +726,31 @@ class Engine:
             hit = self._checks[id(shipped)] = (shipped, OutputChecks(self.config.media, shipped))
         return hit[1] or None
 
+    def _open_on_host(
+        self,
+        cap: str,
+        inputs: list[tuple[str, Any]],
+        activity_timeout: float | None,
+        link: HostCallLink,
+        handler: str,
+    ) -> CallState:
+        state = CallState(
+            link,
+            cap=cap,
+            handler_cap=handler,
+            inputs=inputs,
+            chain=link.gate.chain(handler),
+            cancel_grace=self.config.cancel_grace,
+            max_pending_logs=self.config.max_pending_logs,
+        )
+        if self._observers:
+            state.observation = observe_call(self._observers, state, link.name)
+        state.start()
+        limit = self.config.activity_timeout if activity_timeout is None else activity_timeout
+        if limit is not None and limit != math.inf and not state.done:
+            self._watchdog.watch(state, limit)
+        return state
+
     def _activity_limit(
         self, per_call: float | None, definition: Any, cartridge: str
     ) -> float | None:
@@ -726,6 +771,7 @@ class Engine:
         """
         word = NetworkPolicy(policy)
         self.config = attrs.evolve(self.config, policy=word)
+        self._hosts.set_policy(word)
         for slot in self._slots.values():
             for replica in slot.replicas:
                 conn = replica.conn
@@ -806,15 +852,76 @@ class Engine:
             resolve=self._router.resolve,
         )
 
-    def _on_peer_request(self, origin: Connection, frame: Frame) -> None:
-        if is_grow_cap(frame.cap):
+    async def add_host(self, path: str | os.PathLike[str], *, name: str | None = None) -> str:
+        """Attach the cartridge host listening on the Unix socket ``path`` (``cartridge host
+        --listen``, or capdag's host runtime behind its relay): its cartridges are routed to
+        for every cap this engine's own cartridges do not serve. When its link closes, its
+        calls fail with ``MASTER_DIED`` and the engine dials again, re-attaching it in place.
+        Returns its name (default: the socket file's name without extension).
+
+        :raises HostSocketError: the socket's folder is not owner-only, its listener runs as
+            another user, or nobody listens.
+        :raises HostAttachError: a host of that name is attached already.
+        :raises RelayProtocolError: its first frame is not a readable RELAY_NOTIFY.
+        """
+        self._check_running()
+        label = host_name(path, name)
+        await dial_host(self._hosts, path, label)
+        return label
+
+    async def listen_for_host(
+        self, path: str | os.PathLike[str], *, name: str | None = None
+    ) -> str:
+        """Create an owner-only Unix socket at ``path`` for a host that dials in (``cartridge
+        host --connect PATH``); each link it opens re-attaches it in place. Returns its name.
+
+        :raises HostSocketError: the socket's folder is not owner-only.
+        """
+        self._check_running()
+        label = host_name(path, name)
+        assert self._tg is not None
+        await self._tg.start(listen_for_host, self._hosts, path, label)
+        return label
+
+    def hosts(self) -> tuple[HostView, ...]:
+        """Every host attached (or once attached) to this engine: its state, inventory,
+        limits and last error."""
+        return self._hosts.hosts()
+
+    def _check_running(self) -> None:
+        if self._tg is None or self._closed:
+            raise EngineClosed()
+
+    async def serve_switch(self, stream: anyio.abc.ByteStream, *, name: str = "switch") -> None:
+        """Serve a relay switch over ``stream`` as a cartridge host until the link closes:
+        this engine's cartridges become the switch's, and their peer calls go to it (RLY-*).
+        ``cartridge host`` runs it over a Unix socket (:mod:`cartridge_runtime.host`).
+
+        :raises EngineClosed: the engine is not running (use it in ``async with``).
+        """
+        if self._tg is None or self._closed:
+            raise EngineClosed()
+        await serve_link(self, stream, name, self._serve_request, self._redirect_peers)
+
+    def _redirect_peers(self, router: PeerRouter | None) -> None:
+        self._peer_router = router
+
+    def _on_peer_request(self, origin: PeerEnd, frame: Frame) -> None:
+        if isinstance(origin, Connection) and is_grow_cap(frame.cap):
+            # The engine answers the grow-graph cap itself (GRW-10).
             grow = GrowRequest(self._grow_hub, origin, frame, self._router.resolve)
             if self._tg is None or self._closed:
                 grow.on_origin_death()
                 return
             self._tg.start_soon(run_grow_request, grow)
             return
-        link = PeerLink(self._router, origin, frame)
+        self._start_link(self._peer_router or self._router, origin, frame)
+
+    def _serve_request(self, origin: PeerEnd, frame: Frame) -> None:
+        self._start_link(self._router, origin, frame)
+
+    def _start_link(self, router: PeerRouter, origin: PeerEnd, frame: Frame) -> None:
+        link = PeerLink(router, origin, frame)
         if self._tg is None or self._closed:
             link.error_to_origin(EngineClosed())
             return
@@ -824,8 +931,10 @@ class Engine:
 
     def status(self) -> list[CartridgeStatus]:
         """One snapshot per cartridge, in the order they were added (each replica's in
-        ``replicas``)."""
-        return [cartridge_status(slot) for slot in self._slots.values()]
+        ``replicas``), then one per cartridge of each attached host (``host`` set, named
+        ``HOST/CARTRIDGE``)."""
+        own = [cartridge_status(slot) for slot in self._slots.values()]
+        return own + self._hosts.statuses() if self._hosts.core.hosts() else own
 
     def stats(self) -> EngineStats:
         """Protocol counters over every cartridge since the engine started."""

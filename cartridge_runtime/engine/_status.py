@@ -59,6 +59,9 @@ class CartridgeStatus:
     idle_timeout: float | None = None
     activity_timeout: float | None = None
     last_exit: str | None = None
+    #: The cartridge host serving it through the engine's relay switch (``add_host``);
+    #: ``None`` for the engine's own cartridges. Its ``name`` is then ``HOST/CARTRIDGE``.
+    host: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -34,6 +34,7 @@ AREAS = (
     "DET",
     "DSC",
     "GRW",
+    "RLY",
 )
 #: A well-formed rule id: one of the areas, a dash, a positive decimal number.
 ID_PATTERN = re.compile(r"^(?:" + "|".join(AREAS) + r")-[1-9][0-9]*$")

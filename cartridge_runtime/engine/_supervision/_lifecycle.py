@@ -25,6 +25,7 @@ __all__ = (
     "CartridgeRemoved",
     "CartridgeReplaced",
     "EngineEvent",
+    "HostLinkChanged",
     "EventHub",
     "InstanceChanged",
     "InstanceState",
@@ -134,6 +135,17 @@ class CallRetried:
     at: float
 
 
+@attrs.frozen(kw_only=True)
+class HostLinkChanged:
+    """A cartridge host attached to the engine's relay switch changed ``state``
+    (``probing``, ``healthy``, ``unhealthy``, ``detached``); ``detail`` says why."""
+
+    host: str
+    state: str
+    detail: str
+    at: float
+
+
 EngineEvent = (
     CartridgeAdded
     | CartridgeReplaced
@@ -143,6 +155,7 @@ EngineEvent = (
     | InstanceChanged
     | CallStalled
     | CallRetried
+    | HostLinkChanged
 )
 
 

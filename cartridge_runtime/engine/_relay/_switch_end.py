@@ -1,0 +1,121 @@
+"""The switch as seen from a host's engine: one relay link, as the far end of peer links.
+
+A REQ from the switch is served exactly as a cartridge's peer call is: a
+:class:`~cartridge_runtime.engine._peer.PeerLink` whose *origin* is this end joins it to the
+cartridge that serves the cap (started when needed, through its pools). A peer call a
+cartridge of this host makes goes the other way: this end is the link's *target*, and the
+switch routes it (to this host or another). The :class:`~cartridge_runtime.relay.HostLink`
+core classifies every frame; this class only holds what each open rid is routed to.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from ...protocol import AttributionClass, ErrorCode, Frame, MessageId
+from ...relay import HostLink
+from .._connection._counters import Counters
+from .._connection._gate import PoolGate
+from .._connection._links import Flow, PeerOrigin
+from .._errors import CallError
+
+__all__ = ("SwitchEnd",)
+
+log = logging.getLogger("cartridge_runtime.host")
+
+#: The routing id a peer call toward the switch is given by :meth:`SwitchEnd.next_xid`; it
+#: never reaches the wire: the switch assigns the routing id of each REQ it routes.
+_SWITCH_ASSIGNS = MessageId(0)
+
+
+class SwitchEnd:
+    """One relay link, host side, as both ends of peer links (see the module docstring).
+
+    :param push: queues one frame toward the switch (the link's outbox).
+    """
+
+    def __init__(
+        self, name: str, link: HostLink, push: Callable[[Frame], None], counters: Counters
+    ) -> None:
+        self.name = name
+        self.core = link
+        self._push = push
+        self.counters = counters
+        #: The switch holds admission for what it sends; this end admits every peer call.
+        self.gate = PoolGate()
+        self.death: CallError | None = None
+        self._origins: dict[MessageId, PeerOrigin] = {}
+        self._flows: dict[MessageId, Flow] = {}
+
+    @property
+    def ready(self) -> bool:
+        return self.death is None
+
+    # -- toward the switch ------------------------------------------------------------------
+
+    def send(self, frame: Frame) -> None:
+        """Queue ``frame`` toward the switch; a peer call's own frames go without a routing
+        id (the switch gives the REQ one and finds its body by rid)."""
+        if self.death is not None:
+            self.counters.drops += 1
+            return
+        if frame.id in self._flows and frame.routing_id is not None:
+            frame = frame.replace(routing_id=None)
+        self.core.sending(frame)
+        self._push(frame)
+
+    async def peer_target(self, cap: str) -> tuple[SwitchEnd, str]:
+        """Every peer call goes to the switch, which routes it over all its hosts."""
+        if self.death is not None:
+            raise self.death
+        return self, cap
+
+    def next_xid(self) -> MessageId:
+        return _SWITCH_ASSIGNS
+
+    def add_flow(self, rid: MessageId, flow: Flow) -> None:
+        self._flows[rid] = flow
+
+    def add_origin(self, rid: MessageId, origin: PeerOrigin) -> None:
+        self._origins[rid] = origin
+
+    def forget(self, rid: MessageId) -> None:
+        self._origins.pop(rid, None)
+        self._flows.pop(rid, None)
+        self.core.ended(rid)
+
+    # -- from the switch --------------------------------------------------------------------
+
+    def to_request(self, frame: Frame) -> None:
+        """A frame of a request the switch sent (its body, a CREDIT, a CANCEL)."""
+        origin = self._origins.get(frame.id)
+        if origin is None:
+            self.counters.stragglers += 1
+            return
+        origin.on_requester_frame(frame)
+
+    def to_peer_call(self, frame: Frame) -> None:
+        """A frame of the response to a peer call one of this host's cartridges made."""
+        flow = self._flows.get(frame.id)
+        if flow is None:
+            self.counters.stragglers += 1
+            return
+        flow.on_frame(frame)
+
+    def lost(self, reason: str) -> None:
+        """The link closed: the work the switch asked for is cancelled, and the peer calls
+        this host's cartridges made fail with ``MASTER_DIED`` (class ``environment``)."""
+        if self.death is not None:
+            return
+        self.death = CallError(
+            ErrorCode.MASTER_DIED, AttributionClass.ENVIRONMENT, f"the switch link {reason}"
+        )
+        origins, self._origins = list(self._origins.values()), {}
+        flows, self._flows = list(self._flows.values()), {}
+        for origin in origins:
+            origin.on_origin_death()
+        for flow in flows:
+            flow.on_death(self.death)
+        if origins or flows:
+            log.info("%s: link %s; %d requests ended", self.name, reason, len(origins) + len(flows))

@@ -1,0 +1,83 @@
+"""The relay, sans IO: an engine's switch routing calls to cartridge hosts over Unix sockets.
+
+RELAY_NOTIFY (10) carries a host's inventory and limits toward the switch; RELAY_STATE (11)
+carries the switch's opaque resources payload toward a host. :class:`SwitchCore` decides
+the switch's side (attach, POLICY first, the identity probe, routing by cap and by routing
+id, admission per pool, a lost host's calls); :class:`HostLink` decides the host's side of
+one link. The shells that move the bytes are ``cartridge_runtime.host`` (a host) and the
+engine's :meth:`~cartridge_runtime.engine.Engine.add_host` (a switch). Nothing here does IO.
+"""
+
+from __future__ import annotations
+
+from ._errors import HostAttachError, RelayProtocolError
+from ._host_link import (
+    Absorbed,
+    ForPeerCall,
+    ForRequest,
+    HostLink,
+    HostLinkEvent,
+    OpenRequest,
+    PolicyChanged,
+    Refuse,
+    StateKept,
+    Unrouted,
+)
+from ._inventory import (
+    CartridgeRecord,
+    Inventory,
+    encode_inventory,
+    parse_inventory,
+    pool_chain,
+    read_relay_notify,
+    relay_notify,
+    relay_state,
+)
+from ._switch import (
+    HOST_TRANSITIONS,
+    PROBE_TIMEOUT,
+    HostChanged,
+    HostInput,
+    HostState,
+    HostView,
+    SwitchAction,
+    SwitchCore,
+    ToApp,
+    ToHost,
+)
+
+__all__ = (
+    "HostAttachError",
+    "RelayProtocolError",
+    # the switch
+    "SwitchCore",
+    "SwitchAction",
+    "ToHost",
+    "ToApp",
+    "HostChanged",
+    "HostState",
+    "HostInput",
+    "HostView",
+    "HOST_TRANSITIONS",
+    "PROBE_TIMEOUT",
+    # the host's side of a link
+    "HostLink",
+    "HostLinkEvent",
+    "PolicyChanged",
+    "StateKept",
+    "Absorbed",
+    "OpenRequest",
+    "ForRequest",
+    "ForPeerCall",
+    "Refuse",
+    "Unrouted",
+    # inventory
+    "CartridgeRecord",
+    "Inventory",
+    "encode_inventory",
+    "parse_inventory",
+    "pool_chain",
+    "read_relay_notify",
+    "relay_notify",
+    "relay_state",
+)

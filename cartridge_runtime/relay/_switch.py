@@ -1,0 +1,676 @@
+"""The relay switch as a sans-IO core: frames in, frames out with their destination.
+
+Rules first:
+
+1. A host attaches with RELAY_NOTIFY; the switch answers with POLICY before anything else,
+   then (when the host offers caps) an identity probe. Until the probe's echo comes back the
+   host's caps are not routed; a failed probe leaves it attached but unhealthy (RLY-5, RLY-6).
+2. Every routed REQ gets a fresh routing id (xid, key 13); its later frames are routed by
+   ``(xid, rid)``, or by rid alone for a side that does not carry the xid (RLY-8).
+3. A frame that finds no route is counted: a straggler when its request ended a moment ago,
+   a drop otherwise; never a protocol error (RLY-11).
+
+Theory: one slot per host id (kept when its link closes, so a host that comes back with the
+same id is re-attached in place, RLY-7), a request table keyed by ``(xid, rid)`` with the
+request's source (the application or a host, for a peer call) and destination host, and the
+admission counters of each (host, cartridge, pool). Every verb returns the list of
+:class:`ToHost` / :class:`ToApp` / :class:`HostChanged` actions the shell carries out in
+order. Time is an argument; :meth:`SwitchCore.next_deadline` says when to call
+:meth:`SwitchCore.handle_timer`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import cbor2
+
+from ..protocol import (
+    IDENTITY_CAP,
+    IDENTITY_STREAM_ID,
+    AttributionClass,
+    ErrorCode,
+    Frame,
+    FrameType,
+    Limits,
+    MessageId,
+    NetworkPolicy,
+    frames,
+)
+from ..urn import CapUrn, UrnError, ranking_key
+from ._errors import HostAttachError, RelayProtocolError
+from ._inventory import CartridgeRecord, Inventory, pool_chain, read_relay_notify
+
+__all__ = (
+    "HOST_TRANSITIONS",
+    "PROBE_TIMEOUT",
+    "HostChanged",
+    "HostInput",
+    "HostState",
+    "HostView",
+    "SwitchAction",
+    "SwitchCore",
+    "ToApp",
+    "ToHost",
+)
+
+#: Seconds an identity probe may take before the host is marked unhealthy.
+PROBE_TIMEOUT = 10.0
+#: Ended requests remembered to tell a straggler from a drop (the reference keeps 64).
+RECENT_ENDED = 256
+
+
+class HostState(enum.Enum):
+    """Where one host slot stands."""
+
+    DETACHED = "detached"  #: no link (never attached yet, or its link closed)
+    PROBING = "probing"  #: attached; identity probe in flight, caps held back
+    HEALTHY = "healthy"  #: attached and verified: its caps are routed
+    UNHEALTHY = "unhealthy"  #: attached, probe failed: inventory shown, caps not routed
+
+
+class HostInput(enum.Enum):
+    """What moves a host slot."""
+
+    ATTACH_WITH_CAPS = "attach_with_caps"
+    ATTACH_WITHOUT_CAPS = "attach_without_caps"
+    PROBE_PASSED = "probe_passed"
+    PROBE_FAILED = "probe_failed"
+    CAPS_APPEARED = "caps_appeared"  #: a RELAY_NOTIFY brought caps to a host that had none
+    LINK_LOST = "link_lost"
+
+
+_S, _I = HostState, HostInput
+#: Every move of a host slot; a pair not listed is refused (:class:`HostAttachError` for an
+#: attach, otherwise ignored as a late event).
+HOST_TRANSITIONS: Mapping[tuple[HostState, HostInput], HostState] = {
+    (_S.DETACHED, _I.ATTACH_WITH_CAPS): _S.PROBING,
+    (_S.DETACHED, _I.ATTACH_WITHOUT_CAPS): _S.HEALTHY,
+    (_S.PROBING, _I.PROBE_PASSED): _S.HEALTHY,
+    (_S.PROBING, _I.PROBE_FAILED): _S.UNHEALTHY,
+    (_S.HEALTHY, _I.CAPS_APPEARED): _S.PROBING,
+    (_S.PROBING, _I.LINK_LOST): _S.DETACHED,
+    (_S.HEALTHY, _I.LINK_LOST): _S.DETACHED,
+    (_S.UNHEALTHY, _I.LINK_LOST): _S.DETACHED,
+}
+
+
+@attrs.frozen
+class ToHost:
+    """Write ``frame`` on the link of host ``host``."""
+
+    host: str
+    frame: Frame
+
+
+@attrs.frozen
+class ToApp:
+    """Hand ``frame`` to the application (a response to one of its requests)."""
+
+    frame: Frame
+
+
+@attrs.frozen
+class HostChanged:
+    """Host ``host`` moved to ``state`` (``error``: why it is unhealthy or detached)."""
+
+    host: str
+    state: HostState
+    error: str | None = None
+
+
+SwitchAction = ToHost | ToApp | HostChanged
+
+
+@attrs.frozen(kw_only=True)
+class HostView:
+    """What the switch knows of one host, for status reports."""
+
+    id: str
+    state: HostState
+    inventory: Inventory
+    limits: Limits
+    last_error: str | None
+    attaches: int
+
+
+@attrs.define
+class _Slot:
+    id: str
+    state: HostState = HostState.DETACHED
+    inventory: Inventory = attrs.field(factory=Inventory)
+    limits: Limits = attrs.field(factory=Limits)
+    last_error: str | None = None
+    attaches: int = 0
+
+
+@attrs.define
+class _Probe:
+    host: str
+    nonce: bytes
+    deadline: float
+    echoed: bytearray = attrs.field(factory=bytearray)
+
+
+PoolKey = tuple[str, tuple[Any, ...], str]
+
+
+@attrs.define
+class _Route:
+    xid: MessageId
+    rid: MessageId  # as the source knows it
+    dest_rid: MessageId  # as the destination knows it (a fresh one for a peer call)
+    cap: str
+    source: str | None  # None: the application
+    dest: str
+    pools: tuple[PoolKey, ...] = ()
+    record: tuple[Any, ...] = ()
+    capacities: dict[PoolKey, int] = attrs.field(factory=dict)
+    held: list[Frame] | None = None  # frames waiting for admission (the REQ first)
+
+
+_BODY = frozenset(
+    {
+        FrameType.STREAM_START,
+        FrameType.CHUNK,
+        FrameType.STREAM_END,
+        FrameType.END,
+        FrameType.ERR,
+        FrameType.LOG,
+        FrameType.CREDIT,
+        FrameType.CANCEL,
+        FrameType.CLOSE_STREAM,
+    }
+)
+_WRONG_WAY = frozenset({FrameType.RELAY_STATE, FrameType.POLICY, FrameType.HELLO})
+
+
+class SwitchCore:
+    """Routes frames between the application and attached hosts (see the module docstring).
+
+    :param policy: the network policy each host is given first, before anything routed.
+    """
+
+    def __init__(self, policy: NetworkPolicy | str = NetworkPolicy.OFFLINE) -> None:
+        self.policy = NetworkPolicy(policy)
+        self._slots: dict[str, _Slot] = {}
+        self._routes: dict[tuple[MessageId, MessageId], _Route] = {}
+        self._xid_of: dict[MessageId, MessageId] = {}  # rid -> xid of its live route
+        self._probes: dict[MessageId, _Probe] = {}
+        self._in_use: dict[PoolKey, int] = {}
+        self._waiting: deque[_Route] = deque()
+        self._ended: deque[MessageId] = deque(maxlen=RECENT_ENDED)
+        self._ended_set: set[MessageId] = set()
+        self._next_xid = 0
+        #: (host, record key) of cartridges not announced running that answered a call: the
+        #: one-call-at-a-time start-up rule no longer holds them.
+        self._answered: set[tuple[str, tuple[Any, ...]]] = set()
+        #: Frames that found no route and belonged to no request that just ended, by type.
+        self.drops: dict[str, int] = {}
+        #: Frames that arrived for a request that had just ended, by type (harmless).
+        self.stragglers: dict[str, int] = {}
+
+    # -- hosts ----------------------------------------------------------------------------
+
+    def hosts(self) -> tuple[HostView, ...]:
+        """Every host slot, in the order they were first attached."""
+        return tuple(
+            HostView(
+                id=s.id,
+                state=s.state,
+                inventory=s.inventory,
+                limits=s.limits,
+                last_error=s.last_error,
+                attaches=s.attaches,
+            )
+            for s in self._slots.values()
+        )
+
+    def accepts_attach(self, host: str) -> bool:
+        """Whether :meth:`attach` with ``host`` would be accepted now (no live slot has it)."""
+        slot = self._slots.get(host)
+        return slot is None or slot.state is HostState.DETACHED
+
+    def attach(self, host: str, notify: Frame, now: float) -> list[SwitchAction]:
+        """A host connected and sent ``notify``, its first frame: POLICY goes first, then the
+        identity probe when it offers caps. A slot already known by ``host`` and detached is
+        re-attached in place.
+
+        :raises HostAttachError: ``host`` is attached already (a live slot has the id).
+        :raises RelayProtocolError: ``notify`` is not a readable RELAY_NOTIFY.
+        """
+        slot = self._slots.get(host)
+        if slot is not None and slot.state is not HostState.DETACHED:
+            raise HostAttachError(
+                f"host {host!r} is already attached ({slot.state.value}): one link per id"
+            )
+        inventory, limits = read_relay_notify(notify)
+        if slot is None:
+            slot = self._slots[host] = _Slot(host)
+        slot.inventory, slot.limits = inventory, limits
+        slot.attaches += 1
+        slot.last_error = None
+        out: list[SwitchAction] = [ToHost(host, frames.policy(self.policy))]
+        if inventory.caps:
+            out += self._move(slot, HostInput.ATTACH_WITH_CAPS)
+            out += self._probe(slot, now)
+        else:
+            out += self._move(slot, HostInput.ATTACH_WITHOUT_CAPS)
+        return out
+
+    def host_lost(self, host: str, reason: str = "connection closed") -> list[SwitchAction]:
+        """The link of ``host`` closed (or broke a rule): its requests end with ERR
+        ``MASTER_DIED`` (class ``environment``) toward their source, the peer calls it had
+        made are cancelled, and the slot waits, detached, for the host to come back."""
+        slot = self._slots.get(host)
+        if slot is None or slot.state is HostState.DETACHED:
+            return []
+        slot.last_error = reason
+        out = self._move(slot, HostInput.LINK_LOST)
+        for rid in [rid for rid, p in self._probes.items() if p.host == host]:
+            del self._probes[rid]
+        message = f"relay host {host} {reason}"
+        for route in [r for r in self._live() if host in (r.dest, r.source)]:
+            self._end(route)
+            if route.dest == host:
+                err = frames.err(
+                    route.rid, ErrorCode.MASTER_DIED, message, AttributionClass.ENVIRONMENT
+                )
+                out += self._to_source(route, err)
+            elif route.held is None:  # the caller's host is gone: stop the work it asked
+                cancel = frames.cancel(
+                    route.dest_rid,
+                    code=ErrorCode.ABORTED,
+                    attribution_class=AttributionClass.ENVIRONMENT,
+                    message=f"the calling host {host} went away",
+                    xid=route.xid,
+                )
+                out.append(ToHost(route.dest, cancel))
+        return out + self._admit_waiting()
+
+    def set_policy(self, policy: NetworkPolicy | str) -> list[SwitchAction]:
+        """Change the policy: a POLICY to every attached host (nothing when it is the same)."""
+        word = NetworkPolicy(policy)
+        if word == self.policy:
+            return []
+        self.policy = word
+        return [
+            ToHost(s.id, frames.policy(word))
+            for s in self._slots.values()
+            if s.state is not HostState.DETACHED
+        ]
+
+    def relay_state(self, host: str, payload: bytes) -> list[SwitchAction]:
+        """Send ``host`` the opaque resources payload it keeps (RELAY_STATE)."""
+        return [
+            ToHost(host, Frame(frame_type=FrameType.RELAY_STATE, id=MessageId(0), payload=payload))
+        ]
+
+    def route(self, cap: str) -> tuple[str, str, str] | None:
+        """Where a REQ for ``cap`` would go now: ``(host, registered cap, cartridge id)``, or
+        ``None`` when no healthy host offers it."""
+        picked = self._pick(cap)
+        if picked is None:
+            return None
+        slot, registered, record = picked
+        return slot.id, registered, record.id
+
+    # -- frames from the application ---------------------------------------------------------
+
+    def send(self, frame: Frame, now: float = 0.0) -> list[SwitchAction]:
+        """A frame from the application: a REQ is routed by its cap over the healthy hosts;
+        any other frame follows the route of its request (counted when it has none)."""
+        if frame.frame_type is FrameType.REQ:
+            return self._open(frame, None)
+        if frame.frame_type in _BODY:
+            # by rid alone: the routing id the application put on its frames is its own
+            xid = self._xid_of.get(frame.id)
+            route = None if xid is None else self._routes.get((xid, frame.id))
+            if route is None or route.source is not None:
+                self._count_unrouted(frame)
+                return []
+            if route.held is not None:
+                if frame.frame_type is FrameType.CANCEL:
+                    return self._cancel_held(route, frame)
+                route.held.append(frame.replace(routing_id=route.xid))
+                return []
+            return [ToHost(route.dest, frame.replace(routing_id=route.xid))]
+        raise RelayProtocolError(
+            f"{frame.frame_type.name} is not a frame the application routes through the switch"
+        )
+
+    # -- frames from a host -------------------------------------------------------------------
+
+    def receive(self, host: str, frame: Frame, now: float = 0.0) -> list[SwitchAction]:
+        """A frame from host ``host``.
+
+        :raises RelayProtocolError: a frame that never travels toward the switch (POLICY,
+            RELAY_STATE, HELLO) or an unreadable RELAY_NOTIFY; the shell then closes the link
+            and calls :meth:`host_lost`.
+        """
+        slot = self._slots.get(host)
+        if slot is None or slot.state is HostState.DETACHED:
+            raise RelayProtocolError(f"a frame from host {host!r}, which is not attached")
+        kind = frame.frame_type
+        if kind is FrameType.RELAY_NOTIFY:
+            return self._on_notify(slot, frame, now)
+        if kind in _WRONG_WAY:
+            raise RelayProtocolError(
+                f"{kind.name} from host {host!r}: it never travels toward the switch"
+            )
+        if kind is FrameType.HEARTBEAT:
+            return []  # a host's keep-alive is absorbed, never routed
+        probe = self._probes.get(frame.id)
+        if probe is not None and probe.host == host:
+            return self._on_probe_frame(slot, probe, frame)
+        if kind is FrameType.REQ:
+            # a peer call proves its caller runs: one of the cartridges serving this host's
+            # requests; none of them is held to one call at a time any more
+            out: list[SwitchAction] = []
+            for live in [r for r in self._live() if r.dest == host]:
+                if (host, live.record) not in self._answered:
+                    out += self._first_answer(live)
+            return out + self._open(frame, host)
+        route = self._route_of(frame)
+        if route is None:
+            self._count_unrouted(frame)
+            return []
+        # A peer call's two ends know it by two rids, so a host calling itself is never
+        # confused about which way a frame goes.
+        from_source = host == route.source and frame.id == route.rid
+        if (
+            not from_source
+            and host == route.dest
+            and frame.id == route.dest_rid
+            and kind not in (FrameType.CANCEL, FrameType.CLOSE_STREAM)
+        ):
+            if frame.frame_type.is_terminal:
+                self._end(route)
+                out = self._to_source(route, frame)
+                if kind is FrameType.END and (host, route.record) not in self._answered:
+                    return out + self._first_answer(route)
+                return out + self._admit_waiting()
+            if (host, route.record) not in self._answered:
+                return self._first_answer(route) + self._to_source(route, frame)
+            return self._to_source(route, frame)
+        if from_source:
+            toward = frame.replace(id=route.dest_rid, routing_id=route.xid)
+            if route.held is not None:
+                if kind is FrameType.CANCEL:
+                    return self._cancel_held(route, frame)
+                route.held.append(toward)
+                return []
+            return [ToHost(route.dest, toward)]
+        self._count_unrouted(frame)
+        return []
+
+    # -- time -----------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` has work (a probe that may time out), or ``None``."""
+        return min((p.deadline for p in self._probes.values()), default=None)
+
+    def handle_timer(self, now: float) -> list[SwitchAction]:
+        """Fail every identity probe whose deadline passed."""
+        out: list[SwitchAction] = []
+        for rid, probe in list(self._probes.items()):
+            if probe.deadline <= now:
+                del self._probes[rid]
+                slot = self._slots[probe.host]
+                out += self._probe_failed(
+                    slot, f"identity probe timed out after {PROBE_TIMEOUT:g} s"
+                )
+        return out
+
+    # -- counters ----------------------------------------------------------------------------
+
+    @property
+    def live_requests(self) -> int:
+        """Requests routed and not ended (held ones included)."""
+        return len(self._live())
+
+    def admitted(self, host: str) -> dict[str, int]:
+        """Requests holding each pool of ``host`` now (pool names of every cartridge)."""
+        found: dict[str, int] = {}
+        for (h, _record, pool), n in self._in_use.items():
+            if h == host and n:
+                found[pool] = found.get(pool, 0) + n
+        return found
+
+    # -- inside: hosts ----------------------------------------------------------------------
+
+    def _move(self, slot: _Slot, what: HostInput) -> list[SwitchAction]:
+        nxt = HOST_TRANSITIONS.get((slot.state, what))
+        if nxt is None:
+            return []
+        slot.state = nxt
+        error = slot.last_error if nxt in (HostState.UNHEALTHY, HostState.DETACHED) else None
+        return [HostChanged(slot.id, nxt, error)]
+
+    def _on_notify(self, slot: _Slot, frame: Frame, now: float) -> list[SwitchAction]:
+        had_caps = bool(slot.inventory.caps)
+        slot.inventory, slot.limits = read_relay_notify(frame)
+        if not had_caps and slot.inventory.caps and slot.state is HostState.HEALTHY:
+            return self._move(slot, HostInput.CAPS_APPEARED) + self._probe(slot, now)
+        return self._admit_waiting()
+
+    def _probe(self, slot: _Slot, now: float) -> list[SwitchAction]:
+        rid = MessageId.new()
+        nonce = os.urandom(32)
+        self._probes[rid] = _Probe(slot.id, nonce, now + PROBE_TIMEOUT)
+        xid = self._new_xid()
+        body = cbor2.dumps(nonce)
+        sid = IDENTITY_STREAM_ID
+        return [
+            ToHost(slot.id, f)
+            for f in (
+                frames.req(rid, IDENTITY_CAP, xid=xid),
+                frames.stream_start(rid, sid, "media:", xid=xid, seq=1),
+                frames.chunk(rid, sid, 0, body, xid=xid, seq=2),
+                frames.stream_end(rid, sid, 1, xid=xid, seq=3),
+                frames.end(rid, xid=xid, response=False, seq=4),
+            )
+        ]
+
+    def _on_probe_frame(self, slot: _Slot, probe: _Probe, frame: Frame) -> list[SwitchAction]:
+        kind = frame.frame_type
+        if kind in (FrameType.STREAM_START, FrameType.STREAM_END, FrameType.LOG, FrameType.CREDIT):
+            return []
+        failure: str | None = None
+        if kind is FrameType.CHUNK:
+            try:
+                value = cbor2.loads(frame.payload or b"")
+            except Exception:  # any undecodable echo fails the probe
+                value = None
+            if isinstance(value, bytes):
+                probe.echoed += value
+                return []
+            failure = "identity probe: the echoed chunk is not a CBOR byte string"
+        elif kind is FrameType.END:
+            if bytes(probe.echoed) == probe.nonce:
+                del self._probes[frame.id]
+                slot.last_error = None
+                return self._move(slot, HostInput.PROBE_PASSED) + self._admit_waiting()
+            failure = "identity probe: the echo differs from the nonce sent"
+        elif kind is FrameType.ERR:
+            meta = frame.meta or {}
+            failure = f"identity probe failed: [{meta.get('code')}] {meta.get('message')}"
+        else:
+            failure = f"identity probe: unexpected {kind.name}"
+        del self._probes[frame.id]
+        return self._probe_failed(slot, failure)
+
+    def _probe_failed(self, slot: _Slot, reason: str) -> list[SwitchAction]:
+        slot.last_error = reason
+        return self._move(slot, HostInput.PROBE_FAILED)
+
+    # -- inside: requests ------------------------------------------------------------------
+
+    def _new_xid(self) -> MessageId:
+        self._next_xid += 1
+        return MessageId(self._next_xid)
+
+    def _pick(self, cap: str) -> tuple[_Slot, str, CartridgeRecord] | None:
+        """The host, registered cap and record a call to ``cap`` goes to: among healthy hosts'
+        dispatchable caps, the smallest (tier, distance); ties go to the first attached."""
+        try:
+            request = CapUrn.parse(cap)
+        except UrnError:
+            return None
+        best: tuple[tuple[int, int], _Slot, str, CartridgeRecord] | None = None
+        for slot in self._slots.values():
+            if slot.state is not HostState.HEALTHY:
+                continue
+            for record in slot.inventory.records:
+                if not record.routable:
+                    continue
+                for text in record.caps:
+                    candidate = CapUrn.parse(text)
+                    if not candidate.is_dispatchable(request):
+                        continue
+                    rank = ranking_key(candidate, request)
+                    if best is None or rank < best[0]:
+                        best = (rank, slot, text, record)
+        return None if best is None else best[1:]
+
+    def _open(self, req: Frame, source: str | None) -> list[SwitchAction]:
+        cap = req.cap or ""
+        picked = self._pick(cap)
+        if picked is None:
+            err = frames.err(
+                req.id,
+                ErrorCode.NO_HANDLER,
+                f"no host handles cap: {cap}",
+                AttributionClass.ENVIRONMENT,
+                xid=req.routing_id if source is not None else None,
+            )
+            return [ToApp(err)] if source is None else [ToHost(source, err)]
+        slot, registered, record = picked
+        try:
+            chain = pool_chain(record, registered, answered=(slot.id, record.key) in self._answered)
+        except RelayProtocolError as exc:
+            err = frames.err(
+                req.id,
+                ErrorCode.PROTOCOL_ERROR,
+                f"host {slot.id}: {exc.message}",
+                AttributionClass.INTERNAL,
+                xid=req.routing_id if source is not None else None,
+            )
+            return [ToApp(err)] if source is None else [ToHost(source, err)]
+        xid = self._new_xid()
+        route = _Route(
+            xid=xid,
+            rid=req.id,
+            # a peer call gets a fresh rid: a cartridge calling itself never meets its own
+            dest_rid=req.id if source is None else MessageId.new(),
+            cap=cap,
+            source=source,
+            dest=slot.id,
+            pools=tuple((slot.id, record.key, name) for name, _cap in chain),
+            record=record.key,
+        )
+        route.capacities = {k: c for k, (_name, c) in zip(route.pools, chain, strict=True)}
+        self._routes[(xid, req.id)] = route
+        self._xid_of[req.id] = xid
+        if route.dest_rid != req.id:
+            self._routes[(xid, route.dest_rid)] = route
+            self._xid_of[route.dest_rid] = xid
+        forwarded = req.replace(id=route.dest_rid, routing_id=xid)
+        if self._waiting or not self._fits(route):
+            route.held = [forwarded]
+            self._waiting.append(route)
+            return self._admit_waiting()
+        self._take(route)
+        return [ToHost(slot.id, forwarded)]
+
+    def _first_answer(self, route: _Route) -> list[SwitchAction]:
+        """A cartridge answered: it runs, so the start-up rule of one call at a time ends."""
+        self._answered.add((route.dest, route.record))
+        for waiting in self._waiting:
+            if waiting.dest == route.dest and waiting.record == route.record:
+                waiting.capacities = dict.fromkeys(waiting.capacities, 0)
+        return self._admit_waiting()
+
+    def _live(self) -> list[_Route]:
+        return list({id(r): r for r in self._routes.values()}.values())
+
+    def _fits(self, route: _Route) -> bool:
+        return all(c == 0 or self._in_use.get(k, 0) < c for k, c in route.capacities.items())
+
+    def _take(self, route: _Route) -> None:
+        for key in route.pools:
+            self._in_use[key] = self._in_use.get(key, 0) + 1
+
+    def _admit_waiting(self) -> list[SwitchAction]:
+        out: list[SwitchAction] = []
+        while self._waiting:
+            route = self._waiting[0]
+            if not self._fits(route):
+                break
+            self._waiting.popleft()
+            held, route.held = route.held or [], None
+            self._take(route)
+            out += [ToHost(route.dest, f) for f in held]
+        return out
+
+    def _cancel_held(self, route: _Route, frame: Frame) -> list[SwitchAction]:
+        """A request cancelled while waiting for admission ends at once, never sent."""
+        self._end(route)
+        meta = frame.meta or {}
+        err = frames.err(
+            route.rid,
+            meta.get("code") or ErrorCode.CANCELLED,
+            meta.get("message") or "Request cancelled",
+            meta.get("attribution_class") or AttributionClass.USER,
+        )
+        return self._to_source(route, err) + self._admit_waiting()
+
+    def _route_of(self, frame: Frame) -> _Route | None:
+        xid = frame.routing_id
+        if xid is None:
+            xid = self._xid_of.get(frame.id)
+            if xid is None:
+                return None
+        return self._routes.get((xid, frame.id))
+
+    def _to_source(self, route: _Route, frame: Frame) -> list[SwitchAction]:
+        if route.source is None:
+            return [ToApp(frame.replace(routing_id=None) if frame.routing_id else frame)]
+        src = self._slots.get(route.source)
+        if src is None or src.state is HostState.DETACHED:
+            self._count_unrouted(frame)
+            return []
+        return [ToHost(route.source, frame.replace(id=route.rid, routing_id=route.xid))]
+
+    def _end(self, route: _Route) -> None:
+        for rid in {route.rid, route.dest_rid}:
+            self._routes.pop((route.xid, rid), None)
+            if self._xid_of.get(rid) == route.xid:
+                del self._xid_of[rid]
+        if route.held is not None:
+            with contextlib.suppress(ValueError):
+                self._waiting.remove(route)
+            route.held = None
+        else:
+            for key in route.pools:
+                left = self._in_use.get(key, 0) - 1
+                if left > 0:
+                    self._in_use[key] = left
+                else:
+                    self._in_use.pop(key, None)
+        for rid in {route.rid, route.dest_rid}:
+            if len(self._ended) == self._ended.maxlen:
+                self._ended_set.discard(self._ended[0])
+            self._ended.append(rid)
+            self._ended_set.add(rid)
+
+    def _count_unrouted(self, frame: Frame) -> None:
+        name = frame.frame_type.name
+        table = self.stragglers if frame.id in self._ended_set else self.drops
+        table[name] = table.get(name, 0) + 1
