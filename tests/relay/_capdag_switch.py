@@ -159,9 +159,14 @@ class CapdagSwitch:
                 pending[frame.stream_id] = pending.get(frame.stream_id, 0) + 1
                 if pending[frame.stream_id] >= WINDOW // 2:
                     pending[frame.stream_id] = 0
-                    self.switch.send_to_master(
-                        Frame.credit(rid, frame.stream_id, WINDOW // 2, CreditDirection.RESPONSE)
-                    )
+                    # The switch may have seen the END already (our queue lags behind it): it
+                    # then refuses a credit for the finished request, which nothing needs.
+                    with contextlib.suppress(UnknownRequestError):
+                        self.switch.send_to_master(
+                            Frame.credit(
+                                rid, frame.stream_id, WINDOW // 2, CreditDirection.RESPONSE
+                            )
+                        )
             elif kind == FrameType.END:
                 out["end"] = dict(frame.meta or {})
                 return out
