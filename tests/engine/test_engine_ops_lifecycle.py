@@ -235,28 +235,42 @@ def test_a_replacement_that_cannot_start_leaves_the_old_version_serving() -> Non
     anyio.run(main, backend="asyncio")
 
 
+async def calls_during_a_start_up(
+    engine: Engine, delay: str, calls: int, act: Callable[[str], Any]
+) -> list[str]:
+    """``calls`` calls to a cartridge that takes ``delay`` seconds to start (version 1),
+    ``act(name)`` awaited while they wait for it; the answers ("VERSION PID") once all ended."""
+    slow = {**version_env("1"), "OPS_START_DELAY": delay}
+    name = engine.add_cartridge(SCRIPT, name="loading", env=slow, known_caps=[OPS.VERSION])
+    answers: list[str] = []
+
+    async def call() -> None:
+        result = await engine.call(OPS.VERSION, [(OPS.TEXT, b"0")])
+        answers.append(result.data.decode())
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(calls):
+            tg.start_soon(call)
+        await until(lambda: status_of(engine, name).state == "starting")
+        await act(name)
+    return answers
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_replace_during_a_slow_start_up_sends_the_waiting_calls_to_the_new_version(
     backend: str,
 ) -> None:
     async def main() -> None:
         async with Engine(heartbeat_interval=None) as engine:
-            slow = {**version_env("1"), "OPS_START_DELAY": "3"}
-            name = engine.add_cartridge(SCRIPT, name="loading", env=slow, known_caps=[OPS.VERSION])
-            answers: list[str] = []
-
-            async def call() -> None:
-                result = await engine.call(OPS.VERSION, [(OPS.TEXT, b"0")])
-                answers.append(result.data.decode())
-
-            async with anyio.create_task_group() as tg:
-                for _ in range(32):
-                    tg.start_soon(call)
-                await until(lambda: status_of(engine, name).state == "starting")
-                await engine.replace_cartridge(name, SCRIPT, drain=20, env=version_env("2"))
+            answers = await calls_during_a_start_up(
+                engine,
+                "3",
+                32,
+                lambda name: engine.replace_cartridge(name, SCRIPT, drain=20, env=version_env("2")),
+            )
             assert len(answers) == 32
             assert {a.split()[0] for a in answers} == {"2"}
-            status = status_of(engine, name)
+            status = status_of(engine, "loading")
             assert status.state == "running" and status.replicas[0].last_error is None
 
     anyio.run(main, backend=backend)
@@ -266,19 +280,9 @@ def test_a_replace_during_a_slow_start_up_sends_the_waiting_calls_to_the_new_ver
 def test_a_remove_during_a_start_up_drains_the_calls_waiting_for_it(backend: str) -> None:
     async def main() -> None:
         async with Engine(heartbeat_interval=None) as engine:
-            slow = {**version_env("1"), "OPS_START_DELAY": "1"}
-            name = engine.add_cartridge(SCRIPT, name="loading", env=slow, known_caps=[OPS.VERSION])
-            answers: list[str] = []
-
-            async def call() -> None:
-                result = await engine.call(OPS.VERSION, [(OPS.TEXT, b"0")])
-                answers.append(result.data.decode())
-
-            async with anyio.create_task_group() as tg:
-                for _ in range(8):
-                    tg.start_soon(call)
-                await until(lambda: status_of(engine, name).state == "starting")
-                await engine.remove_cartridge(name, drain=20)
+            answers = await calls_during_a_start_up(
+                engine, "1", 8, lambda name: engine.remove_cartridge(name, drain=20)
+            )
             assert len(answers) == 8 and {a.split()[0] for a in answers} == {"1"}
             assert engine.status() == []
             with pytest.raises(NoRoute):
