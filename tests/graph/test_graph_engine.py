@@ -437,3 +437,73 @@ async def test_a_cartridge_activates_a_catalogue_cartridge_over_the_wire() -> No
                 no = await grow([{"op": "activate", "cartridge": name}])
                 assert no.startswith("GRAPH_REFUSED|input|op 0: ") and repr(name) in no
             assert asked == ["weather", "weather", "convert"]
+
+
+COUNT = 'cap:in="media:enc=utf-8;list";op=count-items;out="media:enc=utf-8"'
+
+
+def counter_runtime() -> CartridgeRuntime:
+    """A cartridge whose one cap reads its input item by item and answers how it arrived:
+    ``sequence`` or ``bytes``, then each item's value and meta."""
+    runtime = CartridgeRuntime(
+        Manifest.build(
+            name="counter",
+            version="1.0.0",
+            description="counts items",
+            caps=[
+                CapDef.simple(COUNT, "Count items", aliases="count-items", input_is_sequence=True)
+            ],
+        )
+    )
+
+    @runtime.op(COUNT)
+    async def count(req: Request) -> None:
+        seen: list[Any] = []
+        kind = "none"
+        async for stream in req.take_input():
+            kind = "sequence" if stream.is_sequence else "bytes"
+            async for item in stream.items():
+                value = item.value
+                seen.append([value.decode() if isinstance(value, bytes) else value, item.meta])
+        await req.output().emit_text(json.dumps({"kind": kind, "items": seen}))
+
+    return runtime
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_sequence_output_reaches_the_node_reading_it_as_items(backend: str) -> None:
+    interop = load_interop()
+    words = interop.URNS["words"]
+
+    async def main() -> None:
+        async with Engine() as engine:
+            engine.add_cartridge(str(INTEROP))
+            engine.add_cartridge("counter", placement=InProcess(counter_runtime()))
+            async with engine.graph() as g:
+                v = g.add_value_node("one two three", media=interop.TEXT)
+                w = g.instantiate_with_deps(words, {interop.TEXT: v})
+                # the words arrive as three items, not as their bytes run together
+                c = g.instantiate_with_deps(COUNT, {"media:enc=utf-8;list": w})
+                # a value (scalar) into an argument declared a sequence: one item
+                one = g.instantiate_with_deps(COUNT, {"media:enc=utf-8;list": v})
+                # an alias of both: the words' items, then the value as one more item
+                g.alias("both", w)
+                g.alias("both", v)  # appends: an alias takes each node given it
+                mixed = g.instantiate_with_deps(COUNT, {"media:enc=utf-8;list": "both"})
+                # an argument that takes one value gets the items' bytes one after another
+                joined = g.instantiate_with_deps(interop.URNS["echo"], {interop.BYTES: w})
+                result = await g.run()
+                assert result.ok, result.error
+                got = json.loads(result[c].text)
+                assert got["kind"] == "sequence"
+                assert [value for value, _ in got["items"]] == ["one", "two", "three"]
+                assert json.loads(result[one].text)["items"] == [["one two three", None]]
+                assert [value for value, _ in json.loads(result[mixed].text)["items"]] == [
+                    "one",
+                    "two",
+                    "three",
+                    "one two three",
+                ]
+                assert result[joined].data == b"onetwothree"
+
+    anyio.run(main, backend=backend)

@@ -23,6 +23,7 @@ from ...graph import GraphModel, GraphNode, NodeKind, NodeState, Schedule
 from ...protocol import AttributionClass, ErrorCode
 from .._errors import CallError
 from .._events import Item, OutputData, OutputEnded, OutputItem, OutputStarted
+from .._inputs import ItemStream
 from .._machines._cache_step import StepCache
 from ._cache import NodeCall, cached_key, lookup_node_call, recorded, store_node_call
 from ._flows import NodeFlows
@@ -70,6 +71,7 @@ class GraphRunner:
         output_key: Callable[[GraphNode, str], str] = lambda node, name: name,
         cache: StepCache | None = None,
         resolve: Callable[[str], Awaitable[Any]] | None = None,
+        arg_sequence: Callable[[GraphNode, str], bool] = lambda node, arg: False,
     ) -> None:
         self.engine = engine
         self.model = model
@@ -80,6 +82,7 @@ class GraphRunner:
         self._output_key = output_key
         self.cache = cache
         self._resolve = resolve
+        self._arg_sequence = arg_sequence
         self.errors: dict[str, CallError] = {}
         #: Per cap node run: ``hit``, ``miss`` or ``""`` (the step cache was not used).
         self.cached: dict[str, str] = {}
@@ -152,14 +155,18 @@ class GraphRunner:
         self.hooks.event("node_started", name, cap=node.cap)
         error: CallError | None = None
         try:
-            inputs = []
+            assert node.cap is not None
+            if self._resolve is not None and (node.deps or self.cache is not None):
+                await self._resolve(node.cap)  # its manifest shapes the arguments and the key
+            inputs: list[tuple[str, Any]] = []
             for index, dep in enumerate(node.deps):
                 media = await self._arg_media(node, dep.arg)
-                inputs.append((media, self._feed(name, index)))
-            assert node.cap is not None
+                if self._arg_sequence(node, dep.arg):
+                    inputs.append((media, ItemStream(self._feed_items(name, index))))
+                else:
+                    inputs.append((media, self._feed(name, index)))
             call = NodeCall()
             if self.cache is not None and self._resolve is not None:
-                await self._resolve(node.cap)  # the serving cartridge names the key
                 call.key = await cached_key(
                     self.cache,
                     self.model,
@@ -229,21 +236,44 @@ class GraphRunner:
                 self.schedule.produced(name)
                 self._wake.set()
 
+    def _sources(self, name: str, index: int, position: int) -> tuple[NodeFlows, Any] | None:
+        """The flows and output key of source ``position`` of argument ``index`` of node
+        ``name``, listed now (aliases expanded); None past the last."""
+        pairs = self.model.expand(self.model.nodes[name].deps[index])
+        if position >= len(pairs):
+            return None
+        source, output = pairs[position]
+        flows = self.flows_of(source)
+        if output is not None and output not in flows.flows:
+            output = self._output_key(self.model.nodes[source], output)
+        return flows, output
+
     async def _feed(self, name: str, index: int) -> AsyncIterator[bytes]:
-        """Argument ``index`` of node ``name``: its sources' bytes, one source after another,
-        the sources re-listed each time one ends."""
+        """Argument ``index`` of node ``name`` as bytes: its sources' bytes, one source after
+        another, the sources re-listed each time one ends; the argument takes one value, so a
+        sequence source's items are joined (GRW-17)."""
         position = 0
-        while True:
-            pairs = self.model.expand(self.model.nodes[name].deps[index])
-            if position >= len(pairs):
-                return
-            source, output = pairs[position]
+        while (found := self._sources(name, index, position)) is not None:
             position += 1
-            flows = self.flows_of(source)
-            if output is not None and output not in flows.flows:
-                output = self._output_key(self.model.nodes[source], output)
+            flows, output = found
             async for piece in flows.pieces(output):
                 if isinstance(piece, Item):
                     yield _as_bytes(piece.value)
                 else:
                     yield piece
+
+    async def _feed_items(self, name: str, index: int) -> AsyncIterator[Item]:
+        """Argument ``index`` of node ``name`` as a sequence (GRW-17): each item of a sequence
+        source is one item, with its meta; a scalar source is one item of its whole bytes."""
+        position = 0
+        while (found := self._sources(name, index, position)) is not None:
+            position += 1
+            flows, output = found
+            joined: list[bytes] = []
+            async for piece in flows.pieces(output):
+                if isinstance(piece, Item):
+                    yield piece
+                else:
+                    joined.append(piece)
+            if joined:
+                yield Item(b"".join(joined))

@@ -263,6 +263,7 @@ class Graph:
             self._output_key,
             self.cache,
             self._resolve,
+            self._arg_sequence,
         )
         self._runner = runner
         try:
@@ -372,6 +373,15 @@ class Graph:
         raise GraphRefused(
             Refusal.UNKNOWN_NAME, f"node {node.name}: cap {node.cap} has no argument {arg!r}"
         )
+
+    def _arg_sequence(self, node: GraphNode, arg: str) -> bool:
+        """Whether ``node``'s cap declares its argument ``arg`` (a name or a media URN) a
+        sequence."""
+        cap_def = self._cap_def(node)
+        for a in getattr(cap_def, "args", ()):
+            if arg in (a.name, str(a.media_urn)):
+                return bool(a.is_sequence)
+        return False
 
 
 def _dump_flows(flows: NodeFlows) -> dict[str, Any]:
