@@ -13,6 +13,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests keep their examples; no deadline per example and no "too slow" health check:
+# on a loaded machine (several workers on 2 cores) either fails a correct test, and a missed
+# deadline makes Hypothesis run the example again to confirm it. A test's own @settings wins.
+settings.register_profile(
+    "suite", deadline=None, suppress_health_check=[HealthCheck.too_slow], parent=settings.default
+)
+settings.load_profile("suite")
 
 
 @pytest.hookimpl(optionalhook=True)
