@@ -26,31 +26,33 @@ from xdist.workermanage import WorkerController
 RAY_UNIT: Final = "ray"
 
 #: The units that take longest: seconds on one worker, summed from ``CARTRIDGE_TEST_CPU_LOG``
-#: (see ``tests/conftest.py``) in a run on the development machine (2 cores, busy). Only the
-#: order matters; a unit not listed counts as 0.
+#: (see ``tests/conftest.py``) in a 3-worker run on the development machine (2 cores, busy).
+#: Only the order matters; a unit not listed counts as 0.
 LONG_FILES: Final[dict[str, float]] = {
-    RAY_UNIT: 120,
-    "tests/machine/test_machine_run.py": 104,
-    "tests/conformance/test_conformance_defects.py": 102,
-    "tests/cli/test_cli_runs.py": 99,
-    "tests/cli/test_cli_call.py": 77,
-    "tests/house/test_readme.py": 67,
-    "tests/cli/test_cli_explains.py": 63,
-    "tests/cli/test_engine_cli.py": 47,
-    "tests/cli/test_cli_plan.py": 47,
-    "tests/cli/test_cli_plan_choices.py": 47,
-    "tests/conformance/test_conformance_targets.py": 40,
-    "tests/cartridges/test_handler_guide.py": 40,
-    "tests/cli/test_cli_contact_call.py": 37,
-    "tests/cli/test_cli_machine.py": 36,
-    "tests/relay/test_relay_capdag_host.py": 31,
-    "tests/cli/test_cli_run.py": 29,
-    "tests/machine/test_machine_cache.py": 29,
-    "tests/house/test_static_checks.py": 28,
-    "tests/machine/test_machine_props.py": 26,
-    "tests/cli/test_cli_startup.py": 26,
-    "tests/protocol/test_codec_speedups.py": 25,
-    "tests/machine/test_machine_interop.py": 21,
+    RAY_UNIT: 207,
+    "tests/machine/test_machine_run.py": 137,
+    "tests/house/test_readme.py": 114,
+    "tests/cli/test_cli_runs.py": 84,
+    "tests/cli/test_cli_plan_choices.py": 75,
+    "tests/cli/test_cli_explains.py": 75,
+    "tests/cartridges/test_handler_guide.py": 74,
+    "tests/cli/test_cli_call.py": 73,
+    "tests/cli/test_cli_plan.py": 61,
+    "tests/cli/test_engine_cli.py": 58,
+    "tests/cli/test_cli_run.py": 52,
+    "tests/machine/test_machine_cache.py": 49,
+    "tests/relay/test_relay_capdag_host.py": 44,
+    "tests/cli/test_cli_contact_call.py": 39,
+    "tests/machine/test_machine_props.py": 38,
+    "tests/cli/test_cli_machine.py": 37,
+    "tests/runtime/test_bounded_memory.py": 37,
+    "tests/protocol/test_codec_speedups.py": 34,
+    "tests/conformance/test_conformance_defects.py": 34,
+    "tests/engine/test_engine_interop.py": 33,
+    "tests/cli/test_cli_startup.py": 32,
+    "tests/planner/test_planner_props.py": 30,
+    "tests/machine/test_machine_interop.py": 29,
+    "tests/cli/test_cli_contact_run.py": 29,
 }
 
 
