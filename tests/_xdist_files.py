@@ -17,8 +17,9 @@ worker that ran one of its tests.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
+import pytest
 from xdist.scheduler import LoadScopeScheduling
 from xdist.workermanage import WorkerController
 
@@ -77,3 +78,13 @@ class FileScheduling(LoadScopeScheduling):
     def _assign_work_unit(self, node: WorkerController) -> None:
         self.workqueue.move_to_end(longest(self.workqueue), last=False)
         super()._assign_work_unit(node)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` (what ``./scripts/test`` runs) schedules with
+    :class:`FileScheduling`; any other mode is xdist's own. ``tests/conftest.py`` registers this
+    hook (``-p _xdist_files`` does elsewhere)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return FileScheduling(config, log)

@@ -10,7 +10,6 @@ import os
 import resource
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -23,16 +22,12 @@ settings.register_profile(
 )
 settings.load_profile("suite")
 
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadgroup`` (what ``./scripts/test`` runs) schedules a file at a time, the
-    Ray modules together, the longest first: see ``_xdist_files.py``."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from _xdist_files import FileScheduling
-
-    return FileScheduling(config, log)
+try:  # ``--dist loadgroup`` runs a file's tests on one worker, the longest files first
+    from _xdist_files import pytest_xdist_make_scheduler
+except ImportError:  # no pytest-xdist: every run is serial
+    pass
+else:
+    __all__ = ("pytest_xdist_make_scheduler",)
 
 
 _CPU_LOG = os.environ.get("CARTRIDGE_TEST_CPU_LOG")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,20 +35,25 @@ def test_the_longest_unit_goes_first_and_ties_keep_their_order() -> None:
 
 
 def test_each_files_tests_run_on_one_worker(tmp_path: Path) -> None:
-    log = tmp_path / "tests.tsv"
-    files = ["tests/urn/test_urn_api.py", "tests/urn/test_urn_props.py"]
-    env = {**os.environ, "CARTRIDGE_TEST_CPU_LOG": str(log)}
+    # Four files of four tests, two of them Ray modules by name, on two workers: what
+    # xdist does with the scheduler of _xdist_files (loaded as a plugin, without the suite's
+    # conftest, so the run stays small).
+    files = ["test_a.py", "test_b.py", "test_engine_ray_one.py", "test_ray_two.py"]
+    for name in files:
+        (tmp_path / name).write_text("".join(f"def test_{i}():\n    pass\n\n" for i in range(4)))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-q",
-         "-p", "no:cacheprovider", *files],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "pytest", "-p", "_xdist_files", "-n", "2", "--dist", "loadgroup",
+         "-v", "-p", "no:cacheprovider", "-p", "no:randomly", *files],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     workers: dict[str, set[str]] = collections.defaultdict(set)
-    for line in log.read_text().splitlines():
-        nodeid, _self_cpu, _child_cpu, _wall, worker = line.split("\t")
-        workers[nodeid.split("::")[0]].add(worker)
-    assert sorted(workers) == files
-    # Each file whole on one worker, and the two files on two workers.
+    for match in re.finditer(r"^\[(gw\d+)\] .*?PASSED (\S+?)::", done.stdout, re.M):
+        workers[match.group(2)].add(match.group(1))
+    assert sorted(workers) == sorted(files), done.stdout
+    # Each file whole on one worker, both Ray modules on the same one, and both workers used.
     assert all(len(ran_on) == 1 for ran_on in workers.values()), workers
+    assert workers["test_engine_ray_one.py"] == workers["test_ray_two.py"], workers
     assert len(set().union(*workers.values())) == 2, workers
