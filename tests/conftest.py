@@ -40,7 +40,9 @@ if _CPU_LOG:
         """With ``CARTRIDGE_TEST_CPU_LOG=FILE``, append a line per test to FILE: its id, CPU
         seconds of this process and of the child processes it waited for, wall seconds and the
         xdist worker. The cost per file and per fixture on a shared host, where wall times are
-        inflated by others' load (a module fixture's cost lands on its first test)."""
+        inflated by others' load (a module fixture's cost lands on its first test). A pytest
+        the tests start themselves logs nothing: the variable stays with this process."""
+        os.environ.pop("CARTRIDGE_TEST_CPU_LOG", None)
         before = (
             resource.getrusage(resource.RUSAGE_SELF),
             resource.getrusage(resource.RUSAGE_CHILDREN),
