@@ -16,12 +16,12 @@ from cartridge_runtime.testing import check_cartridge
 ROOT = Path(__file__).resolve().parents[2]
 RAW = ROOT / "tests" / "fixtures" / "conform_raw_cartridge.py"
 CAPDAG = ROOT / "tests" / "fixtures" / "capdag_cartridge.py"
-#: Bundled cartridges certified here: those without a ``tests/test_cartridge_<name>.py`` of
-#: their own (which certifies its cartridge through ``check_cartridge`` already).
+#: Bundled cartridges certified here: those without a ``tests/cartridges/test_cartridge_<name>.py``
+#: of their own (which certifies its cartridge through ``check_cartridge`` already).
 BUNDLED = sorted(
     p
     for p in (ROOT / "cartridges").glob("*.py")
-    if not (ROOT / "tests" / f"test_cartridge_{p.stem}.py").exists()
+    if not (ROOT / "tests" / "cartridges" / f"test_cartridge_{p.stem}.py").exists()
 )
 
 #: capdag 1.524.58's defects as the kit sees them on the fixture (identity, a sequence cap,

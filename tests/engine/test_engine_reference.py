@@ -18,11 +18,14 @@ pytest.importorskip("capdag")
 TEXT = "media:enc=utf-8"
 WORDS = 'cap:in="media:enc=utf-8";out="media:enc=utf-8;list";ref-words'
 FAIL = 'cap:in="media:enc=utf-8";out="media:enc=utf-8";ref-fail'
+#: Seconds per start-up step: the reference cartridge imports capdag, about half a CPU-second,
+#: which a loaded machine can stretch past the default 10 s of its HELLO step.
+STEP_TIMEOUT = 60.0
 
 
 @pytest.mark.asyncio
 async def test_reference_echo_list_and_error() -> None:
-    async with Engine() as e:
+    async with Engine(step_timeout=STEP_TIMEOUT) as e:
         e.add_cartridge(REFERENCE)
         data = os.urandom(600_000)
         assert (await e.call_bytes("cap:ref-echo", [("media:", data)])).data == data
@@ -44,7 +47,7 @@ async def test_reference_echo_list_and_error() -> None:
 async def test_reference_cartridge_takes_a_file_input_with_its_size(tmp_path: Path) -> None:
     data = tmp_path / "data.bin"
     data.write_bytes(os.urandom(300_000))
-    async with Engine() as e:
+    async with Engine(step_timeout=STEP_TIMEOUT) as e:
         e.add_cartridge(REFERENCE)
         result = await e.call_bytes("cap:ref-echo", [("media:", data)])
         assert result.data == data.read_bytes()
@@ -53,7 +56,7 @@ async def test_reference_cartridge_takes_a_file_input_with_its_size(tmp_path: Pa
 
 def test_reference_on_trio() -> None:
     async def main() -> None:
-        async with Engine() as e:
+        async with Engine(step_timeout=STEP_TIMEOUT) as e:
             e.add_cartridge(REFERENCE)
             assert (await e.call_bytes("cap:ref-echo", [("media:", b"trio")])).data == b"trio"
 
