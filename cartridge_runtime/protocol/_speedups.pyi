@@ -31,3 +31,14 @@ def take_frames(
 def encode_small(
     frame_dict: dict[str, Any], seq: int | None, max_frame: int, /
 ) -> bytes | None: ...
+def configure_receiver(
+    *,
+    inputs: tuple[Any, ...],
+    request_states: tuple[Any, ...],
+    stream_states: tuple[Any, ...],
+    stream_class: type,
+    decode_scalar: Any,
+    events: tuple[type, ...],
+    event_fields: tuple[tuple[str, ...], ...],
+) -> None: ...
+def receive_fast(receiver: Any, frame: Any, /) -> list[Any] | None: ...

@@ -48,4 +48,9 @@ int frame_write(CborWriter *w, PyObject *d, PyObject *seq);
 PyObject *frame_prefixed(const unsigned char *body, Py_ssize_t n, Py_ssize_t max_frame);
 PyObject *frame_prefix_in_place(CborWriter *w, Py_ssize_t max_frame);
 
+/* The receiver's fast path (_receiver.c). */
+PyObject *receive_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *configure_receiver(PyObject *module, PyObject *args, PyObject *kw);
+int receiver_init(void);
+
 #endif

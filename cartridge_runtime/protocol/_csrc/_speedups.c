@@ -352,6 +352,11 @@ static PyMethodDef methods[] = {
      "take_frames(data, offset, max_frame) -> (frames, end): take_frame over a block."},
     {"encode_small", (PyCFunction)(void (*)(void))encode_small, METH_FASTCALL,
      "encode_small(frame_dict, seq, max_frame) -> bytes | None (small frames only)."},
+    {"configure_receiver", (PyCFunction)(void (*)(void))configure_receiver,
+     METH_VARARGS | METH_KEYWORDS,
+     "Hand over the request receiver's tables and classes (once, from _request_state)."},
+    {"receive_fast", (PyCFunction)(void (*)(void))receive_fast, METH_FASTCALL,
+     "receive_fast(receiver, frame) -> events | None (None: let Python decide)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -379,6 +384,8 @@ PyInit__speedups(void)
     codec.i_thirteen = PyLong_FromLong(13);
     codec.empty_tuple = PyTuple_New(0);
     if (!codec.i_one || !codec.i_two || !codec.i_three || !codec.i_thirteen || !codec.empty_tuple)
+        return NULL;
+    if (receiver_init() < 0)
         return NULL;
     return PyModule_Create(&module);
 }
