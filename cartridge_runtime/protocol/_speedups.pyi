@@ -42,3 +42,14 @@ def configure_receiver(
     event_fields: tuple[tuple[str, ...], ...],
 ) -> None: ...
 def receive_fast(receiver: Any, frame: Any, /) -> list[Any] | None: ...
+def configure_numbering(kinds: bytes, /) -> None: ...
+def encode_numbered(
+    counters: dict[Any, int],
+    closed: dict[Any, None],
+    max_closed: int,
+    frames: list[Any],
+    start: int,
+    out: list[Any],
+    max_frame: int,
+    /,
+) -> int: ...

@@ -53,4 +53,9 @@ PyObject *receive_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 PyObject *configure_receiver(PyObject *module, PyObject *args, PyObject *kw);
 int receiver_init(void);
 
+/* Numbering and encoding a writer's batch (_numbering.c), over encode_small (_speedups.c). */
+PyObject *encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *configure_numbering(PyObject *module, PyObject *arg);
+PyObject *encode_numbered(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 #endif

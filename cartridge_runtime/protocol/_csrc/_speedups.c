@@ -270,7 +270,7 @@ fail:
 /* encode_small(frame_dict, seq, max_frame) -> bytes | None: prefix and body of a frame
  * without a large payload; None when the payload is large or the body exceeds a limit
  * (Python's path then takes over, and names the error). */
-static PyObject *
+PyObject *
 encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3 || !PyDict_Check(args[0])) {
@@ -357,6 +357,11 @@ static PyMethodDef methods[] = {
      "Hand over the request receiver's tables and classes (once, from _request_state)."},
     {"receive_fast", (PyCFunction)(void (*)(void))receive_fast, METH_FASTCALL,
      "receive_fast(receiver, frame) -> events | None (None: let Python decide)."},
+    {"configure_numbering", configure_numbering, METH_O,
+     "Hand over the kind of each frame type code for numbering (once, from _seq)."},
+    {"encode_numbered", (PyCFunction)(void (*)(void))encode_numbered, METH_FASTCALL,
+     "encode_numbered(counters, closed, max_closed, frames, start, out, max_frame) -> index "
+     "of the first frame left to Python."},
     {NULL, NULL, 0, NULL},
 };
 

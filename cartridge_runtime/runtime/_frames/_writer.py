@@ -128,7 +128,7 @@ class FrameWriter:
 
     def number_by(self, seq: SeqAssigner) -> None:
         """Number every frame with the connection core's ``seq`` (before the first frame)."""
-        self.outbox.number_by(seq.number)
+        self.outbox.number_by(seq.number, seq.encode_numbered)
 
     async def run(self) -> None:
         """The writer task: until :meth:`close` and the queue is empty."""
