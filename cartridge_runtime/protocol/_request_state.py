@@ -457,15 +457,18 @@ class BodyReceiver:
 #: ``None``: not built, switched off (``CARTRIDGE_RUNTIME_PURE_PYTHON``), or refused by its
 #: checks of the tables and event classes below.
 _c_receive: Any = None
+#: ``_speedups.serve_flow_fast`` (the cartridge connection's flow frames), or ``None`` with
+#: :data:`_c_receive`.
+_c_serve_flow: Any = None
 
 
 def _load_receiver_speedups() -> bool:
     """Hand the compiled receiver its tables; False when it is absent or switched off."""
-    global _c_receive
+    global _c_receive, _c_serve_flow
     if os.environ.get(PURE_PYTHON_ENV):
         return False
     try:
-        from ._speedups import configure_receiver, receive_fast
+        from ._speedups import configure_receiver, receive_fast, serve_flow_fast
     except ImportError:
         return False
     # The C code applies these transitions only; check they are still the tables' own.
@@ -505,6 +508,7 @@ def _load_receiver_speedups() -> bool:
     except (TypeError, ValueError):
         return False
     _c_receive = receive_fast
+    _c_serve_flow = serve_flow_fast
     return True
 
 

@@ -24,16 +24,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cartridge_runtime.protocol import (
+    DEFAULT_LIMITS,
     BodyReceiver,
+    CartridgeConnection,
     Frame,
     FrameType,
+    InputFailed,
     MessageId,
     ProtocolError,
+    RequestAdmitted,
     StreamData,
     _codec,
     _request_state,
     checksum,
     decode_frame,
+    encode_frame,
     frames,
 )
 
@@ -248,3 +253,113 @@ def test_receiver_suite_passes_on_the_pure_python_path() -> None:
         text=True,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+class _Handlers:
+    def find_handler(self, cap_urn: str) -> tuple[str, str] | None:
+        return (cap_urn, "factory") if cap_urn == "cap:x" else None
+
+    def is_identity(self, cap_urn: str) -> bool:
+        return False
+
+    def pool_name(self, handler_urn: str) -> str:
+        return "all"
+
+
+class _Pools:
+    def arrive(self, cap: str, item: Any) -> int | None:
+        return None
+
+    def release(self, cap: str) -> None:
+        pass
+
+    def admit_next(self) -> Any:
+        return None
+
+    def remove_queued(self, matches: Any) -> Any:
+        return None
+
+    def to_json_bytes(self) -> bytes:
+        return b'{"all":{}}'
+
+
+def _serve(frame_list: list[Frame], c_path: bool) -> list[Any]:
+    """What a cartridge connection makes of ``frame_list``: each event (requests by id),
+    each frame it queued, and every request's receiver state."""
+    saved = _request_state._c_receive, _request_state._c_serve_flow
+    if not c_path:
+        _request_state._c_receive = _request_state._c_serve_flow = None
+    try:
+        conn = CartridgeConnection[str](
+            limits=DEFAULT_LIMITS,
+            handlers=_Handlers(),
+            pools=_Pools(),
+            manifest=b"{}",
+            max_open_requests=8,
+        )
+        conn.receive(frames.hello(DEFAULT_LIMITS))
+        conn.receive(frames.policy("offline"))
+        out: list[Any] = []
+        for f in frame_list:
+            event = conn.receive(f)
+            if isinstance(event, RequestAdmitted):
+                event = ("admitted", event.request.rid, event.queued)
+            elif isinstance(event, InputFailed):
+                event = ("input failed", event.rid, type(event.error), str(event.error))
+            elif isinstance(event, list):
+                event = [(e, e.wire if isinstance(e, StreamData) else None) for e in event]
+            out.append(event)
+            out.append([encode_frame(q) for q in conn.outbox])
+            conn.outbox.clear()
+            out.append({rid: _state(r.receiver) for rid, r in conn.requests.items()})
+            out.append({rid: repr(r.input_error) for rid, r in conn.requests.items()})
+        return out
+    finally:
+        _request_state._c_receive, _request_state._c_serve_flow = saved
+
+
+@st.composite
+def _served_frame(draw: st.DrawFn) -> Frame:
+    f = draw(_frame())
+    if f.frame_type is FrameType.STREAM_START and draw(st.booleans()):
+        f = f.replace(output="named")
+    if f.frame_type is FrameType.REQ:
+        f = f.replace(cap=draw(st.sampled_from(["cap:x", "cap:x", "cap:none"])))
+    return f
+
+
+@needs_c
+def test_the_compiled_flow_path_serves_a_small_request() -> None:
+    request = [
+        frames.req(RID, "cap:x"),
+        frames.stream_start(RID, "arg-0", "media:json"),
+        frames.chunk(RID, "arg-0", 0, cbor2.dumps(b"21")),
+        frames.stream_end(RID, "arg-0", 1),
+        frames.end(RID),
+    ]
+    assert _serve(request, True) == _serve(request, False)
+    conn = CartridgeConnection[str](
+        limits=DEFAULT_LIMITS,
+        handlers=_Handlers(),
+        pools=_Pools(),
+        manifest=b"{}",
+        max_open_requests=8,
+    )
+    conn.receive(frames.hello(DEFAULT_LIMITS))
+    conn.receive(frames.policy("offline"))
+    conn.receive(request[0])
+    served = conn.requests[RID]
+    for f in request[1:]:
+        # The whole body goes through the compiled call: no Python fallback is needed.
+        events = _request_state._c_serve_flow(conn.requests, None, f)
+        assert isinstance(events, list) and events
+    assert served.receiver.finished
+
+
+@needs_c
+@FAST
+@given(frame_list=st.lists(_served_frame(), max_size=14))
+def test_a_cartridge_connection_serves_any_frames_the_same_on_both_paths(
+    frame_list: list[Frame],
+) -> None:
+    assert _serve(frame_list, True) == _serve(frame_list, False)

@@ -51,6 +51,7 @@ PyObject *frame_prefix_in_place(CborWriter *w, Py_ssize_t max_frame);
 /* The receiver's fast path (_receiver.c). */
 PyObject *receive_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *configure_receiver(PyObject *module, PyObject *args, PyObject *kw);
+PyObject *serve_flow_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 int receiver_init(void);
 
 /* Numbering and encoding a writer's batch (_numbering.c), over encode_small (_speedups.c). */

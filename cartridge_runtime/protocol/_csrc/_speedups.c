@@ -357,6 +357,9 @@ static PyMethodDef methods[] = {
      "Hand over the request receiver's tables and classes (once, from _request_state)."},
     {"receive_fast", (PyCFunction)(void (*)(void))receive_fast, METH_FASTCALL,
      "receive_fast(receiver, frame) -> events | None (None: let Python decide)."},
+    {"serve_flow_fast", (PyCFunction)(void (*)(void))serve_flow_fast, METH_FASTCALL,
+     "serve_flow_fast(requests, fallback, frame): a request's common valid frame, else "
+     "fallback(frame)."},
     {"configure_numbering", configure_numbering, METH_O,
      "Hand over the kind of each frame type code for numbering (once, from _seq)."},
     {"encode_numbered", (PyCFunction)(void (*)(void))encode_numbered, METH_FASTCALL,
