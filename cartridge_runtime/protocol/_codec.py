@@ -19,7 +19,7 @@ import attrs
 import cbor2
 
 from .._redact import describe
-from ._constants import HARD_FRAME_CAP, PREFIX_LEN, FrameKey, FrameType
+from ._constants import HARD_FRAME_CAP, PREFIX_LEN, PURE_PYTHON_ENV, FrameKey, FrameType
 from ._errors import (
     FrameDecodeError,
     FrameEncodeError,
@@ -81,9 +81,6 @@ _STR_TYPE = frozenset({str})
 _U64 = 1 << 64
 _INT_TYPE = frozenset({int})
 
-
-#: Environment variable that turns the compiled fast paths off (to test or time the pure path).
-PURE_PYTHON_ENV = "CARTRIDGE_RUNTIME_PURE_PYTHON"
 
 # Optional compiled fast paths (``_speedups.c``, built at install where a C compiler exists).
 # They take the common valid case and answer None for anything else, so the Python code below

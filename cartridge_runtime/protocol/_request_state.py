@@ -31,8 +31,7 @@ import attrs
 
 from . import _builders as build
 from ._checksum import checksum
-from ._codec import PURE_PYTHON_ENV
-from ._constants import CreditDirection, FrameType
+from ._constants import PURE_PYTHON_ENV, CreditDirection, FrameType
 from ._errors import ChecksumMismatchError, CreditViolationError, ProtocolError, StreamStateError
 from ._events import (
     BodyEnded,

@@ -6,8 +6,7 @@ import os
 from collections import OrderedDict
 from typing import Any, Protocol
 
-from ._codec import PURE_PYTHON_ENV
-from ._constants import FrameType
+from ._constants import PURE_PYTHON_ENV, FrameType
 from ._frame import Frame, MessageId
 
 FlowKey = tuple[MessageId, MessageId | None]

@@ -337,7 +337,36 @@ encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return wire;
 }
 
+/* The hash of a MessageId: its value's (ids of equal value are equal, and a bytes id never
+ * equals an int one). Installed as MessageId.__hash__ through an instance method, so that
+ * hashing an id, which every dict keyed by request id does per frame, runs no Python. */
+static PyObject *
+id_hash(PyObject *module, PyObject *id)
+{
+    PyObject *v = PyObject_GetAttr(id, codec.s_value);
+    if (v == NULL)
+        return NULL;
+    Py_hash_t h = PyObject_Hash(v);
+    Py_DECREF(v);
+    return h == -1 ? NULL : PyLong_FromSsize_t(h);
+}
+
+static PyMethodDef id_hash_def = {"__hash__", id_hash, METH_O, "hash(self.value)"};
+
+static PyObject *
+id_hash_method(PyObject *module, PyObject *unused)
+{
+    PyObject *f = PyCFunction_New(&id_hash_def, NULL);
+    if (f == NULL)
+        return NULL;
+    PyObject *m = PyInstanceMethod_New(f);
+    Py_DECREF(f);
+    return m;
+}
+
 static PyMethodDef methods[] = {
+    {"id_hash_method", id_hash_method, METH_NOARGS,
+     "A MessageId.__hash__ in C: the hash of the id's value."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Hand over the codec's tables and callables (once, from _codec)."},
     {"map_to_frame", map_to_frame, METH_O,
