@@ -47,7 +47,13 @@ import anyio.abc
 import anyio.lowlevel
 import attrs
 
-from cartridge_runtime.protocol import Frame, ProtocolError, encode_frame, encode_frame_parts
+from cartridge_runtime.protocol import (
+    Frame,
+    ProtocolError,
+    encode_flow,
+    encode_frame,
+    encode_frame_parts,
+)
 
 from ._backend import Block, Cancellable, SoonCaller, event_factory, soon_caller
 from ._fd import FdSink
@@ -321,7 +327,10 @@ class FrameOutbox:
         out = self._out
         max_frame = self._max_frame()
         try:
-            for seq, frame in enumerate(frames):
+            taken = encode_flow(frames, max_frame, out)  # the small frames, in one call
+            self._count += taken
+            for seq in range(taken, len(frames)):
+                frame = frames[seq]
                 payload = frame.payload
                 if payload is None or len(payload) < SMALL_PAYLOAD:
                     out.append(encode_frame(frame, max_frame, seq))

@@ -19,6 +19,7 @@ from cartridge_runtime.protocol import (
     SeqAssigner,
     _codec,
     _seq,
+    encode_flow,
     encode_frame,
     frames,
 )
@@ -117,3 +118,42 @@ def test_batches_give_the_bytes_and_counts_of_the_per_frame_path(
         _batched(other, batch, b, max_frame)
         assert a == b
         assert _state(one) == _state(other)
+
+
+def _flow_per_frame(batch: list[Frame], max_frame: int) -> list[Any]:
+    out: list[Any] = []
+    for n, f in enumerate(batch):
+        try:
+            out.append(encode_frame(f, max_frame, n))
+        except ProtocolError as exc:
+            out.append(("refused", type(exc), str(exc)))
+            break
+    return out
+
+
+def _flow_batched(batch: list[Frame], max_frame: int) -> list[Any]:
+    out: list[Any] = []
+    taken = encode_flow(batch, max_frame, out)
+    assert 0 <= taken <= len(batch)
+    if _codec._c_encode_flow is None:
+        assert taken == 0
+    tail = _flow_per_frame(batch, max_frame)[taken:]
+    return out + tail
+
+
+@FAST
+@given(batch=st.lists(_frame(), max_size=8), max_frame=st.sampled_from([1 << 20, 60]))
+def test_a_flow_encoded_in_one_call_gives_the_bytes_of_one_call_per_frame(
+    batch: list[Frame], max_frame: int
+) -> None:
+    assert _flow_batched(batch, max_frame) == _flow_per_frame(batch, max_frame)
+    assert _flow_batched(list(batch), max_frame) == _flow_batched(tuple(batch), max_frame)  # type: ignore[arg-type]
+
+
+@needs_c
+def test_a_small_request_is_encoded_whole_by_the_compiled_call() -> None:
+    rid = IDS[0]
+    batch = [frames.req(rid, "cap:x"), frames.stream_start(rid, "s", "media:"), frames.end(rid)]
+    out: list[Any] = []
+    assert encode_flow(batch, 1 << 20, out) == 3
+    assert out == [encode_frame(f, 1 << 20, n) for n, f in enumerate(batch)]

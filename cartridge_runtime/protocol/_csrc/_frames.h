@@ -58,5 +58,6 @@ int receiver_init(void);
 PyObject *encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *configure_numbering(PyObject *module, PyObject *arg);
 PyObject *encode_numbered(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *encode_flow(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

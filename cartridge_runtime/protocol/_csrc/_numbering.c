@@ -163,3 +163,49 @@ encode_numbered(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     return PyLong_FromSsize_t(i);
 }
+
+/* encode_flow(frames, max_frame, out) -> index: frame i of a flow its sender opens and ends in
+ * one go (a small call's request) encoded with seq i onto out, while encode_small takes them;
+ * the index of the first frame left to Python (len(frames) when none was). */
+PyObject *
+encode_flow(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "encode_flow(frames, max_frame, out)");
+        return NULL;
+    }
+    if (!PyList_Check(args[0]) && !PyTuple_Check(args[0]))
+        return PyLong_FromLong(0); /* another sequence: all of it is Python's */
+    if (s_dict == NULL && (s_dict = PyUnicode_InternFromString("__dict__")) == NULL)
+        return NULL;
+    PyObject *frames = args[0], *out = args[2];
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(frames), i = 0;
+    PyObject **items = PySequence_Fast_ITEMS(frames);
+    for (; i < n; i++) {
+        PyObject *d = PyObject_GetAttr(items[i], s_dict);
+        if (d == NULL || !PyDict_Check(d)) {
+            Py_XDECREF(d);
+            PyErr_Clear();
+            break;
+        }
+        PyObject *seq = PyLong_FromSsize_t(i);
+        if (seq == NULL) {
+            Py_DECREF(d);
+            return NULL;
+        }
+        PyObject *call[3] = {d, seq, args[1]};
+        PyObject *wire = encode_small(NULL, call, 3);
+        Py_DECREF(seq);
+        Py_DECREF(d);
+        if (wire == NULL || wire == Py_None) {
+            Py_XDECREF(wire);
+            PyErr_Clear(); /* Python encodes it, or raises the error by name */
+            break;
+        }
+        int rc = PyList_Append(out, wire);
+        Py_DECREF(wire);
+        if (rc < 0)
+            return NULL;
+    }
+    return PyLong_FromSsize_t(i);
+}

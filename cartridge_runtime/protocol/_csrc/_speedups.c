@@ -389,6 +389,8 @@ static PyMethodDef methods[] = {
     {"serve_flow_fast", (PyCFunction)(void (*)(void))serve_flow_fast, METH_FASTCALL,
      "serve_flow_fast(requests, fallback, frame): a request's common valid frame, else "
      "fallback(frame)."},
+    {"encode_flow", (PyCFunction)(void (*)(void))encode_flow, METH_FASTCALL,
+     "encode_flow(frames, max_frame, out) -> index of the first frame left to Python."},
     {"configure_numbering", configure_numbering, METH_O,
      "Hand over the kind of each frame type code for numbering (once, from _seq)."},
     {"encode_numbered", (PyCFunction)(void (*)(void))encode_numbered, METH_FASTCALL,
