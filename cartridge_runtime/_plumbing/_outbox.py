@@ -47,7 +47,13 @@ import anyio.abc
 import anyio.lowlevel
 import attrs
 
-from cartridge_runtime.protocol import Frame, ProtocolError, encode_frame, encode_frame_parts
+from cartridge_runtime.protocol import (
+    Frame,
+    ProtocolError,
+    encode_flow,
+    encode_frame,
+    encode_frame_parts,
+)
 
 from ._backend import Block, Cancellable, SoonCaller, event_factory, soon_caller
 from ._fd import FdSink
@@ -60,6 +66,10 @@ YIELD_BYTES = 1 << 20
 
 #: The numbering of an outbox given none: every frame keeps the seq it carries.
 _OWN_SEQ: Callable[[Frame], int | None] = operator.attrgetter("seq")
+
+#: ``encode_run(frames, start, out, max_frame) -> index``: numbers and encodes frames from
+#: ``start`` onto ``out`` while it can; the index of the first it left (see ``number_by``).
+BatchEncoder = Callable[[list[Frame], int, list[Block], int], int]
 
 #: The errors of a byte sink whose reader is gone (or that was closed): the outbox is broken.
 _SINK_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
@@ -208,6 +218,7 @@ class FrameOutbox:
         self.counts: DropCounts = OutboxCounts() if counts is None else counts
         self._on_drop = on_drop
         self._number = _OWN_SEQ if number is None else number
+        self._batch: BatchEncoder | None = None
         #: Frames waiting to be numbered and encoded (EncodeAt.FLUSH).
         self._frames: list[Frame] = []
         #: Encoded buffers in wire order, not handed to the sink yet.
@@ -316,7 +327,10 @@ class FrameOutbox:
         out = self._out
         max_frame = self._max_frame()
         try:
-            for seq, frame in enumerate(frames):
+            taken = encode_flow(frames, max_frame, out)  # the small frames, in one call
+            self._count += taken
+            for seq in range(taken, len(frames)):
+                frame = frames[seq]
                 payload = frame.payload
                 if payload is None or len(payload) < SMALL_PAYLOAD:
                     out.append(encode_frame(frame, max_frame, seq))
@@ -377,10 +391,14 @@ class FrameOutbox:
                 self._unyielded = 0
                 await anyio.lowlevel.checkpoint()
 
-    def number_by(self, number: Callable[[Frame], int | None]) -> None:
+    def number_by(
+        self, number: Callable[[Frame], int | None], batch: BatchEncoder | None = None
+    ) -> None:
         """Take the numbering of a connection core made after the outbox (before any frame
-        is queued)."""
+        is queued); ``batch`` numbers and encodes a run of frames in one call where it can
+        (:meth:`~cartridge_runtime.protocol.SeqAssigner.encode_numbered`; EncodeAt.FLUSH)."""
         self._number = number
+        self._batch = batch
 
     def mark(self) -> tuple[int, int]:
         """The position the next queued frame will take (for :meth:`withdraw`)."""
@@ -467,7 +485,17 @@ class FrameOutbox:
             number = self._number
             max_frame = self._max_frame()
             out = self._out
-            for frame in frames:
+            encode_run = self._batch
+            i, n = 0, len(frames)
+            while i < n:
+                if encode_run is not None:
+                    # Numbers and encodes the frames it can in one call; the first it leaves
+                    # (a straggler, a large payload, an error to report) goes the way below.
+                    i = encode_run(frames, i, out, max_frame)
+                    if i >= n:
+                        break
+                frame = frames[i]
+                i += 1
                 seq = number(frame)
                 if seq is None:
                     continue  # a straggler: the numbering counted it

@@ -17,10 +17,12 @@ The per-frame path is one dict lookup of the frame type in the table of the curr
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from . import _builders as frames
+from . import _request_state
 from ._cartridge_state import (
     PHASE_TRANSITIONS,
     Admission,
@@ -147,6 +149,17 @@ class CartridgeConnection(Generic[H]):
             FrameType.LOG,
         ):
             serving[ft] = self._on_flow
+        if _request_state._c_serve_flow is not None:
+            # Compiled: a frame of an open request that the receiver's fast path takes
+            # whole is served in one C call; anything else goes to _on_flow.
+            fast = functools.partial(_request_state._c_serve_flow, self.requests, self._on_flow)
+            for ft in (
+                FrameType.STREAM_START,
+                FrameType.CHUNK,
+                FrameType.STREAM_END,
+                FrameType.END,
+            ):
+                serving[ft] = fast
         closed: dict[FrameType, Callable[[Frame], ConnEvent]] = {
             ft: self._ignore for ft in FrameType
         }

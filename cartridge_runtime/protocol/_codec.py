@@ -13,13 +13,14 @@ from __future__ import annotations
 import io
 import os
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import cbor2
 
 from .._redact import describe
-from ._constants import HARD_FRAME_CAP, PREFIX_LEN, FrameKey, FrameType
+from ._constants import HARD_FRAME_CAP, PREFIX_LEN, PURE_PYTHON_ENV, FrameKey, FrameType
 from ._errors import (
     FrameDecodeError,
     FrameEncodeError,
@@ -82,9 +83,6 @@ _U64 = 1 << 64
 _INT_TYPE = frozenset({int})
 
 
-#: Environment variable that turns the compiled fast paths off (to test or time the pure path).
-PURE_PYTHON_ENV = "CARTRIDGE_RUNTIME_PURE_PYTHON"
-
 # Optional compiled fast paths (``_speedups.c``, built at install where a C compiler exists).
 # They take the common valid case and answer None for anything else, so the Python code below
 # stays the single definition of the rules and of every error message. ``None`` here: the
@@ -95,6 +93,7 @@ _c_encode_small: Any = None
 _c_take_frame: Any = None
 _c_take_frames: Any = None
 _c_scan_prefixes: Any = None
+_c_encode_flow: Any = None
 
 
 def _c_kind(key: int, typ: Any) -> int:
@@ -107,13 +106,14 @@ def _c_kind(key: int, typ: Any) -> int:
 def _load_speedups() -> bool:
     """Import and configure the compiled fast paths; False when absent or switched off."""
     global _c_map_to_frame, _c_decode_direct, _c_encode_small, _c_take_frame, _c_take_frames
-    global _c_scan_prefixes
+    global _c_scan_prefixes, _c_encode_flow
     if os.environ.get(PURE_PYTHON_ENV):
         return False
     try:
         from ._speedups import (
             configure,
             decode_direct,
+            encode_flow,
             encode_small,
             map_to_frame,
             scan_prefixes,
@@ -144,6 +144,7 @@ def _load_speedups() -> bool:
     _c_take_frame = take_frame
     _c_take_frames = take_frames
     _c_scan_prefixes = scan_prefixes
+    _c_encode_flow = encode_flow
     return True
 
 
@@ -253,6 +254,18 @@ def encode_frame(frame: Frame, max_frame: int = HARD_FRAME_CAP, seq: int | None 
         _check_body_size(frame, n, max_frame)
         return _pack_len(n) + body
     return b"".join(_large_frame_parts(frame, max_frame, seq))
+
+
+def encode_flow(frames: Sequence[Frame], max_frame: int, out: list[Any]) -> int:
+    """Append the wire form of ``frames``, frame ``i`` with seq ``i`` (a flow its sender opens
+    and ends in one go, as a small call's request), to ``out`` while the compiled fast path
+    takes them: small frames it encodes exactly as :func:`encode_frame` does. Return how many
+    it took; the caller encodes the rest (and meets any error there). Without the fast path
+    it takes none."""
+    if _c_encode_flow is None:
+        return 0
+    n: int = _c_encode_flow(frames, max_frame, out)
+    return n
 
 
 def _check_body_size(frame: Frame, n: int, max_frame: int) -> None:

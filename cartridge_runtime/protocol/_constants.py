@@ -129,3 +129,7 @@ class CreditDirection(enum.StrEnum):
 
     REQUEST = "request"  #: credits an argument stream (sent by the handler side)
     RESPONSE = "response"  #: credits a response stream (sent by the requester side)
+
+
+#: Environment variable that turns the compiled fast paths off (to test or time the pure path).
+PURE_PYTHON_ENV = "CARTRIDGE_RUNTIME_PURE_PYTHON"

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from .._redact import describe
-from ._constants import PROTOCOL_VERSION, FrameType
+from ._constants import PROTOCOL_VERSION, PURE_PYTHON_ENV, FrameType
 
 #: Random bytes fetched from the OS at a time for new ids (one system call per 256 ids).
 _RANDOM_BATCH = 16 * 256
@@ -78,6 +78,21 @@ class MessageId:
 
     def __repr__(self) -> str:
         return f"MessageId({self})"
+
+
+def _compiled_id_hash() -> None:
+    """Hash ids in C (``_speedups``): the same value, ``hash(id.value)``, without a Python call
+    per dict lookup keyed by an id. Done before any id is made, so every id hashes one way."""
+    if os.environ.get(PURE_PYTHON_ENV):
+        return
+    try:
+        from ._speedups import id_hash_method
+    except ImportError:
+        return
+    MessageId.__hash__ = id_hash_method()  # type: ignore[method-assign]
+
+
+_compiled_id_hash()
 
 
 #: Ids by value, shared by the decoder (``_codec``) and the ids handed out by :func:`share_id`:

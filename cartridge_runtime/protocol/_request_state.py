@@ -24,11 +24,14 @@ sequence item are granted back at once. Outgoing CREDIT frames are collected in
 from __future__ import annotations
 
 import enum
+import os
 from typing import Any
+
+import attrs
 
 from . import _builders as build
 from ._checksum import checksum
-from ._constants import CreditDirection, FrameType
+from ._constants import PURE_PYTHON_ENV, CreditDirection, FrameType
 from ._errors import ChecksumMismatchError, CreditViolationError, ProtocolError, StreamStateError
 from ._events import (
     BodyEnded,
@@ -229,6 +232,15 @@ class BodyReceiver:
 
         :raises ProtocolError: the frame is not allowed here (the receiver is then FAILED).
         """
+        if _c_receive is not None:
+            # The compiled fast path takes the common valid frames (the same transitions
+            # and events); anything else, and every mistake, is decided below.
+            events: list[Event] | None = _c_receive(self, frame)
+            if events is not None:
+                return events
+        return self._receive(frame)
+
+    def _receive(self, frame: Frame) -> list[Event]:
         inp = _INPUTS.get(frame.frame_type)
         if inp is None:
             raise self._fail(
@@ -438,3 +450,65 @@ class BodyReceiver:
             ):
                 n, stream.pending = stream.pending, 0
                 self._grant(stream, n)
+
+
+#: The compiled fast path of :meth:`BodyReceiver.receive` (``_speedups.receive_fast``), or
+#: ``None``: not built, switched off (``CARTRIDGE_RUNTIME_PURE_PYTHON``), or refused by its
+#: checks of the tables and event classes below.
+_c_receive: Any = None
+#: ``_speedups.serve_flow_fast`` (the cartridge connection's flow frames), or ``None`` with
+#: :data:`_c_receive`.
+_c_serve_flow: Any = None
+
+
+def _load_receiver_speedups() -> bool:
+    """Hand the compiled receiver its tables; False when it is absent or switched off."""
+    global _c_receive, _c_serve_flow
+    if os.environ.get(PURE_PYTHON_ENV):
+        return False
+    try:
+        from ._speedups import configure_receiver, receive_fast, serve_flow_fast
+    except ImportError:
+        return False
+    # The C code applies these transitions only; check they are still the tables' own.
+    expected = {
+        (_R.EXPECT_REQ, _I.REQ): _R.OPEN,
+        (_R.OPEN, _I.STREAM_START): _R.OPEN,
+        (_R.OPEN, _I.CHUNK): _R.OPEN,
+        (_R.OPEN, _I.STREAM_END): _R.OPEN,
+        (_R.OPEN, _I.END): _R.DONE,
+    }
+    stream_steps = {
+        (_S.NEW, _I.STREAM_START): _S.OPEN,
+        (_S.OPEN, _I.CHUNK): _S.OPEN,
+        (_S.OPEN, _I.STREAM_END): _S.CLOSED,
+    }
+    if any(REQUEST_TRANSITIONS.get(k) is not v for k, v in expected.items()) or any(
+        STREAM_TRANSITIONS.get(k) is not v for k, v in stream_steps.items()
+    ):
+        return False
+    events = (RequestOpened, StreamOpened, StreamData, StreamClosed, BodyEnded)
+    try:
+        configure_receiver(
+            inputs=(
+                FrameType.REQ,
+                FrameType.STREAM_START,
+                FrameType.CHUNK,
+                FrameType.STREAM_END,
+                FrameType.END,
+            ),
+            request_states=(_R.EXPECT_REQ, _R.OPEN, _R.DONE),
+            stream_states=(_S.OPEN, _S.CLOSED),
+            stream_class=_Stream,
+            decode_scalar=decode_scalar,
+            events=events,
+            event_fields=tuple(tuple(f.name for f in attrs.fields(e)) for e in events),
+        )
+    except (TypeError, ValueError):
+        return False
+    _c_receive = receive_fast
+    _c_serve_flow = serve_flow_fast
+    return True
+
+
+_load_receiver_speedups()

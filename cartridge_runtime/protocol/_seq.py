@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
-from typing import Protocol
+from typing import Any, Protocol
 
-from ._constants import FrameType
+from ._constants import PURE_PYTHON_ENV, FrameType
 from ._frame import Frame, MessageId
 
 FlowKey = tuple[MessageId, MessageId | None]
@@ -82,6 +83,25 @@ class SeqAssigner:
             counters[key] = n + 1
         return n
 
+    def encode_numbered(
+        self, frames: list[Frame], start: int, out: list[Any], max_frame: int
+    ) -> int:
+        """Number and encode ``frames[start:]`` onto ``out`` (the wire bytes of each, as
+        :meth:`number` and :func:`~cartridge_runtime.protocol.encode_frame` give them) while
+        each is a small frame of a flow still open; return the index of the first frame
+        left to the caller's own per-frame path (``len(frames)`` when none was), which
+        nothing here has counted or numbered.
+
+        A compiled fast path: without it (not built, or switched off) every frame is left
+        to the caller.
+        """
+        if _c_encode_numbered is None:
+            return start
+        n: int = _c_encode_numbered(
+            self._counters, self._closed, self.MAX_CLOSED, frames, start, out, max_frame
+        )
+        return n
+
     def assign(self, frame: Frame) -> Frame | None:
         """``frame`` with its seq set, or ``None`` when its flow already ended."""
         n = self.number(frame)
@@ -98,3 +118,23 @@ class SeqAssigner:
         key = (rid.value, None if xid is None else xid.value)
         self._counters.pop(key, None)
         self._closed.pop(key, None)
+
+
+#: ``_speedups.encode_numbered``, or ``None`` (not built, or ``CARTRIDGE_RUNTIME_PURE_PYTHON``).
+_c_encode_numbered: Any = None
+
+
+def _load_numbering_speedups() -> bool:
+    global _c_encode_numbered
+    if os.environ.get(PURE_PYTHON_ENV):
+        return False
+    try:
+        from ._speedups import configure_numbering, encode_numbered
+    except ImportError:
+        return False
+    configure_numbering(bytes(_KIND))
+    _c_encode_numbered = encode_numbered
+    return True
+
+
+_load_numbering_speedups()

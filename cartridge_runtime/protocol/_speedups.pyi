@@ -31,3 +31,28 @@ def take_frames(
 def encode_small(
     frame_dict: dict[str, Any], seq: int | None, max_frame: int, /
 ) -> bytes | None: ...
+def configure_receiver(
+    *,
+    inputs: tuple[Any, ...],
+    request_states: tuple[Any, ...],
+    stream_states: tuple[Any, ...],
+    stream_class: type,
+    decode_scalar: Any,
+    events: tuple[type, ...],
+    event_fields: tuple[tuple[str, ...], ...],
+) -> None: ...
+def receive_fast(receiver: Any, frame: Any, /) -> list[Any] | None: ...
+def configure_numbering(kinds: bytes, /) -> None: ...
+def encode_numbered(
+    counters: dict[Any, int],
+    closed: dict[Any, None],
+    max_closed: int,
+    frames: list[Any],
+    start: int,
+    out: list[Any],
+    max_frame: int,
+    /,
+) -> int: ...
+def serve_flow_fast(requests: dict[Any, Any], fallback: Any, frame: Any, /) -> Any: ...
+def encode_flow(frames: list[Any] | tuple[Any, ...], max_frame: int, out: list[Any], /) -> int: ...
+def id_hash_method() -> Any: ...

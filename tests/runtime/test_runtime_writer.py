@@ -6,6 +6,7 @@ from typing import Any
 
 import anyio
 import pytest
+import sniffio
 
 from cartridge_runtime.protocol import FrameDecoder, MessageId, SeqAssigner, frames
 from cartridge_runtime.runtime._frames._writer import FrameWriter
@@ -155,3 +156,91 @@ def test_try_send_queues_only_what_send_would_queue_without_waiting_or_yielding(
     # yields there, so try_send leaves it to send().
     assert not writer.try_send(frames.chunk(rid, "s", 1, half))
     assert [f.chunk_index for f in writer._q] == [0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_held_while_running_writes_on_suspension_and_passes_the_result(backend: str) -> None:
+    stream = _Stream(nonblocking=True)
+    anyio.run(_held_run, stream, backend=backend)
+    got = _frames_in(stream.writes)
+    assert [f.frame_type.name for f in got] == ["STREAM_START", "CHUNK", "STREAM_END", "END"]
+
+
+async def _held_run(stream: _Stream) -> None:
+    writer = FrameWriter(stream, lambda: 1 << 20)
+    writer.number_by(SeqAssigner())
+    rid = MessageId.new()
+    first, second = _response(rid)[:2], _response(rid)[2:]
+    seen: list[int] = []
+
+    async def body() -> str:
+        for f in first:
+            await writer.send(f)
+        seen.append(len(stream.writes))  # queued, not written: the queue is held
+        await anyio.sleep(0.05)  # suspended: the hold is released, what it queued is written
+        seen.append(len(_frames_in(stream.writes)))
+        writes = len(stream.writes)
+        for f in second:
+            await writer.send(f)
+        seen.append(len(stream.writes) - writes)  # held again once it runs
+        return "result"
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        await anyio.sleep(0.01)
+        assert await writer.held_while_running(body()) == "result"
+        # Released at the end: the last frames are written without another loop pass.
+        if sniffio.current_async_library() == "asyncio":
+            assert len(_frames_in(stream.writes)) == 4
+        await anyio.sleep(0.05)
+        writer.close()
+    assert seen == [0, 2, 0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_held_while_running_lets_errors_and_cancellation_through_and_releases(
+    backend: str,
+) -> None:
+    stream = _Stream(nonblocking=True)
+    anyio.run(_held_errors, stream, backend=backend)
+    assert [f.frame_type.name for f in _frames_in(stream.writes)] == [
+        "STREAM_START",
+        "CHUNK",
+        "STREAM_END",
+        "END",
+    ]
+
+
+async def _held_errors(stream: _Stream) -> None:
+    writer = FrameWriter(stream, lambda: 1 << 20)
+    writer.number_by(SeqAssigner())
+    rid = MessageId.new()
+    start, chunk, stream_end, end = _response(rid)
+    cleaned: list[str] = []
+
+    async def fails() -> None:
+        await writer.send(start)
+        raise ValueError("handler failed")
+
+    async def waits_forever() -> None:
+        await writer.send(chunk)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cleaned.append("cancelled")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        await anyio.sleep(0.01)
+        with pytest.raises(ValueError, match="handler failed"):
+            await writer.held_while_running(fails())
+        with anyio.move_on_after(0.05):
+            await writer.held_while_running(waits_forever())
+        assert cleaned == ["cancelled"]
+        # No hold is left behind: a frame queued now is written without any release.
+        await writer.send(stream_end)
+        await writer.send(end)
+        await anyio.sleep(0.05)
+        assert writer.outbox.queued == []
+        assert len(_frames_in(stream.writes)) == 4
+        writer.close()

@@ -48,4 +48,16 @@ int frame_write(CborWriter *w, PyObject *d, PyObject *seq);
 PyObject *frame_prefixed(const unsigned char *body, Py_ssize_t n, Py_ssize_t max_frame);
 PyObject *frame_prefix_in_place(CborWriter *w, Py_ssize_t max_frame);
 
+/* The receiver's fast path (_receiver.c). */
+PyObject *receive_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *configure_receiver(PyObject *module, PyObject *args, PyObject *kw);
+PyObject *serve_flow_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+int receiver_init(void);
+
+/* Numbering and encoding a writer's batch (_numbering.c), over encode_small (_speedups.c). */
+PyObject *encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *configure_numbering(PyObject *module, PyObject *arg);
+PyObject *encode_numbered(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *encode_flow(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 #endif

@@ -270,7 +270,7 @@ fail:
 /* encode_small(frame_dict, seq, max_frame) -> bytes | None: prefix and body of a frame
  * without a large payload; None when the payload is large or the body exceeds a limit
  * (Python's path then takes over, and names the error). */
-static PyObject *
+PyObject *
 encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3 || !PyDict_Check(args[0])) {
@@ -337,7 +337,36 @@ encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return wire;
 }
 
+/* The hash of a MessageId: its value's (ids of equal value are equal, and a bytes id never
+ * equals an int one). Installed as MessageId.__hash__ through an instance method, so that
+ * hashing an id, which every dict keyed by request id does per frame, runs no Python. */
+static PyObject *
+id_hash(PyObject *module, PyObject *id)
+{
+    PyObject *v = PyObject_GetAttr(id, codec.s_value);
+    if (v == NULL)
+        return NULL;
+    Py_hash_t h = PyObject_Hash(v);
+    Py_DECREF(v);
+    return h == -1 ? NULL : PyLong_FromSsize_t(h);
+}
+
+static PyMethodDef id_hash_def = {"__hash__", id_hash, METH_O, "hash(self.value)"};
+
+static PyObject *
+id_hash_method(PyObject *module, PyObject *unused)
+{
+    PyObject *f = PyCFunction_New(&id_hash_def, NULL);
+    if (f == NULL)
+        return NULL;
+    PyObject *m = PyInstanceMethod_New(f);
+    Py_DECREF(f);
+    return m;
+}
+
 static PyMethodDef methods[] = {
+    {"id_hash_method", id_hash_method, METH_NOARGS,
+     "A MessageId.__hash__ in C: the hash of the id's value."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Hand over the codec's tables and callables (once, from _codec)."},
     {"map_to_frame", map_to_frame, METH_O,
@@ -352,6 +381,21 @@ static PyMethodDef methods[] = {
      "take_frames(data, offset, max_frame) -> (frames, end): take_frame over a block."},
     {"encode_small", (PyCFunction)(void (*)(void))encode_small, METH_FASTCALL,
      "encode_small(frame_dict, seq, max_frame) -> bytes | None (small frames only)."},
+    {"configure_receiver", (PyCFunction)(void (*)(void))configure_receiver,
+     METH_VARARGS | METH_KEYWORDS,
+     "Hand over the request receiver's tables and classes (once, from _request_state)."},
+    {"receive_fast", (PyCFunction)(void (*)(void))receive_fast, METH_FASTCALL,
+     "receive_fast(receiver, frame) -> events | None (None: let Python decide)."},
+    {"serve_flow_fast", (PyCFunction)(void (*)(void))serve_flow_fast, METH_FASTCALL,
+     "serve_flow_fast(requests, fallback, frame): a request's common valid frame, else "
+     "fallback(frame)."},
+    {"encode_flow", (PyCFunction)(void (*)(void))encode_flow, METH_FASTCALL,
+     "encode_flow(frames, max_frame, out) -> index of the first frame left to Python."},
+    {"configure_numbering", configure_numbering, METH_O,
+     "Hand over the kind of each frame type code for numbering (once, from _seq)."},
+    {"encode_numbered", (PyCFunction)(void (*)(void))encode_numbered, METH_FASTCALL,
+     "encode_numbered(counters, closed, max_closed, frames, start, out, max_frame) -> index "
+     "of the first frame left to Python."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -379,6 +423,8 @@ PyInit__speedups(void)
     codec.i_thirteen = PyLong_FromLong(13);
     codec.empty_tuple = PyTuple_New(0);
     if (!codec.i_one || !codec.i_two || !codec.i_three || !codec.i_thirteen || !codec.empty_tuple)
+        return NULL;
+    if (receiver_init() < 0)
         return NULL;
     return PyModule_Create(&module);
 }

@@ -203,7 +203,7 @@ class HandlerRunner:
         base = contextvars.copy_context()
         while True:
             if ready:
-                await self._serve_request(ready.popleft())
+                await self.writer.held_while_running(self._serve_request(ready.popleft()))
                 if contextvars.copy_context() != base:
                     # The handler changed context variables: end this worker so that the
                     # next request starts in a clean context, as in a task of its own.
@@ -308,8 +308,9 @@ class HandlerRunner:
         # Send the response now, ahead of this request's clean-up, so the host works on it
         # meanwhile. With several requests in flight this also means one write per response
         # rather than one per loop pass: measured faster, as both processes stay busy instead
-        # of taking turns over large batches.
-        writer.flush_now()
+        # of taking turns over large batches. (The worker runs the request with the queue
+        # held while it does not wait, so nothing else would write it before the clean-up.)
+        writer.flush()
 
 
 def _reason(message: str) -> ErrorReport:

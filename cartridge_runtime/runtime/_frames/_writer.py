@@ -21,7 +21,8 @@ run for long without blocking yields every :data:`YIELD_BYTES` of payload.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -33,6 +34,56 @@ __all__ = ("WRITER_QUEUE", "YIELD_BYTES", "FrameWriter")
 
 #: Frames queued for the writer before producers wait (the data itself is bounded by credit).
 WRITER_QUEUE = 256
+
+_T = TypeVar("_T")
+
+
+class _HeldWhileRunning:
+    """Awaiting it runs ``coro`` with the outbox held except while ``coro`` is suspended.
+
+    A handler that answers without waiting (a small call) queues its frames under the hold,
+    and its runner writes them in place (:meth:`FrameWriter.flush`): no loop callback is
+    scheduled for them, and none is cancelled. Whenever ``coro`` suspends (it waits for
+    input, credit, a peer, a timer) the hold is released first, which writes what it queued,
+    so nothing it sent waits behind its suspension. Results, exceptions, ``throw`` (a
+    cancellation) and ``close`` pass through as with ``await coro``.
+    """
+
+    __slots__ = ("_coro", "_outbox")
+
+    def __init__(self, coro: Coroutine[Any, Any, _T], outbox: FrameOutbox) -> None:
+        self._coro = coro
+        self._outbox = outbox
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, outbox = self._coro, self._outbox
+        outbox.hold()
+        held = True
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    if error is None:
+                        yielded = coro.send(value)
+                    else:
+                        yielded, error = coro.throw(error), None
+                except StopIteration as stop:
+                    return stop.value
+                held = False
+                outbox.release()
+                try:
+                    value = yield yielded
+                except GeneratorExit:
+                    coro.close()
+                    raise
+                except BaseException as exc:  # a cancellation (or anything thrown) goes in
+                    error = exc
+                outbox.hold()
+                held = True
+        finally:
+            if held:
+                outbox.release()
 
 
 class FrameWriter:
@@ -67,10 +118,17 @@ class FrameWriter:
         self.wait_room: Callable[[], Awaitable[None]] = outbox.wait_room
         #: ``close()``: no more frames; the task finishes what is queued and ends.
         self.close: Callable[[], None] = outbox.close
+        #: ``flush()``: write what is queued now (in place where the sink allows).
+        self.flush: Callable[[], None] = outbox.flush
+
+    def held_while_running(self, coro: Coroutine[Any, Any, _T]) -> Awaitable[_T]:
+        """``coro`` as an awaitable that runs it with the queue held while it does not
+        suspend (see :class:`_HeldWhileRunning`)."""
+        return _HeldWhileRunning(coro, self.outbox)
 
     def number_by(self, seq: SeqAssigner) -> None:
         """Number every frame with the connection core's ``seq`` (before the first frame)."""
-        self.outbox.number_by(seq.number)
+        self.outbox.number_by(seq.number, seq.encode_numbered)
 
     async def run(self) -> None:
         """The writer task: until :meth:`close` and the queue is empty."""
