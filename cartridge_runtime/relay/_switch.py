@@ -64,6 +64,8 @@ __all__ = (
 PROBE_TIMEOUT = 10.0
 #: Ended requests remembered to tell a straggler from a drop (the reference keeps 64).
 RECENT_ENDED = 256
+#: Requested caps whose route is remembered at once (the table restarts when full).
+PICKS_KEPT = 1024
 
 
 class HostState(enum.Enum):
@@ -211,6 +213,9 @@ class SwitchCore:
         #: (host, record key) of cartridges not announced running that answered a call: the
         #: one-call-at-a-time start-up rule no longer holds them.
         self._answered: set[tuple[str, tuple[Any, ...]]] = set()
+        #: ``_pick``'s answers by requested cap; emptied whenever a host's state or
+        #: inventory changes (cap matching costs far more than a dict look-up).
+        self._picks: dict[str, tuple[_Slot, str, CartridgeRecord] | None] = {}
         #: Frames that found no route and belonged to no request that just ended, by type.
         self.drops: dict[str, int] = {}
         #: Frames that arrived for a request that had just ended, by type (harmless).
@@ -231,6 +236,11 @@ class SwitchCore:
             )
             for s in self._slots.values()
         )
+
+    def limits_of(self, host: str) -> Limits:
+        """The limits host ``host`` announced (the defaults for a host never attached)."""
+        slot = self._slots.get(host)
+        return Limits() if slot is None else slot.limits
 
     def accepts_attach(self, host: str) -> bool:
         """Whether :meth:`attach` with ``host`` would be accepted now (no live slot has it)."""
@@ -254,6 +264,7 @@ class SwitchCore:
         if slot is None:
             slot = self._slots[host] = _Slot(host)
         slot.inventory, slot.limits = inventory, limits
+        self._picks.clear()
         slot.attaches += 1
         slot.last_error = None
         out: list[SwitchAction] = [ToHost(host, frames.policy(self.policy))]
@@ -450,12 +461,14 @@ class SwitchCore:
         if nxt is None:
             return []
         slot.state = nxt
+        self._picks.clear()
         error = slot.last_error if nxt in (HostState.UNHEALTHY, HostState.DETACHED) else None
         return [HostChanged(slot.id, nxt, error)]
 
     def _on_notify(self, slot: _Slot, frame: Frame, now: float) -> list[SwitchAction]:
         had_caps = bool(slot.inventory.caps)
         slot.inventory, slot.limits = read_relay_notify(frame)
+        self._picks.clear()
         if not had_caps and slot.inventory.caps and slot.state is HostState.HEALTHY:
             return self._move(slot, HostInput.CAPS_APPEARED) + self._probe(slot, now)
         return self._admit_waiting()
@@ -519,6 +532,15 @@ class SwitchCore:
     def _pick(self, cap: str) -> tuple[_Slot, str, CartridgeRecord] | None:
         """The host, registered cap and record a call to ``cap`` goes to: among healthy hosts'
         dispatchable caps, the smallest (tier, distance); ties go to the first attached."""
+        if cap in self._picks:
+            return self._picks[cap]
+        picked = self._scan(cap)
+        if len(self._picks) >= PICKS_KEPT:
+            self._picks.clear()
+        self._picks[cap] = picked
+        return picked
+
+    def _scan(self, cap: str) -> tuple[_Slot, str, CartridgeRecord] | None:
         try:
             request = CapUrn.parse(cap)
         except UrnError:

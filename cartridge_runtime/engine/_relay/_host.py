@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from ..._plumbing import FrameOutbox, FramePump, sink_for, source_for
+from ..._plumbing import FrameOutbox, FramePump
 from ...protocol import Frame, FrameDecoder, Limits, ProtocolError
 from ...relay import (
     ForPeerCall,
@@ -30,6 +30,7 @@ from ...relay import (
 from .._connection._counters import Counters
 from ._records import inventory_records
 from ._switch_end import SwitchEnd
+from ._wire import LinkWire
 
 __all__ = ("ANNOUNCE_EVERY", "serve_link")
 
@@ -47,7 +48,8 @@ class _Link:
     def __init__(self, engine: Any, stream: anyio.abc.ByteStream, name: str) -> None:
         self.engine = engine
         self.core = HostLink()
-        self.outbox = FrameOutbox(sink_for(stream), lambda: Limits().max_frame)
+        self.wire = LinkWire(stream)
+        self.outbox = FrameOutbox(self.wire.sink, lambda: Limits().max_frame)
         self.end = SwitchEnd(name, self.core, self.outbox.push, Counters())
         self.stream = stream
 
@@ -100,7 +102,7 @@ async def serve_link(
             tg.start_soon(link.announcer)
             pump = FramePump(FrameDecoder(), lambda f: link.dispatch(f, open_request))
             try:
-                await pump.run(source_for(stream))
+                await pump.run(link.wire.source)
             except ProtocolError as exc:
                 reason = f"broke the protocol: {exc}"
                 log.warning("%s: the switch %s", name, reason)
@@ -114,5 +116,6 @@ async def serve_link(
     finally:
         link.end.lost(reason)
         redirect_peers(None)
+        link.wire.stop()
         with anyio.CancelScope(shield=True):
             await stream.aclose()

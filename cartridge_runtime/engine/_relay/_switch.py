@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from ..._plumbing import FrameOutbox, FramePump, Wake, sink_for, source_for, wake_factory
+from ..._plumbing import FrameOutbox, FramePump, Wake, wake_factory
 from ...manifest import Manifest, ManifestError
 from ...protocol import (
     Frame,
@@ -43,6 +43,7 @@ from .._connection._gate import PoolGate
 from .._connection._links import Flow
 from .._status import CartridgeStatus
 from .._supervision._lifecycle import EventHub, HostLinkChanged
+from ._wire import LinkWire
 
 __all__ = ("ATTACH_TIMEOUT", "HostCallLink", "HostSwitch", "WithHosts")
 
@@ -126,7 +127,8 @@ class _Link:
 
     def __init__(self, stream: anyio.abc.ByteStream) -> None:
         self.stream = stream
-        self.outbox = FrameOutbox(sink_for(stream), lambda: Limits().max_frame)
+        self.wire = LinkWire(stream)
+        self.outbox = FrameOutbox(self.wire.sink, lambda: Limits().max_frame)
         self.scope = anyio.CancelScope()
 
 
@@ -191,7 +193,7 @@ class HostSwitch:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(link.outbox.run)
                 try:
-                    await pump.run(source_for(link.stream))
+                    await pump.run(link.wire.source)
                 except ProtocolError as exc:
                     reason = f"broke the protocol: {exc}"
                     log.warning("host %s %s", name, reason)
@@ -211,6 +213,7 @@ class HostSwitch:
         if self._links.get(name) is link:
             del self._links[name]
         link.outbox.close()
+        link.wire.stop()
         self._apply(self.core.host_lost(name, reason))
         if self._tg is not None:
             self._tg.start_soon(_close, link.stream)
@@ -276,10 +279,7 @@ class HostSwitch:
         return HostCallLink(self, host, cartridge), registered
 
     def limits_of(self, host: str) -> Limits:
-        for view in self.core.hosts():
-            if view.id == host:
-                return view.limits
-        return Limits()
+        return self.core.limits_of(host)
 
     def hosts(self) -> tuple[HostView, ...]:
         return self.core.hosts()
