@@ -82,7 +82,7 @@ from ._machines._records import RunRecorder
 from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
 from ._output_check import OutputChecks
-from ._peer import PeerEnd, PeerLink, PeerRouter, run_peer_link
+from ._peer import OnRouted, PeerEnd, PeerLink, PeerRouter, run_peer_link
 from ._placements._command import describe_returncode
 from ._placements._seam import Placement
 from ._plans import plan_on
@@ -918,10 +918,26 @@ class Engine:
         self._start_link(self._peer_router or self._router, origin, frame)
 
     def _serve_request(self, origin: PeerEnd, frame: Frame) -> None:
-        self._start_link(self._router, origin, frame)
+        self._start_link(self._router, origin, frame, self._watch_relayed)
 
-    def _start_link(self, router: PeerRouter, origin: PeerEnd, frame: Frame) -> None:
-        link = PeerLink(router, origin, frame)
+    def _watch_relayed(self, link: PeerLink, conn: PeerEnd, handler: str) -> None:
+        """A request from the switch gets the activity timeout a call of this engine's own
+        to that cartridge gets (its cartridge's, else its cap's, else the engine's)."""
+        slot = self._slots.get(conn.name)
+        definition = conn.definition(handler) if isinstance(conn, Connection) else None
+        per_cartridge = slot.activity_timeout if slot is not None else None
+        limit = self._activity_limit(per_cartridge, definition, conn.name)
+        if limit is not None and limit != math.inf and not link.done:
+            self._watchdog.watch(link, limit)
+
+    def _start_link(
+        self,
+        router: PeerRouter,
+        origin: PeerEnd,
+        frame: Frame,
+        on_routed: OnRouted | None = None,
+    ) -> None:
+        link = PeerLink(router, origin, frame, on_routed)
         if self._tg is None or self._closed:
             link.error_to_origin(EngineClosed())
             return

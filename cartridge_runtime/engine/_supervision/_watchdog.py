@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable, Sized
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -39,10 +39,9 @@ from ._lifecycle import (
 from ._memory import describe_bytes, memory_exceeded, resident_bytes, set_address_limit
 
 if TYPE_CHECKING:
-    from .._call import CallState
     from .._connection._shell import Connection
 
-__all__ = ("Watchdog",)
+__all__ = ("Watchdog", "Watched")
 
 log = logging.getLogger("cartridge_runtime.engine")
 
@@ -59,6 +58,44 @@ def _remote_figure(conn: Connection | None) -> Callable[[], Awaitable[int | None
         conn.process, "resident_memory", None
     )
     return remote
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class Watched(Protocol):
+    """What the activity watch needs of a call (an engine call, or a request relayed from a
+    switch, served over a peer link)."""
+
+    activity_limit: float | None
+    silence: Any
+
+    @property
+    def frames(self) -> int:
+        """Frames received for the call so far."""
+        ...
+
+    @property
+    def events(self) -> Sized:
+        """Events waiting unread by the caller."""
+        ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def cap(self) -> str: ...
+
+    @property
+    def conn(self) -> _Named:
+        """The connection serving the call (for its name)."""
+        ...
+
+    def expire_inactive(self, limit: float) -> None:
+        """Cancel the call and fail it: silent for ``limit`` seconds."""
+        ...
 
 
 class Watchdog:
@@ -101,7 +138,7 @@ class Watchdog:
 
     # -- registrations -----------------------------------------------------------------------
 
-    def watch(self, state: CallState, limit: float) -> None:
+    def watch(self, state: Watched, limit: float) -> None:
         """Time ``state`` out after ``limit`` seconds without a frame. Nothing is registered:
         the looks find live calls in their connections; only a limit shorter than any seen
         before wakes the task, so that it looks often enough."""
@@ -275,7 +312,7 @@ class Watchdog:
                             self._look_at_call(flow, now)  # type: ignore[arg-type]
         return self._next_call_look
 
-    def _look_at_call(self, state: CallState, now: float) -> None:
+    def _look_at_call(self, state: Watched, now: float) -> None:
         limit = state.activity_limit
         assert limit is not None
         record = state.silence
