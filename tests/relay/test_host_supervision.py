@@ -1,7 +1,7 @@
 """Supervision on a cartridge host, seen from the switch: a relayed call whose handler goes
 silent past the host's activity timeout fails with ``TIMEOUT`` (class ``resource``), and a
 cartridge past the host's memory limit is killed, its relayed call failing with
-``OOM_KILLED`` (class ``resource``) and the host announcing its new inventory."""
+``OOM_KILLED`` (class ``resource``) and the host announcing its new inventory (RLY-16)."""
 
 from __future__ import annotations
 
