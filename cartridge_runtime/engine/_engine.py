@@ -656,6 +656,10 @@ class Engine:
             raise EngineClosed()
         for _ in range(_REROUTES):
             hit = self._router.cache.get(cap)
+            if hit is None and self._hosts.links:
+                on_host = self._host_only(cap)
+                if on_host is not None:
+                    return self._open_on_host(cap, inputs, activity_timeout, *on_host)
             try:
                 slot, handler = hit if hit is not None else await self._router.resolve(cap)
             except NoRoute:
@@ -725,6 +729,16 @@ class Engine:
         if hit is None or hit[0] is not shipped:
             hit = self._checks[id(shipped)] = (shipped, OutputChecks(self.config.media, shipped))
         return hit[1] or None
+
+    def _host_only(self, cap: str) -> tuple[HostCallLink, str] | None:
+        """Where ``cap`` goes among the hosts when no cartridge of this engine serves it and
+        none could (every cartridge's caps are known): found without starting anything or
+        raising :class:`NoRoute` first."""
+        if any(slot.caps is None for slot in self._slots.values()):
+            return None
+        if self._router.lookup(cap) is not None:
+            return None
+        return self._hosts.link_for(cap)
 
     def _open_on_host(
         self,

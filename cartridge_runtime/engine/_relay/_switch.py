@@ -327,6 +327,11 @@ class HostSwitch:
     def attached(self, name: str) -> bool:
         return name in self._links
 
+    @property
+    def links(self) -> int:
+        """How many hosts are attached now."""
+        return len(self._links)
+
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
