@@ -932,6 +932,14 @@ class Engine:
         self._start_link(self._peer_router or self._router, origin, frame)
 
     def _serve_request(self, origin: PeerEnd, frame: Frame) -> None:
+        if self._tg is not None and not self._closed and frame.cap:
+            ready = self._router.ready_target(frame.cap)
+            if ready is not None:  # the common case: no task for the request
+                link = PeerLink(self._router, origin, frame, self._watch_relayed)
+                if link.connect_now(*ready):
+                    return
+                self._tg.start_soon(run_peer_link, link)
+                return
         self._start_link(self._router, origin, frame, self._watch_relayed)
 
     def _watch_relayed(self, link: PeerLink, conn: PeerEnd, handler: str) -> None:

@@ -132,6 +132,22 @@ class PeerLink:
         except CallError as exc:
             self.error_to_origin(exc)
             return
+        self.join(conn, handler, chain)
+
+    def connect_now(self, conn: PeerEnd, handler: str) -> bool:
+        """Join ``conn`` (ready, serving ``handler``) at once when its pools admit the call
+        without waiting: no task for the link. ``False``: nothing done, :meth:`connect`."""
+        if not conn.ready or self.done:
+            return False
+        chain = conn.gate.try_acquire(handler)
+        if chain is None:
+            return False
+        self.join(conn, handler, chain)
+        return True
+
+    def join(self, conn: PeerEnd, handler: str, chain: Chain) -> None:
+        """Send the REQ to ``conn``, which admitted the call (``chain``), and what the origin
+        sent meanwhile."""
         if self.done or not conn.ready:
             conn.gate.release(chain)
             if not self.done:
