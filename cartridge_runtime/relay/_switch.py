@@ -204,11 +204,12 @@ class SwitchCore:
 
     # -- frames from the application ---------------------------------------------------------
 
-    def send(self, frame: Frame, now: float = 0.0) -> list[SwitchAction]:
+    def send(self, frame: Frame, now: float = 0.0, *, seq: int | None = None) -> list[SwitchAction]:
         """A frame from the application: a REQ is routed by its cap over the healthy hosts;
-        any other frame follows the route of its request (counted when it has none)."""
+        any other frame follows the route of its request (counted when it has none).
+        ``seq``: the frame's number on the link, set in the same copy as its routing id."""
         if frame.frame_type is FrameType.REQ:
-            return self._open(frame, None)
+            return self._open(frame, None, seq)
         if frame.frame_type in BODY_FRAMES:
             # by rid alone: the routing id the application put on its frames is its own
             xid = self._xid_of.get(frame.id)
@@ -216,12 +217,16 @@ class SwitchCore:
             if route is None or route.source is not None:
                 self._count_unrouted(frame)
                 return []
+            if seq is None:
+                toward = frame.replace(routing_id=route.xid)
+            else:
+                toward = frame.replace(routing_id=route.xid, seq=seq)
             if route.held is not None:
                 if frame.frame_type is FrameType.CANCEL:
                     return self._cancel_held(route, frame)
-                route.held.append(frame.replace(routing_id=route.xid))
+                route.held.append(toward)
                 return []
-            return [ToHost(route.dest, frame.replace(routing_id=route.xid))]
+            return [ToHost(route.dest, toward)]
         raise RelayProtocolError(
             f"{frame.frame_type.name} is not a frame the application routes through the switch"
         )
@@ -380,7 +385,7 @@ class SwitchCore:
         self._picks[cap] = picked
         return picked
 
-    def _open(self, req: Frame, source: str | None) -> list[SwitchAction]:
+    def _open(self, req: Frame, source: str | None, seq: int | None = None) -> list[SwitchAction]:
         cap = req.cap or ""
         picked = self._pick(cap)
         if picked is None:
@@ -422,7 +427,10 @@ class SwitchCore:
         if route.dest_rid != req.id:
             self._routes[(xid, route.dest_rid)] = route
             self._xid_of[route.dest_rid] = xid
-        forwarded = req.replace(id=route.dest_rid, routing_id=xid)
+        if seq is None:
+            forwarded = req.replace(id=route.dest_rid, routing_id=xid)
+        else:
+            forwarded = req.replace(id=route.dest_rid, routing_id=xid, seq=seq)
         if self._waiting or not self._fits(route):
             route.held = [forwarded]
             self._waiting.append(route)

@@ -367,3 +367,17 @@ def test_a_remembered_route_follows_a_new_inventory_a_new_host_and_a_lost_one() 
     assert where(core, wanted) is None
     core.host_lost("h1")
     assert where(core, ECHO) is None
+
+
+def test_a_frame_sent_with_its_number_goes_out_numbered_with_its_routing_id() -> None:
+    core = SwitchCore()
+    attach_healthy(core, "h1", record("c", [ECHO]))
+    req = new_req(ECHO)
+    (out_req,) = host_frames(core.send(req, seq=0), "h1")
+    body = frames.stream_start(req.id, "s", "media:")
+    (out_body,) = host_frames(core.send(body, seq=1), "h1")
+    assert (out_req.seq, out_body.seq) == (0, 1)
+    assert out_req.routing_id is not None and out_body.routing_id == out_req.routing_id
+    assert out_body.id == req.id and out_body.stream_id == "s"
+    (unnumbered,) = host_frames(core.send(frames.end(req.id, seq=7)), "h1")
+    assert unnumbered.seq == 7  # without seq=, the frame keeps its own

@@ -23,6 +23,7 @@ from ...manifest import Manifest, ManifestError
 from ...protocol import (
     Frame,
     FrameDecoder,
+    FrameType,
     Limits,
     MessageId,
     NetworkPolicy,
@@ -96,12 +97,13 @@ class HostCallLink:
         self._switch.from_app(frame)
 
     def send_numbered(self, numbered: Frame, seq: int | None) -> None:
-        self._switch.from_app(numbered if seq is None else numbered.replace(seq=seq))
+        self._switch.from_app(numbered, seq)
 
     def send_flow(self, frames: Sequence[Frame]) -> None:
         """A whole flow in one go, numbered 0, 1, 2... (the switch core takes each frame)."""
+        from_app = self._switch.from_app
         for seq, frame in enumerate(frames):
-            self._switch.from_app(frame.replace(seq=seq))
+            from_app(frame, seq)
 
     def hold(self) -> None:
         pass
@@ -231,11 +233,16 @@ class HostSwitch:
 
     # -- frames -----------------------------------------------------------------------------
 
-    def from_app(self, frame: Frame) -> None:
-        self._apply(self.core.send(frame, anyio.current_time()))
+    def from_app(self, frame: Frame, seq: int | None = None) -> None:
+        """A frame of the application's (numbered ``seq`` on the link when given)."""
+        self._apply(self.core.send(frame, seq=seq))
 
     def _from_host(self, name: str, frame: Frame) -> None:
-        self._apply(self.core.receive(name, frame, anyio.current_time()))
+        # The time matters only to an inventory, which may start an identity probe (the one
+        # thing the core times): the clock is not read for every other frame.
+        kind = frame.frame_type
+        now = anyio.current_time() if kind is FrameType.RELAY_NOTIFY else 0.0
+        self._apply(self.core.receive(name, frame, now))
 
     def _apply(self, actions: list[SwitchAction]) -> None:
         for action in actions:
