@@ -36,6 +36,14 @@ __all__ = ("ANNOUNCE_EVERY", "serve_link")
 
 log = logging.getLogger("cartridge_runtime.host")
 
+#: The largest frame a relay link carries (the protocol's default limit; read once).
+_LINK_MAX_FRAME = Limits().max_frame
+
+
+def _link_max_frame() -> int:
+    return _LINK_MAX_FRAME
+
+
 #: Seconds the frames queued when a link ends get to be written.
 FLUSH_GRACE = 1.0
 #: Seconds between inventory checks while a cartridge runs (the reference sends every 2 s).
@@ -49,7 +57,7 @@ class _Link:
         self.engine = engine
         self.core = HostLink()
         self.wire = LinkWire(stream)
-        self.outbox = FrameOutbox(self.wire.sink, lambda: Limits().max_frame)
+        self.outbox = FrameOutbox(self.wire.sink, _link_max_frame)
         self.end = SwitchEnd(name, self.core, self.outbox.push, Counters())
         self.stream = stream
 

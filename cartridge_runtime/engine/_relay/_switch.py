@@ -50,6 +50,14 @@ __all__ = ("ATTACH_TIMEOUT", "HostCallLink", "HostSwitch", "WithHosts")
 
 log = logging.getLogger("cartridge_runtime.engine")
 
+#: The largest frame a relay link carries (the protocol's default limit; read once).
+_LINK_MAX_FRAME = Limits().max_frame
+
+
+def _link_max_frame() -> int:
+    return _LINK_MAX_FRAME
+
+
 #: Seconds a host has, once connected, to send its RELAY_NOTIFY.
 ATTACH_TIMEOUT = 10.0
 
@@ -130,7 +138,7 @@ class _Link:
     def __init__(self, stream: anyio.abc.ByteStream) -> None:
         self.stream = stream
         self.wire = LinkWire(stream)
-        self.outbox = FrameOutbox(self.wire.sink, lambda: Limits().max_frame)
+        self.outbox = FrameOutbox(self.wire.sink, _link_max_frame)
         self.scope = anyio.CancelScope()
 
 
