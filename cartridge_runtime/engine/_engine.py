@@ -897,6 +897,18 @@ class Engine:
         await self._tg.start(listen_for_host, self._hosts, path, label)
         return label
 
+    def set_host_state(self, name: str, payload: bytes) -> None:
+        """Give host ``name`` an opaque resources payload (RELAY_STATE, RLY-4): sent at once
+        when it is attached, and again right after POLICY each time it attaches (RLY-17), so a
+        host that comes back has it. The host keeps the latest and never forwards it to its
+        cartridges; what it means is agreed between the application and the host.
+
+        :raises TypeError: ``payload`` is not bytes.
+        """
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(f"a host's state is bytes, not {type(payload).__name__}")
+        self._hosts.set_state(name, bytes(payload))
+
     def hosts(self) -> tuple[HostView, ...]:
         """Every host attached (or once attached) to this engine: its state, inventory,
         limits and last error."""

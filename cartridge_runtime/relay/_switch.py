@@ -38,7 +38,7 @@ from ..protocol import (
     frames,
 )
 from ._errors import HostAttachError, RelayProtocolError
-from ._inventory import CartridgeRecord, pool_chain, read_relay_notify
+from ._inventory import CartridgeRecord, pool_chain, read_relay_notify, relay_state
 from ._probe import PROBE_TIMEOUT, probe_frames, read_probe_frame
 from ._switch_model import (
     BODY_FRAMES,
@@ -86,6 +86,8 @@ class SwitchCore:
         #: ``_pick``'s answers by requested cap; emptied whenever a host's state or
         #: inventory changes (cap matching costs far more than a dict look-up).
         self._picks: dict[str, tuple[Slot, str, CartridgeRecord] | None] = {}
+        #: The RELAY_STATE payload given for each host id, sent again on every attach.
+        self._states: dict[str, bytes] = {}
         #: Frames that found no route and belonged to no request that just ended, by type.
         self.drops: dict[str, int] = {}
         #: Frames that arrived for a request that had just ended, by type (harmless).
@@ -138,6 +140,9 @@ class SwitchCore:
         slot.attaches += 1
         slot.last_error = None
         out: list[SwitchAction] = [ToHost(host, frames.policy(self.policy))]
+        kept = self._states.get(host)
+        if kept is not None:
+            out.append(ToHost(host, relay_state(kept)))
         if inventory.caps:
             out += self._move(slot, HostInput.ATTACH_WITH_CAPS)
             out += self._probe(slot, now)
@@ -188,10 +193,14 @@ class SwitchCore:
         ]
 
     def relay_state(self, host: str, payload: bytes) -> list[SwitchAction]:
-        """Send ``host`` the opaque resources payload it keeps (RELAY_STATE)."""
-        return [
-            ToHost(host, Frame(frame_type=FrameType.RELAY_STATE, id=MessageId(0), payload=payload))
-        ]
+        """Give ``host`` the opaque resources payload it keeps (RELAY_STATE, RLY-4): sent now
+        when it is attached, and kept to be sent again, right after POLICY, each time it
+        attaches (RLY-17)."""
+        self._states[host] = payload
+        slot = self._slots.get(host)
+        if slot is None or slot.state is HostState.DETACHED:
+            return []
+        return [ToHost(host, relay_state(payload))]
 
     def route(self, cap: str) -> tuple[str, str, str] | None:
         """Where a REQ for ``cap`` would go now: ``(host, registered cap, cartridge id)``, or

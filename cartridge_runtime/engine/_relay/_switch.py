@@ -339,6 +339,10 @@ class HostSwitch:
     def set_policy(self, policy: NetworkPolicy) -> None:
         self._apply(self.core.set_policy(policy))
 
+    def set_state(self, host: str, payload: bytes) -> None:
+        """Give ``host`` its resources payload (RELAY_STATE): now, and on every attach."""
+        self._apply(self.core.relay_state(host, payload))
+
     def attached(self, name: str) -> bool:
         return name in self._links
 
