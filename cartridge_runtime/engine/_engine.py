@@ -41,7 +41,7 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -145,7 +145,12 @@ class Engine:
         #: Replaced or removed cartridges whose calls drain.
         self._draining: list[CartridgeSlot] = []
         self._hub = EventHub()
-        self._watchdog = Watchdog(config=self.config, slots=self._supervised, hub=self._hub)
+        self._watchdog = Watchdog(
+            config=self.config,
+            slots=self._supervised,
+            hub=self._hub,
+            other_calls=self._host_calls,
+        )
         self._starter = ReplicaStarter(
             config=self.config,
             counters=self._counters,
@@ -729,6 +734,10 @@ class Engine:
         if hit is None or hit[0] is not shipped:
             hit = self._checks[id(shipped)] = (shipped, OutputChecks(self.config.media, shipped))
         return hit[1] or None
+
+    def _host_calls(self) -> Iterable[object]:
+        """The calls in flight through hosts, for the activity watch."""
+        return self._hosts.flows.values()
 
     def _host_only(self, cap: str) -> tuple[HostCallLink, str] | None:
         """Where ``cap`` goes among the hosts when no cartridge of this engine serves it and

@@ -109,3 +109,35 @@ def test_a_hosted_cartridge_past_its_memory_limit_is_killed_and_reannounced(
             assert status.starts == 2
 
     anyio.run(main, backend=backend)
+
+
+async def _switch_times_out_a_silent_host_call(sock: Path) -> None:
+    host_config = EngineConfig(activity_timeout=None, heartbeat_interval=None)
+    async with Engine(host_config) as host:
+        await host.start(host.add_cartridge(OPS, name="ops"))
+        ready = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: listen(host, sock, on_ready=ready.set))
+            await ready.wait()
+            config = EngineConfig(activity_timeout=0.4, heartbeat_interval=None)
+            async with Engine(config) as switch:
+                await switch.add_host(sock)
+                await until(lambda: switch.hosts()[0].state is HostState.HEALTHY)
+                with anyio.fail_after(20), pytest.raises(CallError) as caught:
+                    await switch.call(SILENT, [(TEXT, b"x")])
+                error = caught.value
+                assert error.code == "TIMEOUT" and error.attribution_class == "resource"
+                assert "no activity for 0.4 s" in error.message
+                # the CANCEL reached the host: its handler is gone, the cartridge serves on
+                await until(lambda: host.status()[0].in_flight == 0)
+                assert (await switch.call(ECHO, [(TEXT, b"on")])).data == b"on"
+            tg.cancel_scope.cancel()
+
+
+@pytest.mark.asyncio
+async def test_the_switch_times_out_a_silent_call_through_a_host(sock_dir: Path) -> None:
+    await _switch_times_out_a_silent_host_call(sock_dir / "w.sock")
+
+
+def test_the_switch_times_out_a_silent_call_through_a_host_on_trio(sock_dir: Path) -> None:
+    anyio.run(_switch_times_out_a_silent_host_call, sock_dir / "wt.sock", backend="trio")

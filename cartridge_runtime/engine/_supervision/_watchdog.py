@@ -103,6 +103,8 @@ class Watchdog:
 
     :param slots: the cartridges to supervise now (those added and those still draining).
     :param hub: where lifecycle events go.
+    :param other_calls: calls in flight that no cartridge connection holds (those routed to
+        a relay host), looked at for activity as well.
     """
 
     def __init__(
@@ -112,9 +114,11 @@ class Watchdog:
         slots: Callable[[], Iterable[CartridgeSlot]],
         hub: EventHub,
         trim: Callable[[], object] = trim_heap,
+        other_calls: Callable[[], Iterable[object]] = tuple,
     ) -> None:
         self.config = config
         self._slots = slots
+        self._other_calls = other_calls
         self._hub = hub
         self._trim = trim
         #: Calls served (all replicas) at the last heap trim, and when the next is due.
@@ -310,6 +314,9 @@ class Watchdog:
                     for flow in list(conn.core.calls.values()):
                         if getattr(flow, "activity_limit", None) is not None:
                             self._look_at_call(flow, now)  # type: ignore[arg-type]
+        for call in list(self._other_calls()):
+            if getattr(call, "activity_limit", None) is not None:
+                self._look_at_call(call, now)  # type: ignore[arg-type]
         return self._next_call_look
 
     def _look_at_call(self, state: Watched, now: float) -> None:
