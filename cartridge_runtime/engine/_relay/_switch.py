@@ -150,6 +150,8 @@ class HostSwitch:
         self.counters = counters
         self._hub = hub
         self.flows: dict[MessageId, Flow] = {}
+        #: One call link per (host, cartridge), shared by the calls routed there.
+        self._call_links: dict[tuple[str, str], HostCallLink] = {}
         self._links: dict[str, _Link] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._timer_wake = anyio.Event()
@@ -291,7 +293,10 @@ class HostSwitch:
         if found is None:
             return None
         host, registered, cartridge = found
-        return HostCallLink(self, host, cartridge), registered
+        link = self._call_links.get((host, cartridge))
+        if link is None:
+            link = self._call_links[(host, cartridge)] = HostCallLink(self, host, cartridge)
+        return link, registered
 
     def limits_of(self, host: str) -> Limits:
         return self.core.limits_of(host)
