@@ -41,7 +41,7 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -82,7 +82,7 @@ from ._machines._records import RunRecorder
 from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver, observe_call
 from ._output_check import OutputChecks
-from ._peer import PeerEnd, PeerLink, PeerRouter, run_peer_link
+from ._peer import OnRouted, PeerEnd, PeerLink, PeerRouter, run_peer_link
 from ._placements._command import describe_returncode
 from ._placements._seam import Placement
 from ._plans import plan_on
@@ -145,7 +145,12 @@ class Engine:
         #: Replaced or removed cartridges whose calls drain.
         self._draining: list[CartridgeSlot] = []
         self._hub = EventHub()
-        self._watchdog = Watchdog(config=self.config, slots=self._supervised, hub=self._hub)
+        self._watchdog = Watchdog(
+            config=self.config,
+            slots=self._supervised,
+            hub=self._hub,
+            other_calls=self._host_calls,
+        )
         self._starter = ReplicaStarter(
             config=self.config,
             counters=self._counters,
@@ -656,6 +661,10 @@ class Engine:
             raise EngineClosed()
         for _ in range(_REROUTES):
             hit = self._router.cache.get(cap)
+            if hit is None and self._hosts.links:
+                on_host = self._host_only(cap)
+                if on_host is not None:
+                    return self._open_on_host(cap, inputs, activity_timeout, *on_host)
             try:
                 slot, handler = hit if hit is not None else await self._router.resolve(cap)
             except NoRoute:
@@ -725,6 +734,20 @@ class Engine:
         if hit is None or hit[0] is not shipped:
             hit = self._checks[id(shipped)] = (shipped, OutputChecks(self.config.media, shipped))
         return hit[1] or None
+
+    def _host_calls(self) -> Iterable[object]:
+        """The calls in flight through hosts, for the activity watch."""
+        return self._hosts.flows.values()
+
+    def _host_only(self, cap: str) -> tuple[HostCallLink, str] | None:
+        """Where ``cap`` goes among the hosts when no cartridge of this engine serves it and
+        none could (every cartridge's caps are known): found without starting anything or
+        raising :class:`NoRoute` first."""
+        if any(slot.caps is None for slot in self._slots.values()):
+            return None
+        if self._router.lookup(cap) is not None:
+            return None
+        return self._hosts.link_for(cap)
 
     def _open_on_host(
         self,
@@ -883,6 +906,18 @@ class Engine:
         await self._tg.start(listen_for_host, self._hosts, path, label)
         return label
 
+    def set_host_state(self, name: str, payload: bytes) -> None:
+        """Give host ``name`` an opaque resources payload (RELAY_STATE, RLY-4): sent at once
+        when it is attached, and again right after POLICY each time it attaches (RLY-17), so a
+        host that comes back has it. The host keeps the latest and never forwards it to its
+        cartridges; what it means is agreed between the application and the host.
+
+        :raises TypeError: ``payload`` is not bytes.
+        """
+        if not isinstance(payload, bytes | bytearray | memoryview):
+            raise TypeError(f"a host's state is bytes, not {type(payload).__name__}")
+        self._hosts.set_state(name, bytes(payload))
+
     def hosts(self) -> tuple[HostView, ...]:
         """Every host attached (or once attached) to this engine: its state, inventory,
         limits and last error."""
@@ -918,10 +953,34 @@ class Engine:
         self._start_link(self._peer_router or self._router, origin, frame)
 
     def _serve_request(self, origin: PeerEnd, frame: Frame) -> None:
-        self._start_link(self._router, origin, frame)
+        if self._tg is not None and not self._closed and frame.cap:
+            ready = self._router.ready_target(frame.cap)
+            if ready is not None:  # the common case: no task for the request
+                link = PeerLink(self._router, origin, frame, self._watch_relayed)
+                if link.connect_now(*ready):
+                    return
+                self._tg.start_soon(run_peer_link, link)
+                return
+        self._start_link(self._router, origin, frame, self._watch_relayed)
 
-    def _start_link(self, router: PeerRouter, origin: PeerEnd, frame: Frame) -> None:
-        link = PeerLink(router, origin, frame)
+    def _watch_relayed(self, link: PeerLink, conn: PeerEnd, handler: str) -> None:
+        """A request from the switch gets the activity timeout a call of this engine's own
+        to that cartridge gets (its cartridge's, else its cap's, else the engine's)."""
+        slot = self._slots.get(conn.name)
+        definition = conn.definition(handler) if isinstance(conn, Connection) else None
+        per_cartridge = slot.activity_timeout if slot is not None else None
+        limit = self._activity_limit(per_cartridge, definition, conn.name)
+        if limit is not None and limit != math.inf and not link.done:
+            self._watchdog.watch(link, limit)
+
+    def _start_link(
+        self,
+        router: PeerRouter,
+        origin: PeerEnd,
+        frame: Frame,
+        on_routed: OnRouted | None = None,
+    ) -> None:
+        link = PeerLink(router, origin, frame, on_routed)
         if self._tg is None or self._closed:
             link.error_to_origin(EngineClosed())
             return

@@ -17,7 +17,8 @@ origin sends while the target is still starting (bounded by the origin's credit 
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import anyio
 
@@ -33,9 +34,9 @@ from ..protocol import (
 from ._connection._counters import Counters
 from ._connection._gate import Chain, PoolGate
 from ._connection._links import Flow, PeerOrigin
-from ._errors import CallError
+from ._errors import CallError, CallTimeout
 
-__all__ = ("PeerEnd", "PeerLink", "PeerRouter", "run_peer_link")
+__all__ = ("OnRouted", "PeerEnd", "PeerLink", "PeerRouter", "run_peer_link")
 
 
 class PeerEnd(Protocol):
@@ -79,10 +80,28 @@ class PeerRouter(Protocol):
         ...
 
 
-class PeerLink:
-    """One peer call in flight (internal)."""
+#: Told when a link found its target: ``(link, target, handler cap)``.
+OnRouted = Callable[["PeerLink", PeerEnd, str], None]
 
-    def __init__(self, router: PeerRouter, origin: PeerEnd, req: Frame) -> None:
+
+class PeerLink:
+    """One peer call in flight (internal).
+
+    A link can be watched for activity as a call is (the watchdog's interface:
+    :attr:`activity_limit`, :attr:`silence`, :attr:`frames`, :attr:`events`, :attr:`conn`,
+    :meth:`expire_inactive`); ``on_routed`` is told when the target is known, to start that.
+    """
+
+    #: Nothing waits unread in a link: frames go on as they come.
+    events: tuple[()] = ()
+
+    def __init__(
+        self,
+        router: PeerRouter,
+        origin: PeerEnd,
+        req: Frame,
+        on_routed: OnRouted | None = None,
+    ) -> None:
         self._router = router
         self.origin = origin
         self.orig_rid = req.id
@@ -94,6 +113,11 @@ class PeerLink:
         self.buffer: list[Frame] = []
         self.done = False
         self._chain: Chain | None = None
+        self._on_routed = on_routed
+        #: Frames from the target so far, and the activity watch (see the class docstring).
+        self.frames = 0
+        self.activity_limit: float | None = None
+        self.silence: Any = None
         origin.add_origin(self.orig_rid, self)
 
     async def connect(self) -> None:
@@ -108,6 +132,22 @@ class PeerLink:
         except CallError as exc:
             self.error_to_origin(exc)
             return
+        self.join(conn, handler, chain)
+
+    def connect_now(self, conn: PeerEnd, handler: str) -> bool:
+        """Join ``conn`` (ready, serving ``handler``) at once when its pools admit the call
+        without waiting: no task for the link. ``False``: nothing done, :meth:`connect`."""
+        if not conn.ready or self.done:
+            return False
+        chain = conn.gate.try_acquire(handler)
+        if chain is None:
+            return False
+        self.join(conn, handler, chain)
+        return True
+
+    def join(self, conn: PeerEnd, handler: str, chain: Chain) -> None:
+        """Send the REQ to ``conn``, which admitted the call (``chain``), and what the origin
+        sent meanwhile."""
         if self.done or not conn.ready:
             conn.gate.release(chain)
             if not self.done:
@@ -125,6 +165,8 @@ class PeerLink:
         self.xid = conn.next_xid()
         conn.add_flow(self.rid, self)
         conn.send(frames.req(self.rid, self.cap, xid=self.xid))
+        if self._on_routed is not None:
+            self._on_routed(self, conn, handler)
         buffered, self.buffer = self.buffer, []
         for frame in buffered:
             self.on_requester_frame(frame)
@@ -171,6 +213,7 @@ class PeerLink:
         if self.done:
             self.origin.counters.stragglers += 1
             return
+        self.frames += 1
         self._forward(self.origin, frame.replace(id=self.orig_rid, routing_id=self.orig_xid))
         if frame.frame_type.is_terminal:
             self.close()
@@ -178,6 +221,37 @@ class PeerLink:
     def on_death(self, error: CallError) -> None:
         if not self.done:
             self.error_to_origin(error)
+
+    # -- the activity watch ----------------------------------------------------------------
+
+    @property
+    def conn(self) -> PeerEnd:
+        """The end serving the call (the origin until a target is known)."""
+        return self.target if self.target is not None else self.origin
+
+    def expire_inactive(self, limit: float) -> None:
+        """The target sent no frame for ``limit`` seconds: cancel it there (``TIMEOUT``) and
+        fail the call toward its origin with :class:`CallTimeout`, as a call of the engine's
+        own is failed."""
+        if self.done:
+            return
+        reason = f"no activity for {limit:g} s"
+        if self.target is not None:
+            self.target.send(
+                frames.cancel(
+                    self.rid,
+                    code=ErrorCode.TIMEOUT,
+                    attribution_class=AttributionClass.RESOURCE,
+                    message=reason,
+                    xid=self.xid,
+                )
+            )
+        self.error_to_origin(
+            CallTimeout(
+                f"the call to {self.cap} timed out: {reason} "
+                f"(cartridge {self.conn.name} sent no frame for it)"
+            )
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 

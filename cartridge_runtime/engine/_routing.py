@@ -112,6 +112,20 @@ class CapRouter:
             )
         raise NoRoute(message)
 
+    def ready_target(self, cap: str) -> tuple[PeerEnd, str] | None:
+        """Where a peer call to ``cap`` goes when that is known without waiting: the one
+        running instance of the cartridge that serves it, ready (else ``None``:
+        :meth:`peer_target`)."""
+        hit = self.lookup(cap)
+        if hit is None:
+            return None
+        slot, handler = hit
+        single = slot.single
+        conn = single.conn if single is not None else None
+        if conn is None or not conn.ready:
+            return None
+        return conn, handler
+
     async def peer_target(self, cap: str) -> tuple[PeerEnd, str]:
         """Where a peer call to ``cap`` goes: a ready connection and its handler cap.
 

@@ -33,15 +33,15 @@ from ._inventory import (
     relay_notify,
     relay_state,
 )
-from ._switch import (
+from ._probe import PROBE_TIMEOUT
+from ._switch import SwitchCore
+from ._switch_model import (
     HOST_TRANSITIONS,
-    PROBE_TIMEOUT,
     HostChanged,
     HostInput,
     HostState,
     HostView,
     SwitchAction,
-    SwitchCore,
     ToApp,
     ToHost,
 )

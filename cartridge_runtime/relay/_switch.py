@@ -16,24 +16,18 @@ request's source (the application or a host, for a peer call) and destination ho
 admission counters of each (host, cartridge, pool). Every verb returns the list of
 :class:`ToHost` / :class:`ToApp` / :class:`HostChanged` actions the shell carries out in
 order. Time is an argument; :meth:`SwitchCore.next_deadline` says when to call
-:meth:`SwitchCore.handle_timer`.
+:meth:`SwitchCore.handle_timer`. The model (slot states and their transitions, the actions,
+slots, probes and routes) is in :mod:`._switch_model`; the identity probe in :mod:`._probe`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import os
 from collections import deque
-from collections.abc import Mapping
 from typing import Any
 
-import attrs
-import cbor2
-
 from ..protocol import (
-    IDENTITY_CAP,
-    IDENTITY_STREAM_ID,
     AttributionClass,
     ErrorCode,
     Frame,
@@ -43,152 +37,30 @@ from ..protocol import (
     NetworkPolicy,
     frames,
 )
-from ..urn import CapUrn, UrnError, ranking_key
 from ._errors import HostAttachError, RelayProtocolError
-from ._inventory import CartridgeRecord, Inventory, pool_chain, read_relay_notify
-
-__all__ = (
-    "HOST_TRANSITIONS",
-    "PROBE_TIMEOUT",
-    "HostChanged",
-    "HostInput",
-    "HostState",
-    "HostView",
-    "SwitchAction",
-    "SwitchCore",
-    "ToApp",
-    "ToHost",
+from ._inventory import CartridgeRecord, pool_chain, read_relay_notify, relay_state
+from ._probe import PROBE_TIMEOUT, probe_frames, read_probe_frame
+from ._switch_model import (
+    BODY_FRAMES,
+    HOST_TRANSITIONS,
+    PICKS_KEPT,
+    RECENT_ENDED,
+    WRONG_WAY,
+    HostChanged,
+    HostInput,
+    HostState,
+    HostView,
+    PoolKey,
+    Probe,
+    Route,
+    Slot,
+    SwitchAction,
+    ToApp,
+    ToHost,
+    best_host,
 )
 
-#: Seconds an identity probe may take before the host is marked unhealthy.
-PROBE_TIMEOUT = 10.0
-#: Ended requests remembered to tell a straggler from a drop (the reference keeps 64).
-RECENT_ENDED = 256
-
-
-class HostState(enum.Enum):
-    """Where one host slot stands."""
-
-    DETACHED = "detached"  #: no link (never attached yet, or its link closed)
-    PROBING = "probing"  #: attached; identity probe in flight, caps held back
-    HEALTHY = "healthy"  #: attached and verified: its caps are routed
-    UNHEALTHY = "unhealthy"  #: attached, probe failed: inventory shown, caps not routed
-
-
-class HostInput(enum.Enum):
-    """What moves a host slot."""
-
-    ATTACH_WITH_CAPS = "attach_with_caps"
-    ATTACH_WITHOUT_CAPS = "attach_without_caps"
-    PROBE_PASSED = "probe_passed"
-    PROBE_FAILED = "probe_failed"
-    CAPS_APPEARED = "caps_appeared"  #: a RELAY_NOTIFY brought caps to a host that had none
-    LINK_LOST = "link_lost"
-
-
-_S, _I = HostState, HostInput
-#: Every move of a host slot; a pair not listed is refused (:class:`HostAttachError` for an
-#: attach, otherwise ignored as a late event).
-HOST_TRANSITIONS: Mapping[tuple[HostState, HostInput], HostState] = {
-    (_S.DETACHED, _I.ATTACH_WITH_CAPS): _S.PROBING,
-    (_S.DETACHED, _I.ATTACH_WITHOUT_CAPS): _S.HEALTHY,
-    (_S.PROBING, _I.PROBE_PASSED): _S.HEALTHY,
-    (_S.PROBING, _I.PROBE_FAILED): _S.UNHEALTHY,
-    (_S.HEALTHY, _I.CAPS_APPEARED): _S.PROBING,
-    (_S.PROBING, _I.LINK_LOST): _S.DETACHED,
-    (_S.HEALTHY, _I.LINK_LOST): _S.DETACHED,
-    (_S.UNHEALTHY, _I.LINK_LOST): _S.DETACHED,
-}
-
-
-@attrs.frozen
-class ToHost:
-    """Write ``frame`` on the link of host ``host``."""
-
-    host: str
-    frame: Frame
-
-
-@attrs.frozen
-class ToApp:
-    """Hand ``frame`` to the application (a response to one of its requests)."""
-
-    frame: Frame
-
-
-@attrs.frozen
-class HostChanged:
-    """Host ``host`` moved to ``state`` (``error``: why it is unhealthy or detached)."""
-
-    host: str
-    state: HostState
-    error: str | None = None
-
-
-SwitchAction = ToHost | ToApp | HostChanged
-
-
-@attrs.frozen(kw_only=True)
-class HostView:
-    """What the switch knows of one host, for status reports."""
-
-    id: str
-    state: HostState
-    inventory: Inventory
-    limits: Limits
-    last_error: str | None
-    attaches: int
-
-
-@attrs.define
-class _Slot:
-    id: str
-    state: HostState = HostState.DETACHED
-    inventory: Inventory = attrs.field(factory=Inventory)
-    limits: Limits = attrs.field(factory=Limits)
-    last_error: str | None = None
-    attaches: int = 0
-
-
-@attrs.define
-class _Probe:
-    host: str
-    nonce: bytes
-    deadline: float
-    echoed: bytearray = attrs.field(factory=bytearray)
-
-
-PoolKey = tuple[str, tuple[Any, ...], str]
-
-
-@attrs.define
-class _Route:
-    xid: MessageId
-    rid: MessageId  # as the source knows it
-    dest_rid: MessageId  # as the destination knows it (a fresh one for a peer call)
-    cap: str
-    source: str | None  # None: the application
-    dest: str
-    pools: tuple[PoolKey, ...] = ()
-    record: tuple[Any, ...] = ()
-    capacities: dict[PoolKey, int] = attrs.field(factory=dict)
-    held: list[Frame] | None = None  # frames waiting for admission (the REQ first)
-
-
-_BODY = frozenset(
-    {
-        FrameType.STREAM_START,
-        FrameType.CHUNK,
-        FrameType.STREAM_END,
-        FrameType.END,
-        FrameType.ERR,
-        FrameType.LOG,
-        FrameType.CREDIT,
-        FrameType.CANCEL,
-        FrameType.CLOSE_STREAM,
-    }
-)
-_WRONG_WAY = frozenset({FrameType.RELAY_STATE, FrameType.POLICY, FrameType.HELLO})
+__all__ = ("SwitchCore",)
 
 
 class SwitchCore:
@@ -199,18 +71,23 @@ class SwitchCore:
 
     def __init__(self, policy: NetworkPolicy | str = NetworkPolicy.OFFLINE) -> None:
         self.policy = NetworkPolicy(policy)
-        self._slots: dict[str, _Slot] = {}
-        self._routes: dict[tuple[MessageId, MessageId], _Route] = {}
+        self._slots: dict[str, Slot] = {}
+        self._routes: dict[tuple[MessageId, MessageId], Route] = {}
         self._xid_of: dict[MessageId, MessageId] = {}  # rid -> xid of its live route
-        self._probes: dict[MessageId, _Probe] = {}
+        self._probes: dict[MessageId, Probe] = {}
         self._in_use: dict[PoolKey, int] = {}
-        self._waiting: deque[_Route] = deque()
+        self._waiting: deque[Route] = deque()
         self._ended: deque[MessageId] = deque(maxlen=RECENT_ENDED)
         self._ended_set: set[MessageId] = set()
         self._next_xid = 0
         #: (host, record key) of cartridges not announced running that answered a call: the
         #: one-call-at-a-time start-up rule no longer holds them.
         self._answered: set[tuple[str, tuple[Any, ...]]] = set()
+        #: ``_pick``'s answers by requested cap; emptied whenever a host's state or
+        #: inventory changes (cap matching costs far more than a dict look-up).
+        self._picks: dict[str, tuple[Slot, str, CartridgeRecord] | None] = {}
+        #: The RELAY_STATE payload given for each host id, sent again on every attach.
+        self._states: dict[str, bytes] = {}
         #: Frames that found no route and belonged to no request that just ended, by type.
         self.drops: dict[str, int] = {}
         #: Frames that arrived for a request that had just ended, by type (harmless).
@@ -232,6 +109,11 @@ class SwitchCore:
             for s in self._slots.values()
         )
 
+    def limits_of(self, host: str) -> Limits:
+        """The limits host ``host`` announced (the defaults for a host never attached)."""
+        slot = self._slots.get(host)
+        return Limits() if slot is None else slot.limits
+
     def accepts_attach(self, host: str) -> bool:
         """Whether :meth:`attach` with ``host`` would be accepted now (no live slot has it)."""
         slot = self._slots.get(host)
@@ -252,11 +134,15 @@ class SwitchCore:
             )
         inventory, limits = read_relay_notify(notify)
         if slot is None:
-            slot = self._slots[host] = _Slot(host)
+            slot = self._slots[host] = Slot(host)
         slot.inventory, slot.limits = inventory, limits
+        self._picks.clear()
         slot.attaches += 1
         slot.last_error = None
         out: list[SwitchAction] = [ToHost(host, frames.policy(self.policy))]
+        kept = self._states.get(host)
+        if kept is not None:
+            out.append(ToHost(host, relay_state(kept)))
         if inventory.caps:
             out += self._move(slot, HostInput.ATTACH_WITH_CAPS)
             out += self._probe(slot, now)
@@ -307,10 +193,14 @@ class SwitchCore:
         ]
 
     def relay_state(self, host: str, payload: bytes) -> list[SwitchAction]:
-        """Send ``host`` the opaque resources payload it keeps (RELAY_STATE)."""
-        return [
-            ToHost(host, Frame(frame_type=FrameType.RELAY_STATE, id=MessageId(0), payload=payload))
-        ]
+        """Give ``host`` the opaque resources payload it keeps (RELAY_STATE, RLY-4): sent now
+        when it is attached, and kept to be sent again, right after POLICY, each time it
+        attaches (RLY-17)."""
+        self._states[host] = payload
+        slot = self._slots.get(host)
+        if slot is None or slot.state is HostState.DETACHED:
+            return []
+        return [ToHost(host, relay_state(payload))]
 
     def route(self, cap: str) -> tuple[str, str, str] | None:
         """Where a REQ for ``cap`` would go now: ``(host, registered cap, cartridge id)``, or
@@ -323,24 +213,29 @@ class SwitchCore:
 
     # -- frames from the application ---------------------------------------------------------
 
-    def send(self, frame: Frame, now: float = 0.0) -> list[SwitchAction]:
+    def send(self, frame: Frame, now: float = 0.0, *, seq: int | None = None) -> list[SwitchAction]:
         """A frame from the application: a REQ is routed by its cap over the healthy hosts;
-        any other frame follows the route of its request (counted when it has none)."""
+        any other frame follows the route of its request (counted when it has none).
+        ``seq``: the frame's number on the link, set in the same copy as its routing id."""
         if frame.frame_type is FrameType.REQ:
-            return self._open(frame, None)
-        if frame.frame_type in _BODY:
+            return self._open(frame, None, seq)
+        if frame.frame_type in BODY_FRAMES:
             # by rid alone: the routing id the application put on its frames is its own
             xid = self._xid_of.get(frame.id)
             route = None if xid is None else self._routes.get((xid, frame.id))
             if route is None or route.source is not None:
                 self._count_unrouted(frame)
                 return []
+            if seq is None:
+                toward = frame.replace(routing_id=route.xid)
+            else:
+                toward = frame.replace(routing_id=route.xid, seq=seq)
             if route.held is not None:
                 if frame.frame_type is FrameType.CANCEL:
                     return self._cancel_held(route, frame)
-                route.held.append(frame.replace(routing_id=route.xid))
+                route.held.append(toward)
                 return []
-            return [ToHost(route.dest, frame.replace(routing_id=route.xid))]
+            return [ToHost(route.dest, toward)]
         raise RelayProtocolError(
             f"{frame.frame_type.name} is not a frame the application routes through the switch"
         )
@@ -360,7 +255,7 @@ class SwitchCore:
         kind = frame.frame_type
         if kind is FrameType.RELAY_NOTIFY:
             return self._on_notify(slot, frame, now)
-        if kind in _WRONG_WAY:
+        if kind in WRONG_WAY:
             raise RelayProtocolError(
                 f"{kind.name} from host {host!r}: it never travels toward the switch"
             )
@@ -445,68 +340,40 @@ class SwitchCore:
 
     # -- inside: hosts ----------------------------------------------------------------------
 
-    def _move(self, slot: _Slot, what: HostInput) -> list[SwitchAction]:
+    def _move(self, slot: Slot, what: HostInput) -> list[SwitchAction]:
         nxt = HOST_TRANSITIONS.get((slot.state, what))
         if nxt is None:
             return []
         slot.state = nxt
+        self._picks.clear()
         error = slot.last_error if nxt in (HostState.UNHEALTHY, HostState.DETACHED) else None
         return [HostChanged(slot.id, nxt, error)]
 
-    def _on_notify(self, slot: _Slot, frame: Frame, now: float) -> list[SwitchAction]:
+    def _on_notify(self, slot: Slot, frame: Frame, now: float) -> list[SwitchAction]:
         had_caps = bool(slot.inventory.caps)
         slot.inventory, slot.limits = read_relay_notify(frame)
+        self._picks.clear()
         if not had_caps and slot.inventory.caps and slot.state is HostState.HEALTHY:
             return self._move(slot, HostInput.CAPS_APPEARED) + self._probe(slot, now)
         return self._admit_waiting()
 
-    def _probe(self, slot: _Slot, now: float) -> list[SwitchAction]:
+    def _probe(self, slot: Slot, now: float) -> list[SwitchAction]:
         rid = MessageId.new()
         nonce = os.urandom(32)
-        self._probes[rid] = _Probe(slot.id, nonce, now + PROBE_TIMEOUT)
-        xid = self._new_xid()
-        body = cbor2.dumps(nonce)
-        sid = IDENTITY_STREAM_ID
-        return [
-            ToHost(slot.id, f)
-            for f in (
-                frames.req(rid, IDENTITY_CAP, xid=xid),
-                frames.stream_start(rid, sid, "media:", xid=xid, seq=1),
-                frames.chunk(rid, sid, 0, body, xid=xid, seq=2),
-                frames.stream_end(rid, sid, 1, xid=xid, seq=3),
-                frames.end(rid, xid=xid, response=False, seq=4),
-            )
-        ]
+        self._probes[rid] = Probe(slot.id, nonce, now + PROBE_TIMEOUT)
+        return [ToHost(slot.id, f) for f in probe_frames(rid, self._new_xid(), nonce)]
 
-    def _on_probe_frame(self, slot: _Slot, probe: _Probe, frame: Frame) -> list[SwitchAction]:
-        kind = frame.frame_type
-        if kind in (FrameType.STREAM_START, FrameType.STREAM_END, FrameType.LOG, FrameType.CREDIT):
+    def _on_probe_frame(self, slot: Slot, probe: Probe, frame: Frame) -> list[SwitchAction]:
+        ended = read_probe_frame(probe, frame)
+        if ended is None:
             return []
-        failure: str | None = None
-        if kind is FrameType.CHUNK:
-            try:
-                value = cbor2.loads(frame.payload or b"")
-            except Exception:  # any undecodable echo fails the probe
-                value = None
-            if isinstance(value, bytes):
-                probe.echoed += value
-                return []
-            failure = "identity probe: the echoed chunk is not a CBOR byte string"
-        elif kind is FrameType.END:
-            if bytes(probe.echoed) == probe.nonce:
-                del self._probes[frame.id]
-                slot.last_error = None
-                return self._move(slot, HostInput.PROBE_PASSED) + self._admit_waiting()
-            failure = "identity probe: the echo differs from the nonce sent"
-        elif kind is FrameType.ERR:
-            meta = frame.meta or {}
-            failure = f"identity probe failed: [{meta.get('code')}] {meta.get('message')}"
-        else:
-            failure = f"identity probe: unexpected {kind.name}"
         del self._probes[frame.id]
-        return self._probe_failed(slot, failure)
+        if ended.failure is not None:
+            return self._probe_failed(slot, ended.failure)
+        slot.last_error = None
+        return self._move(slot, HostInput.PROBE_PASSED) + self._admit_waiting()
 
-    def _probe_failed(self, slot: _Slot, reason: str) -> list[SwitchAction]:
+    def _probe_failed(self, slot: Slot, reason: str) -> list[SwitchAction]:
         slot.last_error = reason
         return self._move(slot, HostInput.PROBE_FAILED)
 
@@ -516,30 +383,18 @@ class SwitchCore:
         self._next_xid += 1
         return MessageId(self._next_xid)
 
-    def _pick(self, cap: str) -> tuple[_Slot, str, CartridgeRecord] | None:
+    def _pick(self, cap: str) -> tuple[Slot, str, CartridgeRecord] | None:
         """The host, registered cap and record a call to ``cap`` goes to: among healthy hosts'
         dispatchable caps, the smallest (tier, distance); ties go to the first attached."""
-        try:
-            request = CapUrn.parse(cap)
-        except UrnError:
-            return None
-        best: tuple[tuple[int, int], _Slot, str, CartridgeRecord] | None = None
-        for slot in self._slots.values():
-            if slot.state is not HostState.HEALTHY:
-                continue
-            for record in slot.inventory.records:
-                if not record.routable:
-                    continue
-                for text in record.caps:
-                    candidate = CapUrn.parse(text)
-                    if not candidate.is_dispatchable(request):
-                        continue
-                    rank = ranking_key(candidate, request)
-                    if best is None or rank < best[0]:
-                        best = (rank, slot, text, record)
-        return None if best is None else best[1:]
+        if cap in self._picks:
+            return self._picks[cap]
+        picked = best_host(self._slots.values(), cap)
+        if len(self._picks) >= PICKS_KEPT:
+            self._picks.clear()
+        self._picks[cap] = picked
+        return picked
 
-    def _open(self, req: Frame, source: str | None) -> list[SwitchAction]:
+    def _open(self, req: Frame, source: str | None, seq: int | None = None) -> list[SwitchAction]:
         cap = req.cap or ""
         picked = self._pick(cap)
         if picked is None:
@@ -564,7 +419,7 @@ class SwitchCore:
             )
             return [ToApp(err)] if source is None else [ToHost(source, err)]
         xid = self._new_xid()
-        route = _Route(
+        route = Route(
             xid=xid,
             rid=req.id,
             # a peer call gets a fresh rid: a cartridge calling itself never meets its own
@@ -581,7 +436,10 @@ class SwitchCore:
         if route.dest_rid != req.id:
             self._routes[(xid, route.dest_rid)] = route
             self._xid_of[route.dest_rid] = xid
-        forwarded = req.replace(id=route.dest_rid, routing_id=xid)
+        if seq is None:
+            forwarded = req.replace(id=route.dest_rid, routing_id=xid)
+        else:
+            forwarded = req.replace(id=route.dest_rid, routing_id=xid, seq=seq)
         if self._waiting or not self._fits(route):
             route.held = [forwarded]
             self._waiting.append(route)
@@ -589,7 +447,7 @@ class SwitchCore:
         self._take(route)
         return [ToHost(slot.id, forwarded)]
 
-    def _first_answer(self, route: _Route) -> list[SwitchAction]:
+    def _first_answer(self, route: Route) -> list[SwitchAction]:
         """A cartridge answered: it runs, so the start-up rule of one call at a time ends."""
         self._answered.add((route.dest, route.record))
         for waiting in self._waiting:
@@ -597,13 +455,13 @@ class SwitchCore:
                 waiting.capacities = dict.fromkeys(waiting.capacities, 0)
         return self._admit_waiting()
 
-    def _live(self) -> list[_Route]:
+    def _live(self) -> list[Route]:
         return list({id(r): r for r in self._routes.values()}.values())
 
-    def _fits(self, route: _Route) -> bool:
+    def _fits(self, route: Route) -> bool:
         return all(c == 0 or self._in_use.get(k, 0) < c for k, c in route.capacities.items())
 
-    def _take(self, route: _Route) -> None:
+    def _take(self, route: Route) -> None:
         for key in route.pools:
             self._in_use[key] = self._in_use.get(key, 0) + 1
 
@@ -619,7 +477,7 @@ class SwitchCore:
             out += [ToHost(route.dest, f) for f in held]
         return out
 
-    def _cancel_held(self, route: _Route, frame: Frame) -> list[SwitchAction]:
+    def _cancel_held(self, route: Route, frame: Frame) -> list[SwitchAction]:
         """A request cancelled while waiting for admission ends at once, never sent."""
         self._end(route)
         meta = frame.meta or {}
@@ -631,7 +489,7 @@ class SwitchCore:
         )
         return self._to_source(route, err) + self._admit_waiting()
 
-    def _route_of(self, frame: Frame) -> _Route | None:
+    def _route_of(self, frame: Frame) -> Route | None:
         xid = frame.routing_id
         if xid is None:
             xid = self._xid_of.get(frame.id)
@@ -639,7 +497,7 @@ class SwitchCore:
                 return None
         return self._routes.get((xid, frame.id))
 
-    def _to_source(self, route: _Route, frame: Frame) -> list[SwitchAction]:
+    def _to_source(self, route: Route, frame: Frame) -> list[SwitchAction]:
         if route.source is None:
             return [ToApp(frame.replace(routing_id=None) if frame.routing_id else frame)]
         src = self._slots.get(route.source)
@@ -648,7 +506,7 @@ class SwitchCore:
             return []
         return [ToHost(route.source, frame.replace(id=route.rid, routing_id=route.xid))]
 
-    def _end(self, route: _Route) -> None:
+    def _end(self, route: Route) -> None:
         for rid in {route.rid, route.dest_rid}:
             self._routes.pop((route.xid, rid), None)
             if self._xid_of.get(rid) == route.xid:

@@ -340,3 +340,44 @@ def test_a_cartridge_not_running_is_freed_by_its_first_answer_or_its_own_peer_ca
     out = core.receive("h1", peer)  # its peer call proves it runs: nothing waits any more
     routed = [f.id for f in host_frames(out, "h1") if f.frame_type is FrameType.REQ]
     assert len(routed) == 2 and second.id in routed  # the held call and the peer call
+
+
+# -- the remembered routes follow every change of the hosts ------------------------------------
+
+
+def where(core: SwitchCore, cap: str) -> tuple[str, str] | None:
+    found = core.route(cap)
+    return None if found is None else (found[0], found[2])
+
+
+def test_a_remembered_route_follows_a_new_inventory_a_new_host_and_a_lost_one() -> None:
+    core = SwitchCore()
+    attach_healthy(core, "h1", record("c", [ECHO]))
+    assert where(core, ECHO) == ("h1", "c")  # asked twice: the second from memory
+    assert where(core, ECHO) == ("h1", "c")
+    core.receive("h1", notify(record("c", ["cap:in=media:;op=other;out=media:"])))
+    assert where(core, ECHO) is None  # the new inventory no longer offers it
+    core.receive("h1", notify(record("c", [ECHO])))
+    assert where(core, ECHO) == ("h1", "c")
+    wanted = "cap:in=media:;op=echo;out=media:;x=1"
+    assert where(core, wanted) is None  # remembered as unroutable...
+    attach_healthy(core, "h2", record("d", [wanted]))
+    assert where(core, wanted) == ("h2", "d")  # ...until a host offering it attaches
+    core.host_lost("h2")
+    assert where(core, wanted) is None
+    core.host_lost("h1")
+    assert where(core, ECHO) is None
+
+
+def test_a_frame_sent_with_its_number_goes_out_numbered_with_its_routing_id() -> None:
+    core = SwitchCore()
+    attach_healthy(core, "h1", record("c", [ECHO]))
+    req = new_req(ECHO)
+    (out_req,) = host_frames(core.send(req, seq=0), "h1")
+    body = frames.stream_start(req.id, "s", "media:")
+    (out_body,) = host_frames(core.send(body, seq=1), "h1")
+    assert (out_req.seq, out_body.seq) == (0, 1)
+    assert out_req.routing_id is not None and out_body.routing_id == out_req.routing_id
+    assert out_body.id == req.id and out_body.stream_id == "s"
+    (unnumbered,) = host_frames(core.send(frames.end(req.id, seq=7)), "h1")
+    assert unnumbered.seq == 7  # without seq=, the frame keeps its own

@@ -109,6 +109,21 @@ class PoolGate:
             raise waiter.error
         return chain
 
+    def try_acquire(self, cap: str) -> Chain | None:
+        """A slot in every pool of ``cap``'s chain if one is free now and nobody waits ahead
+        (the chain to release), else ``None`` with nothing taken: :meth:`acquire` waits."""
+        if self._abort is not None:
+            return None
+        key = self._canon.get(cap)
+        if key is None:
+            key = self._canon[cap] = _canon(cap)
+        table = self._table
+        waiter = _Waiter()
+        if table.arrive(key, waiter) is None:
+            return table.chain_pools(key)
+        table.remove_queued(lambda item: item is waiter)  # the last in line: as before
+        return None
+
     def abort(self, error: BaseException) -> None:
         """The cartridge is gone: every waiter (and later arrival) gets ``error``."""
         self._abort = error

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from ..._plumbing import FrameOutbox, FramePump, sink_for, source_for
+from ..._plumbing import FrameOutbox, FramePump
 from ...protocol import Frame, FrameDecoder, Limits, ProtocolError
 from ...relay import (
     ForPeerCall,
@@ -30,10 +30,19 @@ from ...relay import (
 from .._connection._counters import Counters
 from ._records import inventory_records
 from ._switch_end import SwitchEnd
+from ._wire import LinkWire
 
 __all__ = ("ANNOUNCE_EVERY", "serve_link")
 
 log = logging.getLogger("cartridge_runtime.host")
+
+#: The largest frame a relay link carries (the protocol's default limit; read once).
+_LINK_MAX_FRAME = Limits().max_frame
+
+
+def _link_max_frame() -> int:
+    return _LINK_MAX_FRAME
+
 
 #: Seconds the frames queued when a link ends get to be written.
 FLUSH_GRACE = 1.0
@@ -47,7 +56,8 @@ class _Link:
     def __init__(self, engine: Any, stream: anyio.abc.ByteStream, name: str) -> None:
         self.engine = engine
         self.core = HostLink()
-        self.outbox = FrameOutbox(sink_for(stream), lambda: Limits().max_frame)
+        self.wire = LinkWire(stream)
+        self.outbox = FrameOutbox(self.wire.sink, _link_max_frame)
         self.end = SwitchEnd(name, self.core, self.outbox.push, Counters())
         self.stream = stream
 
@@ -100,7 +110,7 @@ async def serve_link(
             tg.start_soon(link.announcer)
             pump = FramePump(FrameDecoder(), lambda f: link.dispatch(f, open_request))
             try:
-                await pump.run(source_for(stream))
+                await pump.run(link.wire.source)
             except ProtocolError as exc:
                 reason = f"broke the protocol: {exc}"
                 log.warning("%s: the switch %s", name, reason)
@@ -114,5 +124,6 @@ async def serve_link(
     finally:
         link.end.lost(reason)
         redirect_peers(None)
+        link.wire.stop()
         with anyio.CancelScope(shield=True):
             await stream.aclose()

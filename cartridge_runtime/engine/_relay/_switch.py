@@ -18,11 +18,12 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from ..._plumbing import FrameOutbox, FramePump, Wake, sink_for, source_for, wake_factory
+from ..._plumbing import FrameOutbox, FramePump, Wake, wake_factory
 from ...manifest import Manifest, ManifestError
 from ...protocol import (
     Frame,
     FrameDecoder,
+    FrameType,
     Limits,
     MessageId,
     NetworkPolicy,
@@ -43,10 +44,19 @@ from .._connection._gate import PoolGate
 from .._connection._links import Flow
 from .._status import CartridgeStatus
 from .._supervision._lifecycle import EventHub, HostLinkChanged
+from ._wire import LinkWire
 
 __all__ = ("ATTACH_TIMEOUT", "HostCallLink", "HostSwitch", "WithHosts")
 
 log = logging.getLogger("cartridge_runtime.engine")
+
+#: The largest frame a relay link carries (the protocol's default limit; read once).
+_LINK_MAX_FRAME = Limits().max_frame
+
+
+def _link_max_frame() -> int:
+    return _LINK_MAX_FRAME
+
 
 #: Seconds a host has, once connected, to send its RELAY_NOTIFY.
 ATTACH_TIMEOUT = 10.0
@@ -95,12 +105,13 @@ class HostCallLink:
         self._switch.from_app(frame)
 
     def send_numbered(self, numbered: Frame, seq: int | None) -> None:
-        self._switch.from_app(numbered if seq is None else numbered.replace(seq=seq))
+        self._switch.from_app(numbered, seq)
 
     def send_flow(self, frames: Sequence[Frame]) -> None:
         """A whole flow in one go, numbered 0, 1, 2... (the switch core takes each frame)."""
+        from_app = self._switch.from_app
         for seq, frame in enumerate(frames):
-            self._switch.from_app(frame.replace(seq=seq))
+            from_app(frame, seq)
 
     def hold(self) -> None:
         pass
@@ -126,7 +137,8 @@ class _Link:
 
     def __init__(self, stream: anyio.abc.ByteStream) -> None:
         self.stream = stream
-        self.outbox = FrameOutbox(sink_for(stream), lambda: Limits().max_frame)
+        self.wire = LinkWire(stream)
+        self.outbox = FrameOutbox(self.wire.sink, _link_max_frame)
         self.scope = anyio.CancelScope()
 
 
@@ -138,6 +150,8 @@ class HostSwitch:
         self.counters = counters
         self._hub = hub
         self.flows: dict[MessageId, Flow] = {}
+        #: One call link per (host, cartridge), shared by the calls routed there.
+        self._call_links: dict[tuple[str, str], HostCallLink] = {}
         self._links: dict[str, _Link] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._timer_wake = anyio.Event()
@@ -191,7 +205,7 @@ class HostSwitch:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(link.outbox.run)
                 try:
-                    await pump.run(source_for(link.stream))
+                    await pump.run(link.wire.source)
                 except ProtocolError as exc:
                     reason = f"broke the protocol: {exc}"
                     log.warning("host %s %s", name, reason)
@@ -211,6 +225,7 @@ class HostSwitch:
         if self._links.get(name) is link:
             del self._links[name]
         link.outbox.close()
+        link.wire.stop()
         self._apply(self.core.host_lost(name, reason))
         if self._tg is not None:
             self._tg.start_soon(_close, link.stream)
@@ -228,11 +243,16 @@ class HostSwitch:
 
     # -- frames -----------------------------------------------------------------------------
 
-    def from_app(self, frame: Frame) -> None:
-        self._apply(self.core.send(frame, anyio.current_time()))
+    def from_app(self, frame: Frame, seq: int | None = None) -> None:
+        """A frame of the application's (numbered ``seq`` on the link when given)."""
+        self._apply(self.core.send(frame, seq=seq))
 
     def _from_host(self, name: str, frame: Frame) -> None:
-        self._apply(self.core.receive(name, frame, anyio.current_time()))
+        # The time matters only to an inventory, which may start an identity probe (the one
+        # thing the core times): the clock is not read for every other frame.
+        kind = frame.frame_type
+        now = anyio.current_time() if kind is FrameType.RELAY_NOTIFY else 0.0
+        self._apply(self.core.receive(name, frame, now))
 
     def _apply(self, actions: list[SwitchAction]) -> None:
         for action in actions:
@@ -273,13 +293,13 @@ class HostSwitch:
         if found is None:
             return None
         host, registered, cartridge = found
-        return HostCallLink(self, host, cartridge), registered
+        link = self._call_links.get((host, cartridge))
+        if link is None:
+            link = self._call_links[(host, cartridge)] = HostCallLink(self, host, cartridge)
+        return link, registered
 
     def limits_of(self, host: str) -> Limits:
-        for view in self.core.hosts():
-            if view.id == host:
-                return view.limits
-        return Limits()
+        return self.core.limits_of(host)
 
     def hosts(self) -> tuple[HostView, ...]:
         return self.core.hosts()
@@ -324,8 +344,17 @@ class HostSwitch:
     def set_policy(self, policy: NetworkPolicy) -> None:
         self._apply(self.core.set_policy(policy))
 
+    def set_state(self, host: str, payload: bytes) -> None:
+        """Give ``host`` its resources payload (RELAY_STATE): now, and on every attach."""
+        self._apply(self.core.relay_state(host, payload))
+
     def attached(self, name: str) -> bool:
         return name in self._links
+
+    @property
+    def links(self) -> int:
+        """How many hosts are attached now."""
+        return len(self._links)
 
 
 def _int(value: Any) -> int:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable, Sized
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -39,10 +39,9 @@ from ._lifecycle import (
 from ._memory import describe_bytes, memory_exceeded, resident_bytes, set_address_limit
 
 if TYPE_CHECKING:
-    from .._call import CallState
     from .._connection._shell import Connection
 
-__all__ = ("Watchdog",)
+__all__ = ("Watchdog", "Watched")
 
 log = logging.getLogger("cartridge_runtime.engine")
 
@@ -61,11 +60,51 @@ def _remote_figure(conn: Connection | None) -> Callable[[], Awaitable[int | None
     return remote
 
 
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class Watched(Protocol):
+    """What the activity watch needs of a call (an engine call, or a request relayed from a
+    switch, served over a peer link)."""
+
+    activity_limit: float | None
+    silence: Any
+
+    @property
+    def frames(self) -> int:
+        """Frames received for the call so far."""
+        ...
+
+    @property
+    def events(self) -> Sized:
+        """Events waiting unread by the caller."""
+        ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def cap(self) -> str: ...
+
+    @property
+    def conn(self) -> _Named:
+        """The connection serving the call (for its name)."""
+        ...
+
+    def expire_inactive(self, limit: float) -> None:
+        """Cancel the call and fail it: silent for ``limit`` seconds."""
+        ...
+
+
 class Watchdog:
     """Activity, memory and idle supervision of one engine (see the module docstring).
 
     :param slots: the cartridges to supervise now (those added and those still draining).
     :param hub: where lifecycle events go.
+    :param other_calls: calls in flight that no cartridge connection holds (those routed to
+        a relay host), looked at for activity as well.
     """
 
     def __init__(
@@ -75,9 +114,11 @@ class Watchdog:
         slots: Callable[[], Iterable[CartridgeSlot]],
         hub: EventHub,
         trim: Callable[[], object] = trim_heap,
+        other_calls: Callable[[], Iterable[object]] = tuple,
     ) -> None:
         self.config = config
         self._slots = slots
+        self._other_calls = other_calls
         self._hub = hub
         self._trim = trim
         #: Calls served (all replicas) at the last heap trim, and when the next is due.
@@ -101,7 +142,7 @@ class Watchdog:
 
     # -- registrations -----------------------------------------------------------------------
 
-    def watch(self, state: CallState, limit: float) -> None:
+    def watch(self, state: Watched, limit: float) -> None:
         """Time ``state`` out after ``limit`` seconds without a frame. Nothing is registered:
         the looks find live calls in their connections; only a limit shorter than any seen
         before wakes the task, so that it looks often enough."""
@@ -273,9 +314,12 @@ class Watchdog:
                     for flow in list(conn.core.calls.values()):
                         if getattr(flow, "activity_limit", None) is not None:
                             self._look_at_call(flow, now)  # type: ignore[arg-type]
+        for call in list(self._other_calls()):
+            if getattr(call, "activity_limit", None) is not None:
+                self._look_at_call(call, now)  # type: ignore[arg-type]
         return self._next_call_look
 
-    def _look_at_call(self, state: CallState, now: float) -> None:
+    def _look_at_call(self, state: Watched, now: float) -> None:
         limit = state.activity_limit
         assert limit is not None
         record = state.silence
