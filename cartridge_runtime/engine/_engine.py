@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -53,8 +52,6 @@ import attrs
 from ..discovery import Discovery, find_installed
 from ..planner import DEFAULT_LIMIT, DEFAULT_MAX_DEPTH, SourceLike, planning_source
 from ..protocol import (
-    AttributionClass,
-    ErrorCode,
     Frame,
     NetworkPolicy,
     frames,
@@ -62,40 +59,39 @@ from ..protocol import (
     release_allocator,
 )
 from ..relay import HostView
-from ._arguments import plan_call_inputs
-from ._call import CallState, Inputs, normalize_inputs
+from ._call import Inputs, normalize_inputs
 from ._cartridges import Cartridges
 from ._config import EngineConfig
 from ._connection._counters import Counters
 from ._connection._health import set_capacities
-from ._connection._shell import Connection
 from ._discover import probe
-from ._errors import CallError, EngineClosed, EngineError, NoRoute
+from ._errors import CallError, EngineError
 from ._events import Result
-from ._graphs._grow import GrowHub, GrowRequest, is_grow_cap, run_grow_request
+from ._graphs._grow import GrowHub
 from ._graphs._seed import open_graph
 from ._graphs._session import Graph
+from ._life import EngineLife
 from ._machines._api import MachineRun, open_run, run_to_end
 from ._machines._cache import CacheStore
 from ._machines._events import MachineResult
 from ._machines._records import RunRecorder
 from ._machines._runner import DEFAULT_WINDOW
-from ._observe import CallObserver, observe_call
-from ._output_check import OutputChecks
-from ._peer import OnRouted, PeerEnd, PeerLink, PeerRouter, run_peer_link
+from ._observe import CallObserver
+from ._opening import CallOpener
+from ._peer import PeerEnd
+from ._peer_requests import PeerRequests
 from ._placements._command import describe_returncode
 from ._placements._seam import Placement
 from ._plans import plan_on
 from ._relay._attach import dial_host, host_name, listen_for_host
 from ._relay._host import serve_link
-from ._relay._switch import HostCallLink, HostSwitch, WithHosts
+from ._relay._switch import HostSwitch, WithHosts
 from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot
 from ._response import CallContext, CallOptions
 from ._routing import CapRouter
 from ._status import CartridgeStatus, EngineStats, cartridge_status
-from ._supervision._activity import activity_limit, check_limit
-from ._supervision._errors import CartridgeRetired
+from ._supervision._activity import check_limit
 from ._supervision._lifecycle import (
     CallRetried,
     EventHub,
@@ -137,8 +133,7 @@ class Engine:
         self._counters = Counters()
         #: Observers of every call (``add_observer``); empty: calls record nothing extra.
         self._observers: list[CallObserver] = []
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._closed = False
+        self._life = EngineLife()
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._holds_allocator = False
         self._log_dir: Path | None = None
@@ -168,17 +163,29 @@ class Engine:
             hub=self._hub,
             watchdog=self._watchdog,
         )
-        #: Output checks by the media_defs list of a manifest (HST-24), and whether the
-        #: application gave definitions of its own.
-        self._checks: dict[int, tuple[tuple[Any, ...], OutputChecks]] = {}
-        self._media = bool(self.config.media)
         #: The graph calls in flight, for growth from inside a cartridge (``graph()``).
         self._grow_hub = GrowHub()
-        #: Where peer calls go instead of ``_router`` (a relay switch this engine serves).
-        self._peer_router: PeerRouter | None = None
         #: Cartridge hosts attached to this engine (``add_host``), routed to after its own.
         self._hosts = HostSwitch(
             self._counters, self._hub, self.config.policy or NetworkPolicy.OFFLINE
+        )
+        self._opener = CallOpener(
+            config=self.config,
+            life=self._life,
+            slots=self._slots,
+            router=self._router,
+            starter=self._starter,
+            hosts=self._hosts,
+            watchdog=self._watchdog,
+            observers=self._observers,
+        )
+        self._peers = PeerRequests(
+            life=self._life,
+            slots=self._slots,
+            router=self._router,
+            grow_hub=self._grow_hub,
+            watchdog=self._watchdog,
+            activity_limit=self._opener.activity_limit,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -193,11 +200,11 @@ class Engine:
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="cartridge-engine-")
             self._log_dir = Path(self._tmp.name)
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._starter.run_in(self._tg, self._log_dir)
-        await self._tg.start(self._watchdog.run)
-        self._hosts.run_in(self._tg)
+        self._life.tg = anyio.create_task_group()
+        await self._life.tg.__aenter__()
+        self._starter.run_in(self._life.tg, self._log_dir)
+        await self._life.tg.start(self._watchdog.run)
+        self._hosts.run_in(self._life.tg)
         for slot in self._slots.values():
             if slot.eager:
                 for replica in slot.replicas:
@@ -206,15 +213,15 @@ class Engine:
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         await self.aclose()
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
+        assert self._life.tg is not None
+        self._life.tg.cancel_scope.cancel()
         try:
             # The block's own exception goes on as it is (not wrapped in an ExceptionGroup):
             # the engine's tasks were only cancelled, which is no news to the caller.
-            await self._tg.__aexit__(None, None, None)
+            await self._life.tg.__aexit__(None, None, None)
             return None
         finally:
-            self._tg = None
+            self._life.tg = None
             self._starter.run_in(None, None)
             if self._holds_allocator:
                 self._holds_allocator = False
@@ -227,9 +234,9 @@ class Engine:
 
     async def aclose(self) -> None:
         """Shut every cartridge down (stdin closed, grace period, then kill)."""
-        if self._closed:
+        if self._life.closed:
             return
-        self._closed = True
+        self._life.closed = True
         self._starter.close()
         conns = [r.conn for s in self._supervised() for r in s.replicas if r.conn is not None]
         with anyio.CancelScope(shield=True):
@@ -622,7 +629,9 @@ class Engine:
                 retry=retry,
                 check_outputs=bool(check_outputs),
             )
-        return CallContext(self._open, cap, normalize_inputs(inputs), options, self._on_retry)
+        return CallContext(
+            self._opener.open, cap, normalize_inputs(inputs), options, self._on_retry
+        )
 
     def _on_retry(self, cap: str, attempt: int, delay: float, error: CallError) -> None:
         log.info(
@@ -654,135 +663,8 @@ class Engine:
         """
         return await self.call(cap, inputs, timeout=timeout)
 
-    async def _open(
-        self, cap: str, inputs: list[tuple[str, Any]], activity_timeout: float | None = None
-    ) -> CallState:
-        if self._closed:
-            raise EngineClosed()
-        for _ in range(_REROUTES):
-            hit = self._router.cache.get(cap)
-            if hit is None and self._hosts.links:
-                on_host = self._host_only(cap)
-                if on_host is not None:
-                    return self._open_on_host(cap, inputs, activity_timeout, *on_host)
-            try:
-                slot, handler = hit if hit is not None else await self._router.resolve(cap)
-            except NoRoute:
-                on_host = self._hosts.link_for(cap)
-                if on_host is None:
-                    raise
-                return self._open_on_host(cap, inputs, activity_timeout, *on_host)
-            single = slot.single
-            conn = single.conn if single is not None else None
-            if conn is None or not conn.ready:
-                try:
-                    conn = await self._starter.connection(slot)
-                except CartridgeRetired:
-                    continue  # replaced or removed meanwhile: route again
-            definition = conn.definition(handler)
-            if definition is not None:  # before anything is sent, even the REQ
-                inputs = plan_call_inputs(cap, definition, inputs)
-            chain = await conn.gate.acquire(handler)
-            # A removed cartridge still serves, during its drain, the calls that waited for it;
-            # a replaced one sends them to its new version.
-            if conn.ready and not slot.replaced:
-                break
-            conn.gate.release(chain)
-            replica = slot.replica_of(conn)
-            if slot.retired or (replica is not None and replica.ending is not None):
-                continue  # retired or stopped idle under the call: route again
-            raise conn.death or CallError(
-                ErrorCode.CARTRIDGE_DIED,
-                AttributionClass.ENVIRONMENT,
-                f"cartridge {slot.name} died",
-            )
-        else:
-            raise CartridgeRetired(f"cartridge {slot.name} kept being retired under the call")
-        state = CallState(
-            conn,
-            cap=cap,
-            handler_cap=handler,
-            inputs=inputs,
-            chain=chain,
-            cancel_grace=self.config.cancel_grace,
-            max_pending_logs=self.config.max_pending_logs,
-        )
-        if self._observers:
-            state.observation = observe_call(self._observers, state, slot.name)
-        if (self._media or conn.manifest_media) and slot.check_outputs:
-            state.output_checks = self._output_checks(conn.manifest_media)
-        state.start()
-        replica = single if single is not None else slot.replica_of(conn)
-        if replica is not None:
-            replica.served += 1
-        if activity_timeout is None:
-            activity_timeout = slot.activity_timeout
-        if activity_timeout is None and (definition is None or not definition.metadata):
-            limit = self.config.activity_timeout  # the common case, without a call
-        else:
-            limit = self._activity_limit(activity_timeout, definition, slot.name)
-        if limit is not None and not state.done:
-            self._watchdog.watch(state, limit)
-        return state
-
-    def _output_checks(self, shipped: tuple[Any, ...]) -> OutputChecks | None:
-        """The definitions a cartridge's outputs are held to: the application's, then those
-        its manifest ships (kept per manifest list, which the cache holds alive)."""
-        if not self.config.check_outputs:
-            return None
-        hit = self._checks.get(id(shipped))
-        if hit is None or hit[0] is not shipped:
-            hit = self._checks[id(shipped)] = (shipped, OutputChecks(self.config.media, shipped))
-        return hit[1] or None
-
     def _host_calls(self) -> Iterable[object]:
-        """The calls in flight through hosts, for the activity watch."""
-        return self._hosts.flows.values()
-
-    def _host_only(self, cap: str) -> tuple[HostCallLink, str] | None:
-        """Where ``cap`` goes among the hosts when no cartridge of this engine serves it and
-        none could (every cartridge's caps are known): found without starting anything or
-        raising :class:`NoRoute` first."""
-        if any(slot.caps is None for slot in self._slots.values()):
-            return None
-        if self._router.lookup(cap) is not None:
-            return None
-        return self._hosts.link_for(cap)
-
-    def _open_on_host(
-        self,
-        cap: str,
-        inputs: list[tuple[str, Any]],
-        activity_timeout: float | None,
-        link: HostCallLink,
-        handler: str,
-    ) -> CallState:
-        state = CallState(
-            link,
-            cap=cap,
-            handler_cap=handler,
-            inputs=inputs,
-            chain=link.gate.chain(handler),
-            cancel_grace=self.config.cancel_grace,
-            max_pending_logs=self.config.max_pending_logs,
-        )
-        if self._observers:
-            state.observation = observe_call(self._observers, state, link.name)
-        state.start()
-        limit = self.config.activity_timeout if activity_timeout is None else activity_timeout
-        if limit is not None and limit != math.inf and not state.done:
-            self._watchdog.watch(state, limit)
-        return state
-
-    def _activity_limit(
-        self, per_call: float | None, definition: Any, cartridge: str
-    ) -> float | None:
-        metadata = definition.metadata if definition is not None else None
-        try:
-            return activity_limit(per_call, metadata, self.config.activity_timeout)
-        except ValueError as exc:
-            log.warning("cartridge %s: cap %s: %s", cartridge, definition.urn, exc)
-            return self.config.activity_timeout
+        return self._opener.host_calls()
 
     # -- live control ----------------------------------------------------------------------
 
@@ -887,7 +769,7 @@ class Engine:
         :raises HostAttachError: a host of that name is attached already.
         :raises RelayProtocolError: its first frame is not a readable RELAY_NOTIFY.
         """
-        self._check_running()
+        self._life.check_running()
         label = host_name(path, name)
         await dial_host(self._hosts, path, label)
         return label
@@ -900,10 +782,9 @@ class Engine:
 
         :raises HostSocketError: the socket's folder is not owner-only.
         """
-        self._check_running()
+        tg = self._life.check_running()
         label = host_name(path, name)
-        assert self._tg is not None
-        await self._tg.start(listen_for_host, self._hosts, path, label)
+        await tg.start(listen_for_host, self._hosts, path, label)
         return label
 
     def set_host_state(self, name: str, payload: bytes) -> None:
@@ -923,10 +804,6 @@ class Engine:
         limits and last error."""
         return self._hosts.hosts()
 
-    def _check_running(self) -> None:
-        if self._tg is None or self._closed:
-            raise EngineClosed()
-
     async def serve_switch(self, stream: anyio.abc.ByteStream, *, name: str = "switch") -> None:
         """Serve a relay switch over ``stream`` as a cartridge host until the link closes:
         this engine's cartridges become the switch's, and their peer calls go to it (RLY-*).
@@ -934,57 +811,11 @@ class Engine:
 
         :raises EngineClosed: the engine is not running (use it in ``async with``).
         """
-        if self._tg is None or self._closed:
-            raise EngineClosed()
-        await serve_link(self, stream, name, self._serve_request, self._redirect_peers)
-
-    def _redirect_peers(self, router: PeerRouter | None) -> None:
-        self._peer_router = router
+        self._life.check_running()
+        await serve_link(self, stream, name, self._peers.serve_request, self._peers.redirect_peers)
 
     def _on_peer_request(self, origin: PeerEnd, frame: Frame) -> None:
-        if isinstance(origin, Connection) and is_grow_cap(frame.cap):
-            # The engine answers the grow-graph cap itself (GRW-10).
-            grow = GrowRequest(self._grow_hub, origin, frame, self._router.resolve)
-            if self._tg is None or self._closed:
-                grow.on_origin_death()
-                return
-            self._tg.start_soon(run_grow_request, grow)
-            return
-        self._start_link(self._peer_router or self._router, origin, frame)
-
-    def _serve_request(self, origin: PeerEnd, frame: Frame) -> None:
-        if self._tg is not None and not self._closed and frame.cap:
-            ready = self._router.ready_target(frame.cap)
-            if ready is not None:  # the common case: no task for the request
-                link = PeerLink(self._router, origin, frame, self._watch_relayed)
-                if link.connect_now(*ready):
-                    return
-                self._tg.start_soon(run_peer_link, link)
-                return
-        self._start_link(self._router, origin, frame, self._watch_relayed)
-
-    def _watch_relayed(self, link: PeerLink, conn: PeerEnd, handler: str) -> None:
-        """A request from the switch gets the activity timeout a call of this engine's own
-        to that cartridge gets (its cartridge's, else its cap's, else the engine's)."""
-        slot = self._slots.get(conn.name)
-        definition = conn.definition(handler) if isinstance(conn, Connection) else None
-        per_cartridge = slot.activity_timeout if slot is not None else None
-        limit = self._activity_limit(per_cartridge, definition, conn.name)
-        if limit is not None and limit != math.inf and not link.done:
-            self._watchdog.watch(link, limit)
-
-    def _start_link(
-        self,
-        router: PeerRouter,
-        origin: PeerEnd,
-        frame: Frame,
-        on_routed: OnRouted | None = None,
-    ) -> None:
-        link = PeerLink(router, origin, frame, on_routed)
-        if self._tg is None or self._closed:
-            link.error_to_origin(EngineClosed())
-            return
-        self._tg.start_soon(run_peer_link, link)
+        self._peers.on_peer_request(origin, frame)
 
     # -- reports ---------------------------------------------------------------------------
 
