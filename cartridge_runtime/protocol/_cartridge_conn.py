@@ -19,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from . import _builders as frames
 from . import _request_state
+from ._cartridge_admission import REQ_RULES as REQ_RULES  # re-exported by the package
+from ._cartridge_admission import refusal_frame
 from ._cartridge_state import (
     PHASE_TRANSITIONS,
     Admission,
@@ -56,40 +58,6 @@ from ._seq import SeqAssigner
 from ._verbs import NoEvent, WireBytes
 
 H = TypeVar("H")
-
-
-def _duplicate(conn: CartridgeConnection[Any], frame: Frame) -> bool:
-    return frame.id in conn.requests
-
-
-def _no_cap(conn: CartridgeConnection[Any], frame: Frame) -> bool:
-    return frame.cap is None
-
-
-def _payload(conn: CartridgeConnection[Any], frame: Frame) -> bool:
-    return bool(frame.payload)  # REQ-3
-
-
-def _before_policy(conn: CartridgeConnection[Any], frame: Frame) -> bool:
-    return conn.policy is None and not conn.handlers.is_identity(frame.cap or "")  # HSK-16, HSK-20
-
-
-def _too_many(conn: CartridgeConnection[Any], frame: Frame) -> bool:
-    return len(conn.requests) >= conn.max_open_requests
-
-
-#: A REQ rule: the outcome it gives, and whether it applies to a REQ.
-ReqRule = tuple[Admission, Callable[["CartridgeConnection[Any]", Frame], bool]]
-
-#: The rules a REQ is checked against, in order; the first that applies decides. A REQ no
-#: rule refuses is admitted if a handler serves its cap (else ``NO_HANDLER``, REQ-4).
-REQ_RULES: tuple[ReqRule, ...] = (
-    (Admission.DUPLICATE, _duplicate),
-    (Admission.NO_CAP, _no_cap),
-    (Admission.PAYLOAD, _payload),
-    (Admission.BEFORE_POLICY, _before_policy),
-    (Admission.TOO_MANY, _too_many),
-)
 
 
 class CartridgeConnection(Generic[H]):
@@ -284,9 +252,6 @@ class CartridgeConnection(Generic[H]):
 
     # -- requests -----------------------------------------------------------------------------
 
-    def _refuse(self, frame: Frame, code: ErrorCode, message: str, cls: AttributionClass) -> None:
-        self.outbox.append(frames.err(frame.id, code, message, cls, xid=frame.routing_id))
-
     def _on_req(self, frame: Frame) -> ConnEvent:
         for outcome, applies in REQ_RULES:
             if applies(self, frame):
@@ -325,42 +290,7 @@ class CartridgeConnection(Generic[H]):
                 self.requests[frame.id],
                 RemoteProtocolError(f"second REQ for request {frame.id}"),
             )
-        if outcome is Admission.NO_CAP:
-            self._refuse(
-                frame,
-                ErrorCode.INVALID_REQUEST,
-                "REQ without a cap URN (key 10)",
-                AttributionClass.INTERNAL,
-            )
-        elif outcome is Admission.PAYLOAD:
-            self._refuse(
-                frame,
-                ErrorCode.PROTOCOL_ERROR,
-                "REQ payload must be empty; arguments travel as streams",
-                AttributionClass.INTERNAL,
-            )
-        elif outcome is Admission.BEFORE_POLICY:
-            self._refuse(
-                frame,
-                ErrorCode.PROTOCOL_VIOLATION,
-                "REQ before POLICY: only the identity check may come first",
-                AttributionClass.INTERNAL,
-            )
-        elif outcome is Admission.TOO_MANY:
-            self._refuse(
-                frame,
-                ErrorCode.TOO_MANY_REQUESTS,
-                f"too many open requests (at most {self.max_open_requests}); "
-                "retry when some have ended",
-                AttributionClass.RESOURCE,
-            )
-        else:
-            self._refuse(
-                frame,
-                ErrorCode.NO_HANDLER,
-                f"No handler registered for cap: {frame.cap}",
-                AttributionClass.ENVIRONMENT,
-            )
+        self.outbox.append(refusal_frame(frame, outcome, self.max_open_requests))
         return None
 
     def _on_flow(self, frame: Frame) -> ConnEvent:
