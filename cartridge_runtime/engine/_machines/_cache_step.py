@@ -49,8 +49,10 @@ __all__ = (
 #: The cap metadata key a manifest sets to ``"false"`` for a cap whose outputs may differ
 #: between two calls with the same inputs: such a cap is never cached.
 DETERMINISTIC_KEY: Final = "deterministic"
-#: Bytes per piece when a hit streams a stored scalar from disk.
-REPLAY_PIECE: Final = 1 << 20
+#: Bytes per piece when a hit streams a stored scalar from disk. Each piece is a fresh buffer
+#: the run's readers may hold; at 512 KiB the pieces in flight stay within the core's cache
+#: (a 256 MiB replay took 15-20% less CPU than at 1 MiB, and 2 MiB took 50% more).
+REPLAY_PIECE: Final = 512 * 1024
 #: Seconds a read may take in the event loop before a replay reads in a worker thread.
 SLOW_READ: Final = 0.002
 #: Items blobs up to this size are read in one go; larger ones item by item.
