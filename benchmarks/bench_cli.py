@@ -8,11 +8,13 @@ Measured side by side in one run, rounds interleaved so that a busy host weighs 
 alike; each figure is the median of its rounds:
 
 1. start-up: ``cartridge --help`` and ``cartridge call x.py echo --help`` against
-   ``python -c "import anyio, cbor2"`` (whole processes; target: within 1.5x);
+   ``python -c "import anyio, cbor2"`` (whole processes; target: within 1.5x); beside them,
+   a bundled cartridge's own start (``interop.py manifest``) and ``import
+   cartridge_runtime.manifest`` (no target: before/after figures with ``--compare``);
 2. ``cartridge call cartridges/interop.py echo < FILE > /dev/null`` (the whole process: the
    interpreter, imports, the cartridge's start, the bytes) against ``Engine.call``'s echo of
    the same bytes on a started engine, in this process (target: the command at >= 0.8 of the
-   engine's rate);
+   engine's rate), wall and CPU time;
 3. ``cartridge list ROOT`` over ``--count`` installed cartridges, warm manifest cache (whole
    process; target: <= 0.3 s).
 
@@ -24,6 +26,7 @@ A benchmark, not a test: nothing asserts a time.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import resource
 import statistics
@@ -178,6 +181,16 @@ def main() -> None:
         sides["--compare: cartridge --help"] = lambda: _wall([*CLI, "--help"], env=other)
         sides["--compare: call ... --help"] = lambda: _wall(
             [*CLI, "call", str(INTEROP), "echo", "--help"], env=other
+        )
+    # A cartridge's own start (what every engine spawn pays) and a lean import of the package.
+    for label, tree in (("", env), ("--compare: ", other)):
+        if tree is None:
+            continue
+        sides[f"{label}interop.py manifest"] = functools.partial(
+            _wall, [sys.executable, str(INTEROP), "manifest"], env=tree
+        )
+        sides[f"{label}import ...manifest"] = functools.partial(
+            _wall, [sys.executable, "-c", "import cartridge_runtime.manifest"], env=tree
         )
     start = _rounds(args.rounds, sides)
     base, base_cpu = start["import anyio, cbor2"]
