@@ -8,11 +8,13 @@ Measured side by side in one run, rounds interleaved so that a busy host weighs 
 alike; each figure is the median of its rounds:
 
 1. start-up: ``cartridge --help`` and ``cartridge call x.py echo --help`` against
-   ``python -c "import anyio, cbor2"`` (whole processes; target: within 1.5x);
+   ``python -c "import anyio, cbor2"`` (whole processes; target: within 1.5x); beside them,
+   a bundled cartridge's own start (``interop.py manifest``) and ``import
+   cartridge_runtime.manifest`` (no target: before/after figures with ``--compare``);
 2. ``cartridge call cartridges/interop.py echo < FILE > /dev/null`` (the whole process: the
    interpreter, imports, the cartridge's start, the bytes) against ``Engine.call``'s echo of
    the same bytes on a started engine, in this process (target: the command at >= 0.8 of the
-   engine's rate);
+   engine's rate), wall and CPU time;
 3. ``cartridge list ROOT`` over ``--count`` installed cartridges, warm manifest cache (whole
    process; target: <= 0.3 s).
 
@@ -24,6 +26,7 @@ A benchmark, not a test: nothing asserts a time.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import resource
 import statistics
@@ -76,8 +79,19 @@ async def _pieces(path: Path) -> AsyncIterator[bytes]:
             yield block
 
 
-async def _engine_echo(path: Path, size: int, rounds: int) -> list[float]:
-    """Seconds of ``Engine.call`` echoing ``path`` on a started engine, per round."""
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a running process has used so far (``/proc``; 0.0 where
+    it cannot be read)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _engine_echo(path: Path, size: int, rounds: int) -> list[tuple[float, float]]:
+    """Wall and CPU seconds (this process, all threads, plus the cartridge's) of
+    ``Engine.call`` echoing ``path`` on a started engine, per round."""
     times = []
     async with Engine() as engine:
         name = engine.add_cartridge(INTEROP)
@@ -85,14 +99,17 @@ async def _engine_echo(path: Path, size: int, rounds: int) -> list[float]:
         manifest = engine.manifest(name)
         cap = manifest.find_cap("echo")
         media = next(a.stream_urn for a in cap.args if a.has_stdin_source)
+        pid = engine.status()[0].pid or 0
         for _ in range(rounds):
+            cpu = time.process_time() + _proc_cpu(pid)
             start = time.perf_counter()
             got = 0
             async with engine.call(cap.urn, [(media, _pieces(path))]) as response:
                 async for event in response:
                     if isinstance(event, OutputData) and event.output is None:
                         got += len(event.value)
-            times.append(time.perf_counter() - start)
+            wall = time.perf_counter() - start
+            times.append((wall, time.process_time() + _proc_cpu(pid) - cpu))
             if got != size:
                 raise RuntimeError(f"echo gave {got} bytes")
     return times
@@ -122,18 +139,24 @@ def _echo_figures(tmp: Path, args: argparse.Namespace) -> None:
         block = os.urandom(BLOCK)
         for _ in range(args.echo_mib):
             handle.write(block)
-    engine_times: list[float] = []
-    cli_times: list[float] = []
-    for _ in range(args.rounds):
+    engine_times: list[tuple[float, float]] = []
+    cli_times: list[tuple[float, float]] = []
+    for _ in range(args.rounds):  # interleaved: a busy spell weighs on both sides alike
         engine_times += anyio.run(_engine_echo, big, args.echo_mib * BLOCK, 1)
-        cli_times.append(_cli_echo(big))
+        cli_times.append((_cli_echo(big), _LAST_CPU[0]))
     mib = float(args.echo_mib)
-    engine_rate = mib / statistics.median(engine_times)
-    cli_rate = mib / statistics.median(cli_times)
+    engine_rate = mib / statistics.median(t for t, _ in engine_times)
+    cli_rate = mib / statistics.median(t for t, _ in cli_times)
+    engine_cpu = mib / statistics.median(c for _, c in engine_times)
+    cli_cpu = mib / statistics.median(c for _, c in cli_times)
     ratio = cli_rate / engine_rate
-    print(f"{args.echo_mib} MiB echo (median of {args.rounds}):")
-    print(f"  Engine.call (started engine)   {engine_rate:8.0f} MiB/s")
-    print(f"  cartridge call (whole process) {cli_rate:8.0f} MiB/s   {ratio:5.2f}x")
+    print(f"{args.echo_mib} MiB echo (median of {args.rounds} interleaved rounds): MiB per wall")
+    print("second, and per CPU second (engine and cartridge processes; the command's children)")
+    print(
+        f"  Engine.call (started engine)   {engine_rate:8.0f} MiB/s   CPU {engine_cpu:6.0f} MiB/s"
+    )
+    print(f"  cartridge call (whole process) {cli_rate:8.0f} MiB/s   CPU {cli_cpu:6.0f} MiB/s"
+          f"   {ratio:5.2f}x wall, {cli_cpu / engine_cpu:5.2f}x CPU")  # fmt: skip
     print(f"  target: >= {ECHO_TARGET}x: {'met' if ratio >= ECHO_TARGET else 'MISSED'}")
 
 
@@ -158,6 +181,16 @@ def main() -> None:
         sides["--compare: cartridge --help"] = lambda: _wall([*CLI, "--help"], env=other)
         sides["--compare: call ... --help"] = lambda: _wall(
             [*CLI, "call", str(INTEROP), "echo", "--help"], env=other
+        )
+    # A cartridge's own start (what every engine spawn pays) and a lean import of the package.
+    for label, tree in (("", env), ("--compare: ", other)):
+        if tree is None:
+            continue
+        sides[f"{label}interop.py manifest"] = functools.partial(
+            _wall, [sys.executable, str(INTEROP), "manifest"], env=tree
+        )
+        sides[f"{label}import ...manifest"] = functools.partial(
+            _wall, [sys.executable, "-c", "import cartridge_runtime.manifest"], env=tree
         )
     start = _rounds(args.rounds, sides)
     base, base_cpu = start["import anyio, cbor2"]

@@ -27,10 +27,18 @@ def main() -> None:
         stream.write(answer.text)
         stream.flush()
         raise SystemExit(answer.status)
+    first = argv[0] if argv else ""
+    if first == "list":
+        # A plain listing needs no command-line framework (see _listing).
+        from ._listing import quick_list
+
+        status = quick_list(argv[1:])
+        if status is not None:
+            sys.stdout.flush()
+            raise SystemExit(status)
     from ._app import build_command
     from ._commands import module_of
 
-    first = argv[0] if argv else ""
     # A known command loads its own module only; an unknown one, or a shell completing,
     # loads them all (for the suggestions and the completions).
     only = [first] if module_of(first) is not None and not completing(os.environ) else None

@@ -11,7 +11,7 @@ from typing import Final
 __all__ = ("HELP", "SOURCES", "VALUE_OPTIONS")
 
 #: The digest of the sources these texts were rendered from.
-SOURCES: Final = "3bd7cd9bc7b101027169e83fabe42689e13a565d1d58c42f123be9ec58cf6215"
+SOURCES: Final = "2aa56dd26ba637ceee0f72f7ee4a1e291697e0689c1529ac5131b6d5f2c72e21"
 
 #: Help text by command path ("" is the root).
 HELP: Final[dict[str, str]] = {

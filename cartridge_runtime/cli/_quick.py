@@ -71,24 +71,34 @@ def quick_answer(argv: Sequence[str], environ: Mapping[str, str]) -> Answer | No
 
     if argv[:1] == ["--version"]:
         return Answer(version_line())
-    if sources_digest() != SOURCES:
-        return None  # the stored texts are out of date: typer renders the help
+    answer = _stored_answer(argv, HELP, VALUE_OPTIONS)
+    # The sources are hashed only when a stored text is about to be printed (a command that
+    # runs does not pay for it); a stale text is never printed: typer renders the help.
+    if answer is None or sources_digest() != SOURCES:
+        return None
+    return answer
+
+
+def _stored_answer(
+    argv: Sequence[str], texts: Mapping[str, str], value_options: Mapping[str, frozenset[str]]
+) -> Answer | None:
+    """The stored help ``argv`` asks for (``None``: it asks for none)."""
     if not argv:
-        return Answer(HELP[""], NO_COMMAND_STATUS, to_stderr=True)
+        return Answer(texts[""], NO_COMMAND_STATUS, to_stderr=True)
     if argv[0] in HELP_FLAGS:
-        return Answer(HELP[""])
+        return Answer(texts[""])
     path: list[str] = []
     rest = list(argv)
-    while rest and not rest[0].startswith("-") and " ".join([*path, rest[0]]) in HELP:
+    while rest and not rest[0].startswith("-") and " ".join([*path, rest[0]]) in texts:
         path.append(rest.pop(0))
     if not path:
         return None
     key = " ".join(path)
-    if any(other.startswith(key + " ") for other in HELP):  # a group
+    if any(other.startswith(key + " ") for other in texts):  # a group
         if not rest:
-            return Answer(HELP[key], NO_COMMAND_STATUS, to_stderr=True)
-        return Answer(HELP[key]) if rest[0] in HELP_FLAGS else None
-    takes_value = VALUE_OPTIONS.get(key, frozenset())
+            return Answer(texts[key], NO_COMMAND_STATUS, to_stderr=True)
+        return Answer(texts[key]) if rest[0] in HELP_FLAGS else None
+    takes_value = value_options.get(key, frozenset())
     skip = False
     for token in rest:
         if skip:
@@ -96,7 +106,7 @@ def quick_answer(argv: Sequence[str], environ: Mapping[str, str]) -> Answer | No
         elif token == "--":
             return None
         elif token in HELP_FLAGS:
-            return Answer(HELP[key])
+            return Answer(texts[key])
         else:
             skip = token in takes_value
     return None

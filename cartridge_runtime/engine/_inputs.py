@@ -30,6 +30,7 @@ from .. import protocol as P
 from .._redact import describe
 from ..protocol import Frame, FrameType, MessageId
 from ._events import Item
+from ._file_blocks import file_blocks
 
 
 @attrs.frozen
@@ -310,10 +311,17 @@ class InputSender:
         """A file's bytes; a regular file's size goes into the stream meta (``size``), so the
         handler can report progress as a fraction (``/dev/stdin`` works too)."""
         async with await anyio.open_file(path, "rb") as f:
-            info = os.fstat(f.wrapped.fileno())
-            meta = {"size": info.st_size} if stat.S_ISREG(info.st_mode) else None
-            await self._emit(stream, stream.start(meta=meta))
+            fd = f.wrapped.fileno()
+            info = os.fstat(fd)
+            regular = stat.S_ISREG(info.st_mode)
+            await self._emit(stream, stream.start(meta={"size": info.st_size} if regular else None))
             size = self.limits.effective_chunk
-            while block := await f.read(size):
-                await self._emit(stream, stream.write_bytes(block))
+            if regular:
+                # Large blocks, read in the loop while the page cache holds them (file_blocks).
+                async for view in file_blocks(fd):
+                    for pos in range(0, len(view), size):
+                        await self._emit(stream, stream.write_bytes(view[pos : pos + size]))
+            else:
+                while block := await f.read(size):
+                    await self._emit(stream, stream.write_bytes(block))
         await self._emit(stream, stream.close())

@@ -50,56 +50,92 @@ with some of these methods (sync or async; a missing one means "ignore"); ``outp
 A failure raises :class:`CartridgeError` (``.code``, ``.attribution_class``, ``.message``,
 ``.arg_urn``): an :class:`OpError` as raised, ``NO_HANDLER`` for an unknown cap, anything else as
 ``HANDLER_ERROR``.
+
+The public names are resolved on first use (a module ``__getattr__`` over the table of their
+home submodules): a cartridge pays for what it uses, and the ``cartridge`` command, which needs
+only CLI mode's argument mapping, does not build the handler API's classes.
 """
 
 from __future__ import annotations
 
-from ._blocking import (
-    BlockingGraphBatch,
-    BlockingGraphGrowth,
-    BlockingInputPackage,
-    BlockingInputStream,
-    BlockingOutputStream,
-    BlockingPeerCall,
-    BlockingPeerInvoker,
-    BlockingPeerResponse,
-    BlockingRequest,
-    BlockingWetContext,
-)
-from ._cartridge_context import CartridgeContext
-from ._context import (
-    REQUEST_KEY,
-    DryContext,
-    FunctionOp,
-    Key,
-    Op,
-    OpMetadata,
-    SyncFunctionOp,
-    WetContext,
-)
-from ._errors import (
-    CartridgeError,
-    InputConsumedError,
-    InputDecodeError,
-    InputStreamError,
-    MissingInput,
-    NetworkPolicyError,
-    OpError,
-    OutputError,
-    PeerCallError,
-    RequestCancelled,
-    SetupError,
-    UnknownArgument,
-    UnknownOutput,
-)
-from ._frames._exit import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL, ExitStatus
-from ._graph import GraphBatch, GraphGrowth, GraphGrowthError
-from ._input import InputItem, InputPackage, InputStream
-from ._network import NetworkAccess, Reach
-from ._output import OutputSpec, OutputStream
-from ._peer import PeerCall, PeerData, PeerInvoker, PeerLog, PeerResponse
-from ._request import Request
-from ._runtime import CartridgeRuntime
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Where each public name lives: the submodule imported the first time the name is read.
+_HOMES: dict[str, tuple[str, ...]] = {
+    "_blocking": (
+        "BlockingGraphBatch",
+        "BlockingGraphGrowth",
+        "BlockingInputPackage",
+        "BlockingInputStream",
+        "BlockingOutputStream",
+        "BlockingPeerCall",
+        "BlockingPeerInvoker",
+        "BlockingPeerResponse",
+        "BlockingRequest",
+        "BlockingWetContext",
+    ),
+    "_cartridge_context": ("CartridgeContext",),
+    "_context": (
+        "REQUEST_KEY",
+        "DryContext",
+        "FunctionOp",
+        "Key",
+        "Op",
+        "OpMetadata",
+        "SyncFunctionOp",
+        "WetContext",
+    ),
+    "_errors": (
+        "CartridgeError",
+        "InputConsumedError",
+        "InputDecodeError",
+        "InputStreamError",
+        "MissingInput",
+        "NetworkPolicyError",
+        "OpError",
+        "OutputError",
+        "PeerCallError",
+        "RequestCancelled",
+        "SetupError",
+        "UnknownArgument",
+        "UnknownOutput",
+    ),
+    "_frames._exit": (
+        "EXIT_FAILURE",
+        "EXIT_FORCE_KILLED",
+        "EXIT_OK",
+        "EXIT_PROTOCOL",
+        "ExitStatus",
+    ),
+    "_graph": (
+        "GraphBatch",
+        "GraphGrowth",
+        "GraphGrowthError",
+    ),
+    "_input": (
+        "InputItem",
+        "InputPackage",
+        "InputStream",
+    ),
+    "_network": (
+        "NetworkAccess",
+        "Reach",
+    ),
+    "_output": (
+        "OutputSpec",
+        "OutputStream",
+    ),
+    "_peer": (
+        "PeerCall",
+        "PeerData",
+        "PeerInvoker",
+        "PeerLog",
+        "PeerResponse",
+    ),
+    "_request": ("Request",),
+    "_runtime": ("CartridgeRuntime",),
+}
 
 __all__ = (
     "CartridgeRuntime",
@@ -160,3 +196,68 @@ __all__ = (
     "GraphGrowthError",
     "SetupError",
 )
+
+
+_EXPORTS: dict[str, str] = {name: home for home, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    home = _EXPORTS.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names in __all__ re-export
+    from ._blocking import (
+        BlockingGraphBatch,
+        BlockingGraphGrowth,
+        BlockingInputPackage,
+        BlockingInputStream,
+        BlockingOutputStream,
+        BlockingPeerCall,
+        BlockingPeerInvoker,
+        BlockingPeerResponse,
+        BlockingRequest,
+        BlockingWetContext,
+    )
+    from ._cartridge_context import CartridgeContext
+    from ._context import (
+        REQUEST_KEY,
+        DryContext,
+        FunctionOp,
+        Key,
+        Op,
+        OpMetadata,
+        SyncFunctionOp,
+        WetContext,
+    )
+    from ._errors import (
+        CartridgeError,
+        InputConsumedError,
+        InputDecodeError,
+        InputStreamError,
+        MissingInput,
+        NetworkPolicyError,
+        OpError,
+        OutputError,
+        PeerCallError,
+        RequestCancelled,
+        SetupError,
+        UnknownArgument,
+        UnknownOutput,
+    )
+    from ._frames._exit import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL, ExitStatus
+    from ._graph import GraphBatch, GraphGrowth, GraphGrowthError
+    from ._input import InputItem, InputPackage, InputStream
+    from ._network import NetworkAccess, Reach
+    from ._output import OutputSpec, OutputStream
+    from ._peer import PeerCall, PeerData, PeerInvoker, PeerLog, PeerResponse
+    from ._request import Request
+    from ._runtime import CartridgeRuntime

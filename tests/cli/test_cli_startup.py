@@ -198,3 +198,66 @@ def test_commands_are_listed_in_one_order_whatever_was_imported_first() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
     )
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_a_plain_listing_imports_no_command_line_framework(tmp_path: Path) -> None:
+    (tmp_path / "root").mkdir()
+    loaded = _loaded_after("list", str(tmp_path / "root"), "--json", "--cache", str(tmp_path))
+    assert "cartridge_runtime.cli._listing" in loaded
+    for heavy in ("typer", "click", "rich", "cartridge_runtime.engine", "anyio"):
+        assert heavy not in loaded, heavy
+
+
+def _run_list(*args: str) -> tuple[int, str, str]:
+    done = subprocess.run(
+        [*CLI, "list", *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["{root}", "--cache", "{cache}"],
+        ["--cache={cache}", "{root}", "--json"],
+        ["--json", "--cache", "{cache}", "{root}"],
+    ],
+)
+def test_the_plain_listing_answers_as_the_typer_command_does(
+    tmp_path: Path, args: list[str]
+) -> None:
+    from cartridge_runtime.cli._listing import quick_list
+
+    root, cache = tmp_path / "root", tmp_path / "cache"
+    root.mkdir()
+    argv = [a.format(root=root, cache=cache) for a in args]
+    status, out, err = _run_list(*argv)
+    assert (status, err) == (0, "")
+    assert str(root) in out
+    # Through typer (a token the quick parser leaves to it: "--" before ROOT) the same bytes.
+    typed = [a for a in argv if a != str(root)] + ["--", str(root)]
+    assert quick_list(typed) is None
+    assert _run_list(*typed) == (status, out, err)
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--cache"], ["a", "b"], ["-j"]])
+def test_a_usage_error_is_typer_s_own(args: list[str]) -> None:
+    from cartridge_runtime.cli._listing import quick_list
+
+    assert quick_list(args) is None
+    status, out, err = _run_list(*args)
+    assert (status, out) == (2, "")
+    assert "Error:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("args", [["--cache="], ["--cache", "x", "--cache=y"], ["--", "r"]])
+def test_what_the_quick_parser_does_not_know_goes_to_typer(args: list[str]) -> None:
+    from cartridge_runtime.cli._listing import quick_list
+
+    assert quick_list(args) is None
+
+
+def test_a_missing_root_is_refused_on_one_line_without_typer(tmp_path: Path) -> None:
+    status, out, err = _run_list(str(tmp_path / "absent"))
+    assert (status, out) == (2, "")
+    assert err.startswith("error: ") and err.count("\n") == 1
