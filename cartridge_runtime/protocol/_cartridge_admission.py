@@ -9,42 +9,52 @@ request already open instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection
+from typing import Any, Protocol
 
 from . import _builders as frames
 from ._cartridge_state import Admission
 from ._constants import AttributionClass, ErrorCode
 from ._frame import Frame
 
-if TYPE_CHECKING:
-    from ._cartridge_conn import CartridgeConnection
-
-__all__ = ("REQ_RULES", "ReqRule", "refusal_frame")
+__all__ = ("REQ_RULES", "AdmittingSide", "ReqRule", "refusal_frame")
 
 
-def _duplicate(conn: CartridgeConnection[Any], frame: Frame) -> bool:
+class AdmittingSide(Protocol):
+    """What the rules read of the connection a REQ arrives on."""
+
+    @property
+    def requests(self) -> Collection[Any]: ...
+    @property
+    def policy(self) -> Any: ...
+    @property
+    def handlers(self) -> Any: ...
+    @property
+    def max_open_requests(self) -> int: ...
+
+
+def _duplicate(conn: AdmittingSide, frame: Frame) -> bool:
     return frame.id in conn.requests
 
 
-def _no_cap(conn: CartridgeConnection[Any], frame: Frame) -> bool:
+def _no_cap(conn: AdmittingSide, frame: Frame) -> bool:
     return frame.cap is None
 
 
-def _payload(conn: CartridgeConnection[Any], frame: Frame) -> bool:
+def _payload(conn: AdmittingSide, frame: Frame) -> bool:
     return bool(frame.payload)  # REQ-3
 
 
-def _before_policy(conn: CartridgeConnection[Any], frame: Frame) -> bool:
+def _before_policy(conn: AdmittingSide, frame: Frame) -> bool:
     return conn.policy is None and not conn.handlers.is_identity(frame.cap or "")  # HSK-16, HSK-20
 
 
-def _too_many(conn: CartridgeConnection[Any], frame: Frame) -> bool:
+def _too_many(conn: AdmittingSide, frame: Frame) -> bool:
     return len(conn.requests) >= conn.max_open_requests
 
 
 #: A REQ rule: the outcome it gives, and whether it applies to a REQ.
-ReqRule = tuple[Admission, Callable[["CartridgeConnection[Any]", Frame], bool]]
+ReqRule = tuple[Admission, Callable[[AdmittingSide, Frame], bool]]
 
 #: The rules a REQ is checked against, in order; the first that applies decides. A REQ no
 #: rule refuses is admitted if a handler serves its cap (else ``NO_HANDLER``, REQ-4).

@@ -199,7 +199,8 @@ class CartridgeHost:
         """The resident memory of the cartridge's process tree on this node, bytes (``None``:
         it ended, or the node has no source of figures)."""
         proc = self._proc
-        if proc is None or proc.returncode is not None:
+        # poll() reaps a process that exited: a zombie would read as 0 bytes, not as ended.
+        if proc is None or proc.poll() is not None:
             return None
         return resident_bytes(proc.pid)
 
