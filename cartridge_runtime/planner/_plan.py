@@ -254,6 +254,7 @@ def plan_of(graph: CapGraph, source: MediaUrn, target: MediaUrn, moves: Sequence
     steps: list[PlanStep] = []
     edges = graph.edges
     in_map = False
+    item_is_sequence = False  # whether the last cap step's output is a sequence
     position = source
     for move in moves:
         if move == FOR_EACH:
@@ -277,9 +278,12 @@ def plan_of(graph: CapGraph, source: MediaUrn, target: MediaUrn, moves: Sequence
             in_map = True
             continue
         edge = edges[move]
-        # A sequence-input cap inside a map gathers the items: it and what follows run once.
-        if in_map and edge.input_is_sequence:
+        # A sequence-input cap inside a map gathers the items (it and what follows run once)
+        # when each item is one value; given a sequence made per item, it runs per item on it
+        # (MCH-8: a sequence bound to a sequence argument is given whole, in its own scope).
+        if in_map and edge.input_is_sequence and not item_is_sequence:
             in_map = False
+        item_is_sequence = edge.output_is_sequence
         steps.append(
             PlanStep(
                 kind=StepKind.CAP,

@@ -180,3 +180,59 @@ def test_reachable_targets_agree_with_the_reference_planner(
         for t in reachable_targets(graph, source, is_sequence=is_sequence, max_depth=max_depth)
     ]
     assert ours == theirs
+
+
+def _cap(urn: str, arg: tuple[str, bool], *outs: tuple[str, str, bool]) -> dict[str, Any]:
+    media, seq = arg
+    return {
+        "urn": urn,
+        "title": urn,
+        "aliases": [urn.split("op=")[1].split(";")[0]],
+        "args": [
+            {
+                "media_urn": media,
+                "name": "in0",
+                "required": True,
+                "sources": [{"stdin": media}],
+                "is_sequence": seq,
+            }
+        ],
+        "outputs": [
+            {"media_urn": m, "name": name, "output_description": name, "is_sequence": s}
+            for name, m, s in outs
+        ],
+    }
+
+
+@pytest.mark.parametrize("per_item_output_is_sequence", [True, False])
+def test_a_sequence_input_cap_in_a_map_runs_per_item_on_a_sequence_made_per_item(
+    per_item_output_is_sequence: bool,
+) -> None:
+    """Inside a map, a cap taking a sequence gathers the items when each item is one value,
+    and runs once per item when each item's step made a sequence: the plan says what the
+    machine it writes runs (MCH-8)."""
+    caps = _defs(
+        [
+            _cap(
+                'cap:in="media:a";op=split;out="media:c"',
+                ("media:a", False),
+                ("parts", "media:c", True),
+            ),
+            _cap(
+                'cap:in="media:c";op=expand;out="media:d"',
+                ("media:c", False),
+                ("out0", "media:d", per_item_output_is_sequence),
+            ),
+            _cap(
+                'cap:in="media:d";op=fold;out="media:b"',
+                ("media:d", True),
+                ("out0", "media:b", False),
+            ),
+        ]
+    )
+    (plan,) = find_paths(caps, "media:a", "media:b", max_depth=4, limit=5)
+    kinds = [StepKind.CAP, StepKind.FOR_EACH, StepKind.CAP, StepKind.CAP]
+    assert [s.kind for s in plan.steps] == kinds
+    assert [s.per_item for s in plan.cap_steps] == [False, True, per_item_output_is_sequence]
+    machine = parse_machine(plan.to_notation(), caps)
+    assert [s.placement.per_item for s in machine.steps] == [s.per_item for s in plan.cap_steps]
