@@ -4,18 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from ..machine import MediaDef
 from ..protocol import DEFAULT_LIMITS, Limits, NetworkPolicy
 from ._connection._tap import FrameTap
 from ._placements._seam import Placement
 
+if TYPE_CHECKING:
+    from ..machine import MediaDef
+
+#: Items of one map of a machine run in flight at once (the cartridge's pool admits what it
+#: can of them).
+DEFAULT_WINDOW: Final = 64
+
 
 def _media_defs(value: Iterable[MediaDef | Mapping[str, Any]]) -> tuple[MediaDef, ...]:
-    """Media definitions given as records or in the registry's form, as records."""
+    """Media definitions given as records or in the registry's form, as records (the machine
+    model, where the record lives, is imported only when there are some)."""
+    value = tuple(value)
+    if not value:
+        return ()
+    from ..machine import MediaDef
+
     return tuple(e if isinstance(e, MediaDef) else MediaDef.from_json(e) for e in value)
 
 

@@ -49,8 +49,6 @@ import anyio
 import anyio.abc
 import attrs
 
-from ..discovery import Discovery, find_installed
-from ..planner import DEFAULT_LIMIT, DEFAULT_MAX_DEPTH, SourceLike, planning_source
 from ..protocol import (
     Frame,
     NetworkPolicy,
@@ -58,34 +56,22 @@ from ..protocol import (
     hold_allocator,
     release_allocator,
 )
-from ..relay import HostView
 from ._call import Inputs, normalize_inputs
 from ._cartridges import Cartridges
-from ._config import EngineConfig
+from ._config import DEFAULT_WINDOW, EngineConfig
 from ._connection._counters import Counters
 from ._connection._health import set_capacities
-from ._discover import probe
 from ._errors import CallError, EngineError
 from ._events import Result
-from ._graphs._grow import GrowHub
-from ._graphs._seed import open_graph
-from ._graphs._session import Graph
+from ._graphs._hub import GrowHub
+from ._hosts import Hosts
 from ._life import EngineLife
-from ._machines._api import MachineRun, open_run, run_to_end
-from ._machines._cache import CacheStore
-from ._machines._events import MachineResult
-from ._machines._records import RunRecorder
-from ._machines._runner import DEFAULT_WINDOW
 from ._observe import CallObserver
 from ._opening import CallOpener
 from ._peer import PeerEnd
 from ._peer_requests import PeerRequests
 from ._placements._command import describe_returncode
 from ._placements._seam import Placement
-from ._plans import plan_on
-from ._relay._attach import dial_host, host_name, listen_for_host
-from ._relay._host import serve_link
-from ._relay._switch import HostSwitch, WithHosts
 from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot
 from ._response import CallContext, CallOptions
@@ -110,10 +96,17 @@ _PLAIN = CallOptions()
 _REROUTES = 4
 
 if TYPE_CHECKING:
+    from ..discovery import Discovery
     from ..machine import Machine, MachineSource
     from ..manifest import Manifest
-    from ..planner import Plan
+    from ..planner import Plan, SourceLike
+    from ..relay import HostView
     from ..urn import MediaUrn
+    from ._graphs._session import Graph
+    from ._machines._api import MachineRun
+    from ._machines._cache import CacheStore
+    from ._machines._events import MachineResult
+    from ._machines._records import RunRecorder
 
 
 class Engine:
@@ -166,9 +159,7 @@ class Engine:
         #: The graph calls in flight, for growth from inside a cartridge (``graph()``).
         self._grow_hub = GrowHub()
         #: Cartridge hosts attached to this engine (``add_host``), routed to after its own.
-        self._hosts = HostSwitch(
-            self._counters, self._hub, self.config.policy or NetworkPolicy.OFFLINE
-        )
+        self._hosts = Hosts(self._counters, self._hub, self.config.policy or NetworkPolicy.OFFLINE)
         self._opener = CallOpener(
             config=self.config,
             life=self._life,
@@ -274,8 +265,8 @@ class Engine:
         *,
         media: str | MediaUrn | None = None,
         is_sequence: bool | None = None,
-        max_depth: int = DEFAULT_MAX_DEPTH,
-        limit: int = DEFAULT_LIMIT,
+        max_depth: int | None = None,
+        limit: int | None = None,
     ) -> list[Plan]:
         """The ranked ways to turn ``source`` into ``target`` over the caps of every cartridge
         added, best first (none is an empty list), those that need a side argument
@@ -288,17 +279,29 @@ class Engine:
         :param media: the source's declared media URN (wins over detection; needed for bytes).
         :param is_sequence: whether the source is a sequence of values (default: a URN or bytes
             is one value; several files or a folder are a sequence).
+        :param max_depth: the depth the search goes to (``None``: the planner's
+            ``DEFAULT_MAX_DEPTH``, 10).
+        :param limit: how many paths it gathers (``None``: the planner's ``DEFAULT_LIMIT``, 20).
         :raises DefinitionError: bytes without ``media``.
         :raises InputError: a file that cannot be found or read.
         :raises PlannerError: a target that is not a media URN, a bad depth or limit.
         :raises SpawnFailed: a cartridge whose manifest is not known failed to start.
         """
+        from ..planner import DEFAULT_LIMIT, DEFAULT_MAX_DEPTH, planning_source
+        from ._plans import plan_on
+        from ._relay._switch import WithHosts
+
         query = await anyio.to_thread.run_sync(
             lambda: planning_source(source, media=media, is_sequence=is_sequence)
         )
-        both = WithHosts(self, self._hosts)
+        both = WithHosts(self, self._hosts.switch())
         return await plan_on(
-            both, both.names(list(self._slots)), query, target, max_depth=max_depth, limit=limit
+            both,
+            both.names(list(self._slots)),
+            query,
+            target,
+            max_depth=DEFAULT_MAX_DEPTH if max_depth is None else max_depth,
+            limit=DEFAULT_LIMIT if limit is None else limit,
         )
 
     async def machine(
@@ -319,8 +322,9 @@ class Engine:
         :raises EngineError: the file cannot be read.
         """
         from ._machines._text import read_machine
+        from ._relay._switch import WithHosts
 
-        both = WithHosts(self, self._hosts)
+        both = WithHosts(self, self._hosts.switch())
         return await read_machine(both, both.names(list(self._slots)), text_or_path, source)
 
     def stream_machine(
@@ -356,6 +360,8 @@ class Engine:
         :raises MachineRunError: (while iterating) a step failed; names the step, its cap, the
             item, and carries the call's code, attribution class and ``arg_urn``.
         """
+        from ._machines._api import open_run
+
         return open_run(
             self,
             machine,
@@ -387,6 +393,7 @@ class Engine:
         :raises MachineRunError: a step failed (the run is cancelled at the first failure).
         """
         from ..machine import Machine
+        from ._machines._api import run_to_end
 
         if not isinstance(machine, Machine):
             machine = await self.machine(machine)
@@ -742,6 +749,8 @@ class Engine:
         :raises GraphRefused: a ``load`` document that is not a graph.
         :raises MachineError: a ``machine`` that is refused.
         """
+        from ._graphs._seed import open_graph
+
         return open_graph(
             self,
             hub=self._grow_hub,
@@ -770,8 +779,10 @@ class Engine:
         :raises RelayProtocolError: its first frame is not a readable RELAY_NOTIFY.
         """
         self._life.check_running()
+        from ._relay._attach import dial_host, host_name
+
         label = host_name(path, name)
-        await dial_host(self._hosts, path, label)
+        await dial_host(self._hosts.switch(), path, label)
         return label
 
     async def listen_for_host(
@@ -783,8 +794,10 @@ class Engine:
         :raises HostSocketError: the socket's folder is not owner-only.
         """
         tg = self._life.check_running()
+        from ._relay._attach import host_name, listen_for_host
+
         label = host_name(path, name)
-        await tg.start(listen_for_host, self._hosts, path, label)
+        await tg.start(listen_for_host, self._hosts.switch(), path, label)
         return label
 
     def set_host_state(self, name: str, payload: bytes) -> None:
@@ -797,7 +810,7 @@ class Engine:
         """
         if not isinstance(payload, bytes | bytearray | memoryview):
             raise TypeError(f"a host's state is bytes, not {type(payload).__name__}")
-        self._hosts.set_state(name, bytes(payload))
+        self._hosts.switch().set_state(name, bytes(payload))
 
     def hosts(self) -> tuple[HostView, ...]:
         """Every host attached (or once attached) to this engine: its state, inventory,
@@ -811,6 +824,8 @@ class Engine:
 
         :raises EngineClosed: the engine is not running (use it in ``async with``).
         """
+        from ._relay._host import serve_link
+
         self._life.check_running()
         await serve_link(self, stream, name, self._peers.serve_request, self._peers.redirect_peers)
 
@@ -824,7 +839,8 @@ class Engine:
         ``replicas``), then one per cartridge of each attached host (``host`` set, named
         ``HOST/CARTRIDGE``)."""
         own = [cartridge_status(slot) for slot in self._slots.values()]
-        return own + self._hosts.statuses() if self._hosts.core.hosts() else own
+        hosted = self._hosts.statuses()
+        return own + hosted if hosted else own
 
     def stats(self) -> EngineStats:
         """Protocol counters over every cartridge since the engine started."""
@@ -864,6 +880,9 @@ async def discover(
         each start-up step may take ``DISCOVERY_STEP_TIMEOUT`` seconds, no heartbeats).
     :raises RootNotFound: ``root`` does not exist or is not a folder.
     """
+    from ..discovery import find_installed
+    from ._discover import probe
+
     return await find_installed(
         root,
         starter=functools.partial(probe, engine_type=Engine, config=config),

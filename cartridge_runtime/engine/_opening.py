@@ -11,23 +11,26 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol import AttributionClass, ErrorCode
 from ._arguments import plan_call_inputs
 from ._call import CallState
 from ._config import EngineConfig
 from ._errors import CallError, EngineClosed, NoRoute
+from ._hosts import Hosts
 from ._life import EngineLife
 from ._observe import CallObserver, observe_call
 from ._output_check import OutputChecks
-from ._relay._switch import HostCallLink, HostSwitch
 from ._replica_start import ReplicaStarter
 from ._replicas import CartridgeSlot
 from ._routing import CapRouter
 from ._supervision._activity import activity_limit
 from ._supervision._errors import CartridgeRetired
 from ._supervision._watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from ._relay._switch import HostCallLink
 
 __all__ = ("CallOpener",)
 
@@ -50,7 +53,7 @@ class CallOpener:
         slots: Mapping[str, CartridgeSlot],
         router: CapRouter,
         starter: ReplicaStarter,
-        hosts: HostSwitch,
+        hosts: Hosts,
         watchdog: Watchdog,
         observers: list[CallObserver],
     ) -> None:
@@ -160,7 +163,7 @@ class CallOpener:
 
     def host_calls(self) -> Iterable[object]:
         """The calls in flight through hosts, for the activity watch."""
-        return self._hosts.flows.values()
+        return self._hosts.flows().values()
 
     def _output_checks(self, shipped: tuple[Any, ...]) -> OutputChecks | None:
         """The definitions a cartridge's outputs are held to: the application's, then those

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..machine import MediaDef
 from ..protocol import AttributionClass, ErrorCode
 from ..urn import MediaUrn, UrnError
 from ._errors import CallError
 from ._events import CallEvent, OutputData, OutputEnded, OutputItem, OutputResult, OutputStarted
 from ._schema_fast import compile_schema
+
+if TYPE_CHECKING:
+    from ..machine import MediaDef
 
 __all__ = ("OutputChecks", "OutputInvalid", "OutputWatch", "check_outputs")
 
@@ -147,6 +149,8 @@ class OutputChecks:
     def __init__(self, *tables: Iterable[MediaDef | Mapping[str, Any]]) -> None:
         self._by_urn: dict[str, _Definition] = {}
         self._lookups: dict[str, _Definition | None] = {}
+        from ..machine import MediaDef  # built only for a cartridge or engine with definitions
+
         for table in tables:  # earlier tables win
             for entry in table:
                 media_def = entry if isinstance(entry, MediaDef) else MediaDef.from_json(entry)

@@ -16,7 +16,7 @@ from typing import Any
 from ..protocol import Frame
 from ._connection._shell import Connection
 from ._errors import EngineClosed
-from ._graphs._grow import GrowHub, GrowRequest, is_grow_cap, run_grow_request
+from ._graphs._hub import GrowHub
 from ._life import EngineLife
 from ._peer import OnRouted, PeerEnd, PeerLink, PeerRouter, run_peer_link
 from ._replicas import CartridgeSlot
@@ -54,16 +54,31 @@ class PeerRequests:
 
     def on_peer_request(self, origin: PeerEnd, frame: Frame) -> None:
         """A cartridge sent a peer REQ."""
-        if isinstance(origin, Connection) and is_grow_cap(frame.cap):
-            # The engine answers the grow-graph cap itself (GRW-10).
-            grow = GrowRequest(self._grow_hub, origin, frame, self._router.resolve)
-            if not self._life.running:
-                grow.on_origin_death()
-                return
-            assert self._life.tg is not None
-            self._life.tg.start_soon(run_grow_request, grow)
+        cap = frame.cap
+        # Every spelling of the grow-graph cap holds "grow-graph" (what is_grow_cap looks at
+        # first): the graph model is imported only for such a request.
+        if (
+            isinstance(origin, Connection)
+            and cap
+            and "grow-graph" in cap
+            and self._answer_grow(origin, frame)
+        ):
             return
         self._start_link(self._peer_router or self._router, origin, frame)
+
+    def _answer_grow(self, origin: Connection, frame: Frame) -> bool:
+        """Answer a grow-graph REQ itself (GRW-10); ``False``: the REQ names another cap."""
+        from ._graphs._grow import GrowRequest, is_grow_cap, run_grow_request
+
+        if not is_grow_cap(frame.cap):
+            return False
+        grow = GrowRequest(self._grow_hub, origin, frame, self._router.resolve)
+        if not self._life.running:
+            grow.on_origin_death()
+            return True
+        assert self._life.tg is not None
+        self._life.tg.start_soon(run_grow_request, grow)
+        return True
 
     def serve_request(self, origin: PeerEnd, frame: Frame) -> None:
         """A relay switch sent a REQ to this engine serving it as a host."""

@@ -7,8 +7,8 @@ call it grows from (``"parent"``, else the one graph call that connection serves
 cap the batch instantiates can be routed, applies the batch whole or not at all, and answers
 ``{"results": [...]}`` on one stream, or ERR ``GRAPH_REFUSED`` (class ``input``) naming the op.
 
-:class:`GrowHub` knows which calls run inside which graph: a graph's runner registers each
-node's call (its request id and connection) while it runs.
+:class:`~._hub.GrowHub` knows which calls run inside which graph: a graph's runner registers
+each node's call (its request id and connection) while it runs.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from ...protocol import (
     ErrorReport,
     Frame,
     FrameType,
-    MessageId,
     ProtocolError,
     StreamData,
     frames,
@@ -37,8 +36,9 @@ from ...protocol import (
 )
 from ...urn import CapUrn, UrnError
 from .._errors import CallError
+from ._hub import GrowHub
 
-__all__ = ("GrowHub", "GrowRequest", "is_grow_cap")
+__all__ = ("GrowRequest", "is_grow_cap")
 
 _GROW: Final = CapUrn.parse(GROW_GRAPH_CAP)
 _MAX_BATCH_BYTES: Final = 64 * 1024 * 1024
@@ -52,49 +52,6 @@ def is_grow_cap(cap: str | None) -> bool:
         return CapUrn.parse(cap).is_equivalent(_GROW)
     except UrnError:
         return False
-
-
-def _rid_key(rid: MessageId) -> str | int:
-    value = rid.value
-    return value.hex() if isinstance(value, bytes) else int(value)
-
-
-class GrowHub:
-    """The graph calls in flight: request id -> (connection, graph, node)."""
-
-    def __init__(self) -> None:
-        self._calls: dict[str | int, tuple[object, Any, str]] = {}
-
-    def register(self, rid: MessageId, connection: object, graph: Any, node: str) -> None:
-        self._calls[_rid_key(rid)] = (connection, graph, node)
-
-    def unregister(self, rid: MessageId) -> None:
-        self._calls.pop(_rid_key(rid), None)
-
-    def find(self, connection: object, parent: str | int | None) -> tuple[Any, str]:
-        """The graph and node a growth request from ``connection`` grows from.
-
-        :raises GraphRefused: no such call on that connection, or several and no parent.
-        """
-        if parent is not None:
-            hit = self._calls.get(parent)
-            if hit is None or hit[0] is not connection:
-                raise GraphRefused(
-                    Refusal.NOT_HERE,
-                    f"request {parent} is not a graph call this cartridge serves",
-                )
-            return hit[1], hit[2]
-        mine = [(g, n) for c, g, n in self._calls.values() if c is connection]
-        if not mine:
-            raise GraphRefused(
-                Refusal.NOT_HERE, "this cartridge serves no call that runs in a graph"
-            )
-        if len(mine) > 1:
-            raise GraphRefused(
-                Refusal.NOT_HERE,
-                f"this cartridge serves {len(mine)} graph calls: name one with 'parent'",
-            )
-        return mine[0]
 
 
 class GrowRequest:

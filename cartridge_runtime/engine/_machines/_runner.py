@@ -47,6 +47,7 @@ from ...machine import (
     plan_machine,
 )
 from ...urn import MediaUrn, UrnError
+from .._config import DEFAULT_WINDOW
 from .._errors import CallError
 from .._events import (
     CallEvent,
@@ -96,8 +97,6 @@ class Caller(Protocol):
 
 __all__ = ("Caller", "MachineRunner", "DEFAULT_WINDOW")
 
-#: Items of one map in flight at once (the cartridge's pool admits what it can of them).
-DEFAULT_WINDOW: Final = 64
 _ABSENT: Final = object()
 
 
