@@ -36,6 +36,13 @@ def main() -> None:
         if status is not None:
             sys.stdout.flush()
             raise SystemExit(status)
+    elif first == "call":
+        # So does a plain call, TARGET and CAP alone (see _call_run).
+        from ._call_run import quick_call
+
+        status = quick_call(argv[1:])
+        if status is not None:
+            raise SystemExit(status)
     from ._app import build_command
     from ._commands import module_of
 

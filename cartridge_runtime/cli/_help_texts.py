@@ -11,7 +11,7 @@ from typing import Final
 __all__ = ("HELP", "SOURCES", "VALUE_OPTIONS")
 
 #: The digest of the sources these texts were rendered from.
-SOURCES: Final = "2aa56dd26ba637ceee0f72f7ee4a1e291697e0689c1529ac5131b6d5f2c72e21"
+SOURCES: Final = "af22dc572cad3f0fe38e4b675606361cb0ba3fda767c9494393c1891a17b8a81"
 
 #: Help text by command path ("" is the root).
 HELP: Final[dict[str, str]] = {

@@ -24,7 +24,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "cartridge_runtime.runtime._cli",
     ): "`cartridge call` plans its invocations with CLI mode's own argument planning",
     (
-        "cartridge_runtime.cli.call",
+        "cartridge_runtime.cli._call_run",
         "cartridge_runtime.runtime._cli",
     ): "`cartridge call` reads stdin with CLI mode's reader, so both read it alike",
     (
