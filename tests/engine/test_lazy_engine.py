@@ -92,8 +92,15 @@ def test_a_resolved_name_is_kept_on_the_package() -> None:
     assert "cartridge_runtime.engine._supervision._retry" in loaded
 
 
-def test_importing_the_engine_leaves_the_heavy_packages_alone() -> None:
-    loaded = _loaded_after("from cartridge_runtime.engine import CallError, Engine, EngineConfig")
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "from cartridge_runtime.engine import CallError, Engine, EngineConfig",
+        "import cartridge_runtime; cartridge_runtime.Engine(); cartridge_runtime.CallError",
+    ],
+)
+def test_importing_the_engine_leaves_the_heavy_packages_alone(statement: str) -> None:
+    loaded = _loaded_after(statement)
     assert "cartridge_runtime.engine._engine" in loaded
     for heavy in HEAVY:
         assert heavy not in loaded, heavy
