@@ -214,6 +214,7 @@ class Engine:
         finally:
             self._life.tg = None
             self._starter.run_in(None, None)
+            self._hosts.run_in(None)
             if self._holds_allocator:
                 self._holds_allocator = False
                 release_allocator()

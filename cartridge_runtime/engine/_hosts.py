@@ -48,10 +48,11 @@ class Hosts:
                 switch.run_in(self._tg)
         return switch
 
-    def run_in(self, tg: anyio.abc.TaskGroup) -> None:
-        """The engine runs in ``tg``: so does the switch, now or once built."""
+    def run_in(self, tg: anyio.abc.TaskGroup | None) -> None:
+        """The engine runs in ``tg``: so does the switch, now or once built (``None``: the
+        engine stopped; a switch built later waits for the next start)."""
         self._tg = tg
-        if self.built is not None:
+        if tg is not None and self.built is not None:
             self.built.run_in(tg)
 
     @property

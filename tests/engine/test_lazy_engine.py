@@ -144,3 +144,20 @@ def test_the_heavy_packages_come_when_a_method_needs_them() -> None:
     )
     for needed in ("cartridge_runtime.planner", "cartridge_runtime.engine._relay._switch"):
         assert needed in loaded, needed
+
+
+@pytest.mark.asyncio
+async def test_the_hosts_switch_built_before_the_start_or_after_the_stop_runs_or_waits() -> None:
+    from cartridge_runtime.engine import Engine
+
+    early = Engine()
+    early.set_host_state("h", b"state")  # built before the engine runs: started with it
+    async with early:
+        assert early._hosts.built is not None
+        assert early.hosts() == () and early.status() == []
+    late = Engine()
+    async with late:
+        assert late._hosts.built is None  # nothing asked for it
+    late.set_host_state("h", b"state")  # built after the stop: never run in a closed group
+    assert late._hosts.built is not None
+    assert late.hosts() == ()
