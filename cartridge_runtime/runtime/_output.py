@@ -85,6 +85,15 @@ class _Gate:
     async def __aexit__(self, *exc_info: object) -> None:
         self._release()
 
+    def try_enter(self) -> bool:
+        """Take the gate if it is free (the common case, with no coroutine to await);
+        ``False`` when the caller must wait with ``async with``. A ``True`` is paired with
+        :meth:`_release`."""
+        if self._held:
+            return False
+        self._held = True
+        return True
+
     def _release(self) -> None:
         waiters = self._waiters
         if waiters:
@@ -162,11 +171,25 @@ class OutputStream:
 
     async def write(self, data: bytes | bytearray | memoryview) -> None:
         """Send bytes (a scalar stream's data, or one item on a sequence stream)."""
-        async with self._lock:
+        gate = self._lock
+        if not gate.try_enter():
+            async with gate:
+                await self._write(data)
+            return
+        try:
+            await self._write(data)
+        finally:
+            gate._release()
+
+    async def _write(self, data: bytes | bytearray | memoryview) -> None:
+        if self.closed or self.spec.void:
             self._check_open()
-            if not self.started:
-                await self._start(False, False, None)
-            await self._backend.write(data if isinstance(data, bytes) else memoryview(data))
+        backend = self._backend
+        if not self.started:
+            self.started = True
+            self.is_sequence = False
+            await backend.start(False, False, None)
+        await backend.write(data if isinstance(data, bytes) else memoryview(data))
 
     async def emit_text(self, text: str, meta: Mapping[str, Any] | None = None) -> None:
         """Send text the Bifaci way: its UTF-8 bytes as CBOR byte strings (the convention for
@@ -217,13 +240,23 @@ class OutputStream:
 
     async def close(self) -> None:
         """Flush and end the stream (STREAM_END). A stream never started is opened empty first."""
-        async with self._lock:
-            if self.closed or self.spec.void:
-                return
-            if not self.started:
-                await self._start(self.spec.is_sequence, False, None)
-            self.closed = True
-            await self._backend.close()
+        gate = self._lock
+        if not gate.try_enter():
+            async with gate:
+                await self._close()
+            return
+        try:
+            await self._close()
+        finally:
+            gate._release()
+
+    async def _close(self) -> None:
+        if self.closed or self.spec.void:
+            return
+        if not self.started:
+            await self._start(self.spec.is_sequence, False, None)
+        self.closed = True
+        await self._backend.close()
 
     async def progress(self, fraction: float | None, message: str = "") -> None:
         """Report progress (0..1); ``None`` means indeterminate. Never waits for credit."""

@@ -39,6 +39,8 @@ from .._peer import PeerCall, ResponseSink
 from ._served import OpFactory
 from ._writer import FrameWriter
 
+_CHUNK = FrameType.CHUNK
+
 #: The sans-IO connection of a CBOR-mode session, with its handler type.
 Connection = CartridgeConnection[OpFactory]
 
@@ -69,17 +71,25 @@ class WireOutput:
             self._event = None
 
     async def _emit(self, out: list[Frame]) -> None:
-        writer = self.writer
+        og = self.og
+        try_send = self.writer.try_send
         for f in out:
-            if f.frame_type is FrameType.CHUNK:
-                while not self.og.take_credit():
-                    if self.owner.request.cancel is not None:
-                        raise RequestCancelled("the request was cancelled while waiting for credit")
-                    if self._event is None:
-                        self._event = anyio.Event()
-                    await self._event.wait()
-            if not writer.try_send(f):
-                await writer.send(f)
+            if f.frame_type is _CHUNK:
+                if og.credit > 0:
+                    og.credit -= 1
+                else:
+                    await self._wait_credit()
+            if not try_send(f):
+                await self.writer.send(f)
+
+    async def _wait_credit(self) -> None:
+        """Spend one credit for a CHUNK, waiting for a grant while there is none."""
+        while not self.og.take_credit():
+            if self.owner.request.cancel is not None:
+                raise RequestCancelled("the request was cancelled while waiting for credit")
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
 
     async def start(
         self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None
