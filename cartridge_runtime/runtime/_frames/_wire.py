@@ -70,6 +70,22 @@ class WireOutput:
             self._event.set()
             self._event = None
 
+    def _queue(self, out: list[Frame]) -> int:
+        """Queue the frames of ``out`` that need no wait, in order, and return how many:
+        the rest, from the first CHUNK without credit or the first frame the writer would
+        make wait, is for :meth:`_emit`. The common case (credit and room for everything)
+        is thus a plain call, with no coroutine."""
+        og = self.og
+        try_send = self.writer.try_send
+        for i, f in enumerate(out):
+            if f.frame_type is _CHUNK:
+                if og.credit <= 0 or not try_send(f):
+                    return i
+                og.credit -= 1
+            elif not try_send(f):
+                return i
+        return len(out)
+
     async def _emit(self, out: list[Frame]) -> None:
         og = self.og
         try_send = self.writer.try_send
@@ -94,7 +110,22 @@ class WireOutput:
     async def start(
         self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None
     ) -> None:
-        await self._emit(self.og.start(is_sequence=is_sequence, unbounded=unbounded, meta=meta))
+        out = self.og.start(is_sequence=is_sequence, unbounded=unbounded, meta=meta)
+        if (done := self._queue(out)) < len(out):
+            await self._emit(out[done:])
+
+    async def start_write(self, data: bytes | memoryview) -> None:
+        """:meth:`start` in scalar mode, then :meth:`write`: for a small write (one CHUNK
+        at most) in one step, its frames queued in place when nothing needs to wait."""
+        if len(data) > self.step or self.owner.wire_slot[0] is not None:
+            await self.start(False, False, None)
+            await self.write(data)
+            return
+        og = self.og
+        out = og.start(is_sequence=False, unbounded=False)
+        out += og.write_bytes(data, time.monotonic())
+        if (done := self._queue(out)) < len(out):
+            await self._emit(out[done:])
 
     async def write(self, data: bytes | memoryview) -> None:
         n = len(data)
@@ -106,7 +137,9 @@ class WireOutput:
                 await self._emit([frame])
                 return
         if n <= step:
-            await self._emit(self.og.write_bytes(data, time.monotonic()))
+            out = self.og.write_bytes(data, time.monotonic())
+            if out and (done := self._queue(out)) < len(out):
+                await self._emit(out[done:])
             return
         mv = memoryview(data)
         for pos in range(0, n, step):
@@ -157,7 +190,9 @@ class WireOutput:
         await self._emit(self.og.flush())
 
     async def close(self) -> None:
-        await self._emit(self.og.close())
+        out = self.og.close()
+        if out and (done := self._queue(out)) < len(out):
+            await self._emit(out[done:])
 
 
 class Active:
