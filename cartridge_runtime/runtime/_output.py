@@ -294,11 +294,16 @@ class OutputStream:
         report_final(self._reporter, progress, message)
 
 
+def must_finish(output: OutputStream) -> bool:
+    """Whether the runtime ends ``output`` (``await output.close()``) after a successful
+    ``perform`` (REQ-25): open, or never started and required (an empty stream)."""
+    if output.closed or output.spec.void:
+        return False
+    return output.started or output.spec.required
+
+
 async def finish_output(output: OutputStream) -> None:
     """End ``output`` after a successful ``perform`` (REQ-25): the runtime's step, not the
     handler's, so not a method of the handler-facing stream."""
-    if output.closed or output.spec.void:
-        return
-    if not output.started and not output.spec.required:
-        return
-    await output.close()
+    if must_finish(output):
+        await output.close()
