@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import anyio
@@ -241,9 +241,17 @@ class Active:
 
     # -- credit hooks of the input streams --------------------------------------------------
 
-    async def consumed(self, stream_id: str) -> None:
-        self.receiver.consumed(stream_id)
-        await self.send_credit()
+    def consumed(self, stream_id: str) -> Awaitable[None] | None:
+        """Return the credit of one value taken; an awaitable only when CREDIT frames are due
+        (they are batched), so taking a value is usually a plain call."""
+        receiver = self.receiver
+        receiver.consumed(stream_id)
+        credits = receiver.data_to_send()
+        return self._send_frames(credits) if credits else None
+
+    async def _send_frames(self, out: list[Frame]) -> None:
+        for f in out:
+            await self.writer.send(f)
 
     async def before_block(self, stream_id: str) -> None:
         self.receiver.flush_credit(stream_id)
