@@ -10,7 +10,7 @@ request's :class:`Reporter` and never wait for credit.
 from __future__ import annotations
 
 import collections
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
 
 import anyio
@@ -38,19 +38,24 @@ class OutputSpec:
 
 
 class OutputBackend(Protocol):
-    """The transport of one output (frames on the wire, or a local sink)."""
+    """The transport of one output (frames on the wire, or a local sink).
+
+    ``write``, ``start_write`` and ``close`` may do their work in the call and return
+    ``None``, or return an awaitable the caller awaits (a coroutine method does the latter):
+    the wire backend thus sends a small response with no coroutine per step.
+    """
 
     async def start(
         self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None
     ) -> None: ...
-    async def write(self, data: bytes | memoryview) -> None: ...
-    async def start_write(self, data: bytes | memoryview) -> None:
+    def write(self, data: bytes | memoryview) -> Awaitable[None] | None: ...
+    def start_write(self, data: bytes | memoryview) -> Awaitable[None] | None:
         """``start(False, False, None)`` then ``write(data)``: the first write of a stream."""
 
     async def emit_value(self, value: Any) -> None: ...
     async def emit_item(self, value: Any, meta: Mapping[str, Any] | None) -> None: ...
     async def flush(self) -> None: ...
-    async def close(self) -> None: ...
+    def close(self) -> Awaitable[None] | None: ...
 
 
 class _Gate:
@@ -186,11 +191,13 @@ class OutputStream:
             if not isinstance(data, bytes):
                 data = memoryview(data)
             if self.started:
-                await self._backend.write(data)
+                pending = self._backend.write(data)
             else:
                 self.started = True
                 self.is_sequence = False
-                await self._backend.start_write(data)
+                pending = self._backend.start_write(data)
+            if pending is not None:
+                await pending
         finally:
             gate._release()
 
@@ -198,7 +205,9 @@ class OutputStream:
         self._check_open()
         if not self.started:
             await self._start(False, False, None)
-        await self._backend.write(data if isinstance(data, bytes) else memoryview(data))
+        pending = self._backend.write(data if isinstance(data, bytes) else memoryview(data))
+        if pending is not None:
+            await pending
 
     async def emit_text(self, text: str, meta: Mapping[str, Any] | None = None) -> None:
         """Send text the Bifaci way: its UTF-8 bytes as CBOR byte strings (the convention for
@@ -261,7 +270,8 @@ class OutputStream:
             if not self.started:
                 await self._start(self.spec.is_sequence, False, None)
             self.closed = True
-            await self._backend.close()
+            if (pending := self._backend.close()) is not None:
+                await pending
         finally:
             gate._release()
 
@@ -271,7 +281,8 @@ class OutputStream:
         if not self.started:
             await self._start(self.spec.is_sequence, False, None)
         self.closed = True
-        await self._backend.close()
+        if (pending := self._backend.close()) is not None:
+            await pending
 
     async def progress(self, fraction: float | None, message: str = "") -> None:
         """Report progress (0..1); ``None`` means indeterminate. Never waits for credit."""

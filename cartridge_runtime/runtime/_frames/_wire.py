@@ -114,35 +114,46 @@ class WireOutput:
         if (done := self._queue(out)) < len(out):
             await self._emit(out[done:])
 
-    async def start_write(self, data: bytes | memoryview) -> None:
+    def _send(self, out: list[Frame]) -> Awaitable[None] | None:
+        """Queue ``out`` in place as far as nothing waits; the rest as an awaitable."""
+        if (done := self._queue(out)) < len(out):
+            return self._emit(out[done:])
+        return None
+
+    def start_write(self, data: bytes | memoryview) -> Awaitable[None] | None:
         """:meth:`start` in scalar mode, then :meth:`write`: for a small write (one CHUNK
-        at most) in one step, its frames queued in place when nothing needs to wait."""
+        at most) in one step. Like :meth:`write` and :meth:`close`, a plain call that
+        queues the frames in place, returning an awaitable only for what must wait (credit,
+        room in the queue), so the common small response costs no coroutine here."""
         if len(data) > self.step or self.owner.wire_slot[0] is not None:
-            await self.start(False, False, None)
-            await self.write(data)
-            return
+            return self._start_then_write(data)
         og = self.og
         out = og.start(is_sequence=False, unbounded=False)
         out += og.write_bytes(data, time.monotonic())
-        if (done := self._queue(out)) < len(out):
-            await self._emit(out[done:])
+        return self._send(out)
 
-    async def write(self, data: bytes | memoryview) -> None:
+    async def _start_then_write(self, data: bytes | memoryview) -> None:
+        await self.start(False, False, None)
+        if (pending := self.write(data)) is not None:
+            await pending
+
+    def write(self, data: bytes | memoryview) -> Awaitable[None] | None:
         n = len(data)
-        step = self.step
         slot = self.owner.wire_slot
         if slot[0] is not None:
             taken, slot[0] = slot[0], None
             if taken[0] is data and (frame := self._pass_through(n, taken[1], taken[2])):
-                await self._emit([frame])
-                return
-        if n <= step:
+                return self._send([frame])
+        if n <= self.step:
             out = self.og.write_bytes(data, time.monotonic())
-            if out and (done := self._queue(out)) < len(out):
-                await self._emit(out[done:])
-            return
+            return self._send(out) if out else None
+        return self._write_pieces(data)
+
+    async def _write_pieces(self, data: bytes | memoryview) -> None:
+        """Write more than one CHUNK's worth, a piece at a time (each may wait for credit)."""
+        step = self.step
         mv = memoryview(data)
-        for pos in range(0, n, step):
+        for pos in range(0, len(data), step):
             await self._emit(self.og.write_bytes(mv[pos : pos + step], time.monotonic()))
 
     def _pass_through(self, n: int, payload: bytes, crc: int) -> Frame | None:
@@ -179,7 +190,9 @@ class WireOutput:
 
     async def emit_value(self, value: Any) -> None:
         if isinstance(value, (bytes, bytearray, memoryview)) and not self.og.is_sequence:
-            await self.write(value if isinstance(value, bytes) else memoryview(value))
+            pending = self.write(value if isinstance(value, bytes) else memoryview(value))
+            if pending is not None:
+                await pending
         else:
             await self._emit(self.og.emit_value(value))
 
@@ -189,10 +202,9 @@ class WireOutput:
     async def flush(self) -> None:
         await self._emit(self.og.flush())
 
-    async def close(self) -> None:
+    def close(self) -> Awaitable[None] | None:
         out = self.og.close()
-        if out and (done := self._queue(out)) < len(out):
-            await self._emit(out[done:])
+        return self._send(out) if out else None
 
 
 class Active:
