@@ -20,7 +20,9 @@ from cartridge_runtime.protocol import (
     checksum,
 )
 from cartridge_runtime.runtime._errors import InputStreamError
-from cartridge_runtime.runtime._input import InputStream, StreamFeed
+from cartridge_runtime.runtime._input import InputPackage, InputStream, StreamFeed
+from cartridge_runtime.runtime._peer import PeerInvoker
+from cartridge_runtime.runtime._request import Request
 from cartridge_runtime.testing import CallResult, CartridgeHarness
 
 
@@ -161,3 +163,29 @@ def test_collect_on_trio() -> None:
         return await stream.collect_bytes()
 
     assert anyio.run(main, backend="trio") == b"ab"
+
+
+def _request(**kwargs: object) -> Request:
+    return Request(
+        cap_urn=ECHO,
+        input_package=InputPackage(),
+        outputs=[],
+        reporter=None,  # type: ignore[arg-type]  # never used here
+        network=None,  # type: ignore[arg-type]
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def test_peer_invoker_is_made_at_the_first_peer_call_only() -> None:
+    made: list[PeerInvoker] = []
+
+    def factory() -> PeerInvoker:
+        made.append(PeerInvoker(None, None))  # type: ignore[arg-type]  # never called here
+        return made[-1]
+
+    req = _request(peer_factory=factory)
+    assert made == []
+    first = req.peer()
+    assert req.peer() is first and made == [first]
+    with pytest.raises(RuntimeError, match="peer calls are not available"):
+        _request().peer()

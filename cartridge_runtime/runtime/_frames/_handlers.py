@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import functools
 import sys
 import traceback
 from collections.abc import Callable
@@ -247,7 +248,7 @@ class HandlerRunner:
                 outputs=outputs,
                 reporter=reporter,
                 network=self._network,
-                peer=PeerInvoker(WirePeer(conn, a, reporter), reporter),
+                peer_factory=functools.partial(_peer_invoker, conn, a, reporter),
                 definition=definition,
                 message_id=a.rid,
             )
@@ -325,6 +326,11 @@ class HandlerRunner:
         # held while it does not wait, so nothing else would write it before the clean-up.)
         writer.flush()
         return None
+
+
+def _peer_invoker(conn: Connection, a: Active, reporter: WireReporter) -> PeerInvoker:
+    """The peer calls of request ``a``, made when its handler first asks for them."""
+    return PeerInvoker(WirePeer(conn, a, reporter), reporter)
 
 
 def _reason(message: str) -> ErrorReport:
