@@ -19,6 +19,7 @@ from cartridge_runtime.protocol import (
     OutgoingStream,
     checksum,
 )
+from cartridge_runtime.runtime._context import REQUEST_KEY, WetContext
 from cartridge_runtime.runtime._errors import InputStreamError
 from cartridge_runtime.runtime._input import InputPackage, InputStream, StreamFeed
 from cartridge_runtime.runtime._peer import PeerInvoker
@@ -189,3 +190,11 @@ def test_peer_invoker_is_made_at_the_first_peer_call_only() -> None:
     assert req.peer() is first and made == [first]
     with pytest.raises(RuntimeError, match="peer calls are not available"):
         _request().peer()
+
+
+def test_wet_context_request_reads_own_entries_then_shared_ones() -> None:
+    own, shared = _request(), _request()
+    assert WetContext({REQUEST_KEY.name: own}, shared={REQUEST_KEY.name: shared}).request is own
+    assert WetContext(shared={REQUEST_KEY.name: shared}).request is shared
+    with pytest.raises(KeyError, match="WetContext has no 'request'"):
+        _ = WetContext().request
