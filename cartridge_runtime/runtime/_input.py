@@ -208,12 +208,12 @@ class InputStream:
             self._refuse_unbounded("collect_bytes")
         parts = [self._pending] if self._pending else []
         self._pending = b""
-        box = self._box
+        queued = self._box._q  # read in place: the mailbox is this module's own
         while not self._done:
-            if len(box) and (kind := box.peek()[0]) != _ERR and kind != _ITEM:
+            if queued and (kind := queued[0][0]) != _ERR and kind != _ITEM:
                 # What next_item does for a value or the end already here, inlined: the
                 # common small input (its one CHUNK and its end queued) costs no coroutine.
-                _, value, wire, credit = box.take_nowait()
+                _, value, wire, credit = queued.popleft()
                 if kind == _END:
                     self._done = True
                     break
