@@ -93,15 +93,6 @@ class _Gate:
     async def __aexit__(self, *exc_info: object) -> None:
         self._release()
 
-    def try_enter(self) -> bool:
-        """Take the gate if it is free (the common case, with no coroutine to await);
-        ``False`` when the caller must wait with ``async with``. A ``True`` is paired with
-        :meth:`_release`."""
-        if self._held:
-            return False
-        self._held = True
-        return True
-
     def _release(self) -> None:
         waiters = self._waiters
         if waiters:
@@ -180,10 +171,11 @@ class OutputStream:
     async def write(self, data: bytes | bytearray | memoryview) -> None:
         """Send bytes (a scalar stream's data, or one item on a sequence stream)."""
         gate = self._lock
-        if not gate.try_enter():
+        if gate._held:  # taken: wait for it (free, it is taken with a plain test below)
             async with gate:
                 await self._write(data)
             return
+        gate._held = True
         try:
             # _write inlined: the uncontended write of a small response, one coroutine less.
             if self.closed or self.spec.void:
@@ -199,7 +191,10 @@ class OutputStream:
             if pending is not None:
                 await pending
         finally:
-            gate._release()
+            if gate._waiters:
+                gate._release()  # hand it to the next waiter
+            else:
+                gate._held = False
 
     async def _write(self, data: bytes | bytearray | memoryview) -> None:
         self._check_open()
@@ -259,10 +254,11 @@ class OutputStream:
     async def close(self) -> None:
         """Flush and end the stream (STREAM_END). A stream never started is opened empty first."""
         gate = self._lock
-        if not gate.try_enter():
+        if gate._held:  # taken: wait for it (free, it is taken with a plain test below)
             async with gate:
                 await self._close()
             return
+        gate._held = True
         try:
             # _close inlined: one coroutine less for the runtime's close of every output.
             if self.closed or self.spec.void:
@@ -273,7 +269,10 @@ class OutputStream:
             if (pending := self._backend.close()) is not None:
                 await pending
         finally:
-            gate._release()
+            if gate._waiters:
+                gate._release()  # hand it to the next waiter
+            else:
+                gate._held = False
 
     async def _close(self) -> None:
         if self.closed or self.spec.void:
