@@ -138,8 +138,22 @@ class OutgoingStream:
 
         A stream never started is started first, so a required output is an empty stream.
         """
-        if self.state is OutState.CLOSED:
+        state = self.state
+        if state is OutState.CLOSED:
             return []
+        buf = self._buf
+        if state is OutState.OPEN and 0 < len(buf) <= self.max_chunk:
+            # The common small response: its coalesced bytes and the end, built in one go.
+            data = bytes(buf)
+            buf.clear()
+            self.state = OutState.CLOSED
+            index = self.chunks_sent
+            self.chunks_sent = index + 1
+            rid, sid, xid = self.rid, self.stream_id, self.xid
+            return [
+                build.chunk(rid, sid, index, bstr_head(len(data)) + data, xid=xid),
+                build.stream_end(rid, sid, None if self.unbounded else index + 1, xid=xid),
+            ]
         out = self._ensure_open()
         out += self.flush()
         self.state = OutState.CLOSED

@@ -71,6 +71,8 @@ class Key(Generic[T]):
 
 #: Where the runtime puts the request in every :class:`WetContext`.
 REQUEST_KEY: Key[Request] = Key("request")
+_REQUEST_NAME = REQUEST_KEY.name
+_MISSING = object()
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -119,7 +121,7 @@ class WetContext:
         return self._shared.get(name, default)
 
     def __getitem__(self, key: Key[T] | str) -> T:
-        name = self._name(key)
+        name = key.name if isinstance(key, Key) else key
         items = self._items
         if name in items:
             return cast(T, items[name])
@@ -151,7 +153,10 @@ class WetContext:
     @property
     def request(self) -> Request:
         """The request being served."""
-        return self[REQUEST_KEY]
+        # What self[REQUEST_KEY] finds, read straight from this request's own entries
+        # (where the runtime puts it): handlers read it on every call.
+        request = self._items.get(_REQUEST_NAME, _MISSING)
+        return self[REQUEST_KEY] if request is _MISSING else cast("Request", request)
 
     def __repr__(self) -> str:
         return f"WetContext(keys={sorted(self)!r})"

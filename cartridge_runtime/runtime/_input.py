@@ -3,7 +3,8 @@
 Theory of operation: the session (or the CLI, or a test) *pushes* decoded events into small
 mailboxes without ever blocking (credit bounds how much can pile up), through the feeding sides
 :class:`StreamFeed` and :class:`PackageFeed`; the handler *pulls*. Each
-time the handler takes a data event, the owner's ``consumed`` hook returns credit (batched by
+time the handler takes a data event, the owner's ``consumed`` hook returns credit (a plain
+call that returns an awaitable only when it has frames to wait for) (batched by
 :class:`~cartridge_runtime.protocol.BodyReceiver`), and before the handler blocks on an empty
 mailbox the ``before_block`` hook flushes pending credit, so a sender is never starved.
 """
@@ -97,7 +98,7 @@ class InputStream:
         is_sequence: bool = False,
         unbounded: bool = False,
         meta: Any = None,
-        consumed: Callable[[str], Awaitable[None]] = _noop,
+        consumed: Callable[[str], Awaitable[None] | None] = _noop,
         before_block: Callable[[str], Awaitable[None]] = _noop,
         wire_slot: list[Any] | None = None,
     ) -> None:
@@ -156,8 +157,8 @@ class InputStream:
             if meta is not None and self._wire_slot is not None:
                 self._wire_slot[0] = (value, meta[0], meta[1])
             meta = None
-        if credit:
-            await self._consumed(self.stream_id)
+        if credit and (pending := self._consumed(self.stream_id)) is not None:
+            await pending
         return InputItem(value=value, meta=meta)
 
     async def items(self) -> AsyncIterator[InputItem]:
@@ -207,7 +208,24 @@ class InputStream:
             self._refuse_unbounded("collect_bytes")
         parts = [self._pending] if self._pending else []
         self._pending = b""
-        while (item := await self.next_item()) is not None:
+        queued = self._box._q  # read in place: the mailbox is this module's own
+        while not self._done:
+            if queued and (kind := queued[0][0]) != _ERR and kind != _ITEM:
+                # What next_item does for a value or the end already here, inlined: the
+                # common small input (its one CHUNK and its end queued) costs no coroutine.
+                _, value, wire, credit = queued.popleft()
+                if kind == _END:
+                    self._done = True
+                    break
+                if wire is not None and self._wire_slot is not None:
+                    self._wire_slot[0] = (value, wire[0], wire[1])
+                if credit and (pending := self._consumed(self.stream_id)) is not None:
+                    await pending
+                parts.append(_as_bytes(value))
+                continue
+            item = await self.next_item()
+            if item is None:
+                break
             parts.append(_as_bytes(item.value))
         return b"".join(parts)
 

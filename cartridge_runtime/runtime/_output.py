@@ -10,7 +10,7 @@ request's :class:`Reporter` and never wait for credit.
 from __future__ import annotations
 
 import collections
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Protocol
 
 import anyio
@@ -38,16 +38,24 @@ class OutputSpec:
 
 
 class OutputBackend(Protocol):
-    """The transport of one output (frames on the wire, or a local sink)."""
+    """The transport of one output (frames on the wire, or a local sink).
+
+    ``write``, ``start_write`` and ``close`` may do their work in the call and return
+    ``None``, or return an awaitable the caller awaits (a coroutine method does the latter):
+    the wire backend thus sends a small response with no coroutine per step.
+    """
 
     async def start(
         self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None
     ) -> None: ...
-    async def write(self, data: bytes | memoryview) -> None: ...
+    def write(self, data: bytes | memoryview) -> Awaitable[None] | None: ...
+    def start_write(self, data: bytes | memoryview) -> Awaitable[None] | None:
+        """``start(False, False, None)`` then ``write(data)``: the first write of a stream."""
+
     async def emit_value(self, value: Any) -> None: ...
     async def emit_item(self, value: Any, meta: Mapping[str, Any] | None) -> None: ...
     async def flush(self) -> None: ...
-    async def close(self) -> None: ...
+    def close(self) -> Awaitable[None] | None: ...
 
 
 class _Gate:
@@ -162,11 +170,39 @@ class OutputStream:
 
     async def write(self, data: bytes | bytearray | memoryview) -> None:
         """Send bytes (a scalar stream's data, or one item on a sequence stream)."""
-        async with self._lock:
-            self._check_open()
-            if not self.started:
-                await self._start(False, False, None)
-            await self._backend.write(data if isinstance(data, bytes) else memoryview(data))
+        gate = self._lock
+        if gate._held:  # taken: wait for it (free, it is taken with a plain test below)
+            async with gate:
+                await self._write(data)
+            return
+        gate._held = True
+        try:
+            # _write inlined: the uncontended write of a small response, one coroutine less.
+            if self.closed or self.spec.void:
+                self._check_open()
+            if not isinstance(data, bytes):
+                data = memoryview(data)
+            if self.started:
+                pending = self._backend.write(data)
+            else:
+                self.started = True
+                self.is_sequence = False
+                pending = self._backend.start_write(data)
+            if pending is not None:
+                await pending
+        finally:
+            if gate._waiters:
+                gate._release()  # hand it to the next waiter
+            else:
+                gate._held = False
+
+    async def _write(self, data: bytes | bytearray | memoryview) -> None:
+        self._check_open()
+        if not self.started:
+            await self._start(False, False, None)
+        pending = self._backend.write(data if isinstance(data, bytes) else memoryview(data))
+        if pending is not None:
+            await pending
 
     async def emit_text(self, text: str, meta: Mapping[str, Any] | None = None) -> None:
         """Send text the Bifaci way: its UTF-8 bytes as CBOR byte strings (the convention for
@@ -217,13 +253,35 @@ class OutputStream:
 
     async def close(self) -> None:
         """Flush and end the stream (STREAM_END). A stream never started is opened empty first."""
-        async with self._lock:
+        gate = self._lock
+        if gate._held:  # taken: wait for it (free, it is taken with a plain test below)
+            async with gate:
+                await self._close()
+            return
+        gate._held = True
+        try:
+            # _close inlined: one coroutine less for the runtime's close of every output.
             if self.closed or self.spec.void:
                 return
             if not self.started:
                 await self._start(self.spec.is_sequence, False, None)
             self.closed = True
-            await self._backend.close()
+            if (pending := self._backend.close()) is not None:
+                await pending
+        finally:
+            if gate._waiters:
+                gate._release()  # hand it to the next waiter
+            else:
+                gate._held = False
+
+    async def _close(self) -> None:
+        if self.closed or self.spec.void:
+            return
+        if not self.started:
+            await self._start(self.spec.is_sequence, False, None)
+        self.closed = True
+        if (pending := self._backend.close()) is not None:
+            await pending
 
     async def progress(self, fraction: float | None, message: str = "") -> None:
         """Report progress (0..1); ``None`` means indeterminate. Never waits for credit."""
@@ -247,11 +305,16 @@ class OutputStream:
         report_final(self._reporter, progress, message)
 
 
+def must_finish(output: OutputStream) -> bool:
+    """Whether the runtime ends ``output`` (``await output.close()``) after a successful
+    ``perform`` (REQ-25): open, or never started and required (an empty stream)."""
+    if output.closed or output.spec.void:
+        return False
+    return output.started or output.spec.required
+
+
 async def finish_output(output: OutputStream) -> None:
     """End ``output`` after a successful ``perform`` (REQ-25): the runtime's step, not the
     handler's, so not a method of the handler-facing stream."""
-    if output.closed or output.spec.void:
-        return
-    if not output.started and not output.spec.required:
-        return
-    await output.close()
+    if must_finish(output):
+        await output.close()

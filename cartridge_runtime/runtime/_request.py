@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cartridge_runtime.protocol import (
@@ -41,6 +41,7 @@ class Request:
         reporter: Reporter,
         network: NetworkAccess,
         peer: PeerInvoker | None = None,
+        peer_factory: Callable[[], PeerInvoker] | None = None,
         definition: Any = None,
         message_id: Any = None,
     ) -> None:
@@ -51,6 +52,8 @@ class Request:
         self._reporter = reporter
         self.network = network
         self._peer = peer
+        #: Makes :attr:`_peer` at the first :meth:`peer` (most handlers never call a peer).
+        self._peer_factory = peer_factory
         self._message_id = message_id
 
     def __repr__(self) -> str:
@@ -104,9 +107,13 @@ class Request:
 
         :raises RuntimeError: this runtime mode cannot make peer calls.
         """
-        if self._peer is None:
-            raise RuntimeError("peer calls are not available here")
-        return self._peer
+        peer = self._peer
+        if peer is None:
+            if self._peer_factory is None:
+                raise RuntimeError("peer calls are not available here")
+            peer = self._peer = self._peer_factory()
+            self._peer_factory = None
+        return peer
 
     @property
     def graph(self) -> GraphGrowth:

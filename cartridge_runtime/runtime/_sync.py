@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -111,14 +111,11 @@ _IS_ASYNC: dict[Any, bool] = {}
 _IS_ASYNC_MAX = 1024
 
 
-async def run_perform(
-    op: Op, dry: DryContext, wet: WetContext, cancelled: Callable[[], bool]
-) -> None:
-    """Run ``op.perform`` on the event loop or, when synchronous, in a worker thread.
+def async_perform(op: Op) -> Callable[[DryContext, WetContext], Awaitable[None]] | None:
+    """``op.perform`` when it is a coroutine function (awaited on the event loop as it is),
+    else ``None`` (a synchronous handler: :func:`run_perform` runs it in a worker thread).
 
-    While a synchronous handler runs, a progress LOG repeating its last reported fraction goes
-    out every :data:`KEEPALIVE_INTERVAL` seconds, so the host sees the request is alive even
-    when the handler itself stays quiet.
+    A runner awaits the coroutine itself when it can, with no coroutine of its own around it.
     """
     perform = op.perform
     func = getattr(perform, "__func__", perform)
@@ -128,8 +125,21 @@ async def run_perform(
         if len(_IS_ASYNC) >= _IS_ASYNC_MAX:
             _IS_ASYNC.clear()
         _IS_ASYNC[func] = is_async
-    if is_async:
-        await perform(dry, wet)  # type: ignore[misc]  # is_async: a coroutine function
+    return perform if is_async else None  # type: ignore[return-value]  # a coroutine function
+
+
+async def run_perform(
+    op: Op, dry: DryContext, wet: WetContext, cancelled: Callable[[], bool]
+) -> None:
+    """Run ``op.perform`` on the event loop or, when synchronous, in a worker thread.
+
+    While a synchronous handler runs, a progress LOG repeating its last reported fraction goes
+    out every :data:`KEEPALIVE_INTERVAL` seconds, so the host sees the request is alive even
+    when the handler itself stays quiet.
+    """
+    perform = async_perform(op)
+    if perform is not None:
+        await perform(dry, wet)
         return
     req = wet.request
     proxied = wet.derive()

@@ -46,6 +46,10 @@ class _SinkBackend:
     async def write(self, data: bytes | memoryview) -> None:
         await _call(self.sink, "write", self.out, bytes(data))
 
+    async def start_write(self, data: bytes | memoryview) -> None:
+        await self.start(False, False, None)
+        await self.write(data)
+
     async def emit_value(self, value: Any) -> None:
         if isinstance(value, bytes) and getattr(self.sink, "value", None) is None:
             await _call(self.sink, "write", self.out, value)  # a sink that takes only bytes

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import functools
 import sys
 import traceback
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from cartridge_runtime.protocol import (
     AttributionClass,
     ErrorCode,
     ErrorReport,
+    Frame,
     MessageId,
     ProtocolError,
     RequestPhase,
@@ -44,11 +46,11 @@ from cartridge_runtime.protocol import (
 
 from .._errors import CartridgeError, handler_error_message
 from .._network import NetworkAccess
-from .._output import OutputSpec, finish_output
+from .._output import OutputSpec, must_finish
 from .._peer import PeerInvoker
 from .._request import Request
 from .._specs import output_specs
-from .._sync import run_perform
+from .._sync import async_perform, run_perform
 from ._served import OpFactory, ServedCartridge
 from ._wire import Active, Connection, WirePeer, WireReporter
 from ._writer import FrameWriter
@@ -109,6 +111,9 @@ class HandlerRunner:
         self._new_wake: Callable[[], _Wake] = anyio.Event
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle = anyio.Event()
+        #: The handlers' view of the network policy: one for the session, as it reads the
+        #: connection's current policy whenever asked.
+        self._network = NetworkAccess(lambda: conn.policy)
 
     def bind(self, tg: anyio.abc.TaskGroup) -> None:
         """Run workers in ``tg``, and make cancel scopes and worker wake-ups with the running
@@ -242,8 +247,8 @@ class HandlerRunner:
                 input_package=a.package,
                 outputs=outputs,
                 reporter=reporter,
-                network=NetworkAccess(lambda: conn.policy),
-                peer=PeerInvoker(WirePeer(conn, a, reporter), reporter),
+                network=self._network,
+                peer_factory=functools.partial(_peer_invoker, conn, a, reporter),
                 definition=definition,
                 message_id=a.rid,
             )
@@ -261,12 +266,16 @@ class HandlerRunner:
                 if request.cancel is not None or request.input_error is not None:
                     scope.cancel()
                 try:
-                    await run_perform(
-                        request.handler(), dry, wet, lambda: request.cancel is not None
-                    )
+                    op = request.handler()
+                    perform = async_perform(op)
+                    if perform is not None:
+                        await perform(dry, wet)
+                    else:
+                        await run_perform(op, dry, wet, lambda: request.cancel is not None)
                     if request.input_error is None:
                         for out in outputs:
-                            await finish_output(out)
+                            if must_finish(out):
+                                await out.close()
                 except CartridgeError as exc:
                     failure = ErrorReport(
                         code=str(exc.code),
@@ -282,7 +291,10 @@ class HandlerRunner:
                         attribution_class=CartridgeError.attribution_class,
                         message=handler_error_message(exc),
                     )
-            await self._terminal(a, failure)
+            frame = self._terminal(a, failure)
+            if frame is not None:
+                await self.writer.send(frame)
+                self.writer.flush()
         finally:
             a.scope = None
             self.active.pop(a.rid, None)
@@ -297,20 +309,28 @@ class HandlerRunner:
                 self.start_dequeued(admitted)
             self._idle.set()
 
-    async def _terminal(self, a: Active, failure: ErrorReport | None) -> None:
+    def _terminal(self, a: Active, failure: ErrorReport | None) -> Frame | None:
+        """Queue the request's terminal frame and write the queue; the frame when it must be
+        sent with ``await writer.send`` instead (the queue is full), then written."""
         progress, message = a.final
         frame = self.conn.terminal(a.request, failure, progress, message)
         if frame is None:
-            return
+            return None
         writer = self.writer
         if not writer.try_send(frame):
-            await writer.send(frame)
+            return frame
         # Send the response now, ahead of this request's clean-up, so the host works on it
         # meanwhile. With several requests in flight this also means one write per response
         # rather than one per loop pass: measured faster, as both processes stay busy instead
         # of taking turns over large batches. (The worker runs the request with the queue
         # held while it does not wait, so nothing else would write it before the clean-up.)
         writer.flush()
+        return None
+
+
+def _peer_invoker(conn: Connection, a: Active, reporter: WireReporter) -> PeerInvoker:
+    """The peer calls of request ``a``, made when its handler first asks for them."""
+    return PeerInvoker(WirePeer(conn, a, reporter), reporter)
 
 
 def _reason(message: str) -> ErrorReport:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import anyio
@@ -38,6 +38,8 @@ from .._output import OutputSpec, OutputStream
 from .._peer import PeerCall, ResponseSink
 from ._served import OpFactory
 from ._writer import FrameWriter
+
+_CHUNK = FrameType.CHUNK
 
 #: The sans-IO connection of a CBOR-mode session, with its handler type.
 Connection = CartridgeConnection[OpFactory]
@@ -68,38 +70,90 @@ class WireOutput:
             self._event.set()
             self._event = None
 
+    def _queue(self, out: list[Frame]) -> int:
+        """Queue the frames of ``out`` that need no wait, in order, and return how many:
+        the rest, from the first CHUNK without credit or the first frame the writer would
+        make wait, is for :meth:`_emit`. The common case (credit and room for everything)
+        is thus a plain call, with no coroutine."""
+        og = self.og
+        try_send = self.writer.try_send
+        for i, f in enumerate(out):
+            if f.frame_type is _CHUNK:
+                if og.credit <= 0 or not try_send(f):
+                    return i
+                og.credit -= 1
+            elif not try_send(f):
+                return i
+        return len(out)
+
     async def _emit(self, out: list[Frame]) -> None:
-        writer = self.writer
+        og = self.og
+        try_send = self.writer.try_send
         for f in out:
-            if f.frame_type is FrameType.CHUNK:
-                while not self.og.take_credit():
-                    if self.owner.request.cancel is not None:
-                        raise RequestCancelled("the request was cancelled while waiting for credit")
-                    if self._event is None:
-                        self._event = anyio.Event()
-                    await self._event.wait()
-            if not writer.try_send(f):
-                await writer.send(f)
+            if f.frame_type is _CHUNK:
+                if og.credit > 0:
+                    og.credit -= 1
+                else:
+                    await self._wait_credit()
+            if not try_send(f):
+                await self.writer.send(f)
+
+    async def _wait_credit(self) -> None:
+        """Spend one credit for a CHUNK, waiting for a grant while there is none."""
+        while not self.og.take_credit():
+            if self.owner.request.cancel is not None:
+                raise RequestCancelled("the request was cancelled while waiting for credit")
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
 
     async def start(
         self, is_sequence: bool, unbounded: bool, meta: Mapping[str, Any] | None
     ) -> None:
-        await self._emit(self.og.start(is_sequence=is_sequence, unbounded=unbounded, meta=meta))
+        out = self.og.start(is_sequence=is_sequence, unbounded=unbounded, meta=meta)
+        if (done := self._queue(out)) < len(out):
+            await self._emit(out[done:])
 
-    async def write(self, data: bytes | memoryview) -> None:
+    def _send(self, out: list[Frame]) -> Awaitable[None] | None:
+        """Queue ``out`` in place as far as nothing waits; the rest as an awaitable."""
+        if (done := self._queue(out)) < len(out):
+            return self._emit(out[done:])
+        return None
+
+    def start_write(self, data: bytes | memoryview) -> Awaitable[None] | None:
+        """:meth:`start` in scalar mode, then :meth:`write`: for a small write (one CHUNK
+        at most) in one step. Like :meth:`write` and :meth:`close`, a plain call that
+        queues the frames in place, returning an awaitable only for what must wait (credit,
+        room in the queue), so the common small response costs no coroutine here."""
+        if len(data) > self.step or self.owner.wire_slot[0] is not None:
+            return self._start_then_write(data)
+        og = self.og
+        out = og.start(is_sequence=False, unbounded=False)
+        out += og.write_bytes(data, time.monotonic())
+        return self._send(out)
+
+    async def _start_then_write(self, data: bytes | memoryview) -> None:
+        await self.start(False, False, None)
+        if (pending := self.write(data)) is not None:
+            await pending
+
+    def write(self, data: bytes | memoryview) -> Awaitable[None] | None:
         n = len(data)
-        step = self.step
         slot = self.owner.wire_slot
         if slot[0] is not None:
             taken, slot[0] = slot[0], None
             if taken[0] is data and (frame := self._pass_through(n, taken[1], taken[2])):
-                await self._emit([frame])
-                return
-        if n <= step:
-            await self._emit(self.og.write_bytes(data, time.monotonic()))
-            return
+                return self._send([frame])
+        if n <= self.step:
+            out = self.og.write_bytes(data, time.monotonic())
+            return self._send(out) if out else None
+        return self._write_pieces(data)
+
+    async def _write_pieces(self, data: bytes | memoryview) -> None:
+        """Write more than one CHUNK's worth, a piece at a time (each may wait for credit)."""
+        step = self.step
         mv = memoryview(data)
-        for pos in range(0, n, step):
+        for pos in range(0, len(data), step):
             await self._emit(self.og.write_bytes(mv[pos : pos + step], time.monotonic()))
 
     def _pass_through(self, n: int, payload: bytes, crc: int) -> Frame | None:
@@ -136,7 +190,9 @@ class WireOutput:
 
     async def emit_value(self, value: Any) -> None:
         if isinstance(value, (bytes, bytearray, memoryview)) and not self.og.is_sequence:
-            await self.write(value if isinstance(value, bytes) else memoryview(value))
+            pending = self.write(value if isinstance(value, bytes) else memoryview(value))
+            if pending is not None:
+                await pending
         else:
             await self._emit(self.og.emit_value(value))
 
@@ -146,8 +202,9 @@ class WireOutput:
     async def flush(self) -> None:
         await self._emit(self.og.flush())
 
-    async def close(self) -> None:
-        await self._emit(self.og.close())
+    def close(self) -> Awaitable[None] | None:
+        out = self.og.close()
+        return self._send(out) if out else None
 
 
 class Active:
@@ -196,9 +253,17 @@ class Active:
 
     # -- credit hooks of the input streams --------------------------------------------------
 
-    async def consumed(self, stream_id: str) -> None:
-        self.receiver.consumed(stream_id)
-        await self.send_credit()
+    def consumed(self, stream_id: str) -> Awaitable[None] | None:
+        """Return the credit of one value taken; an awaitable only when CREDIT frames are due
+        (they are batched), so taking a value is usually a plain call."""
+        receiver = self.receiver
+        receiver.consumed(stream_id)
+        credits = receiver.data_to_send()
+        return self._send_frames(credits) if credits else None
+
+    async def _send_frames(self, out: list[Frame]) -> None:
+        for f in out:
+            await self.writer.send(f)
 
     async def before_block(self, stream_id: str) -> None:
         self.receiver.flush_credit(stream_id)
