@@ -58,7 +58,7 @@ class _Link:
         self.core = HostLink()
         self.wire = LinkWire(stream)
         self.outbox = FrameOutbox(self.wire.sink, _link_max_frame)
-        self.end = SwitchEnd(name, self.core, self.outbox.push, Counters())
+        self.end = SwitchEnd(name, self.core, self.outbox.push, Counters(), self.outbox.flush)
         self.stream = stream
 
     def announce(self, *, force: bool = False) -> None:

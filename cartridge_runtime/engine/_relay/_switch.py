@@ -109,9 +109,7 @@ class HostCallLink:
 
     def send_flow(self, frames: Sequence[Frame]) -> None:
         """A whole flow in one go, numbered 0, 1, 2... (the switch core takes each frame)."""
-        from_app = self._switch.from_app
-        for seq, frame in enumerate(frames):
-            from_app(frame, seq)
+        self._switch.from_app_flow(frames)
 
     def hold(self) -> None:
         pass
@@ -247,6 +245,30 @@ class HostSwitch:
         """A frame of the application's (numbered ``seq`` on the link when given)."""
         self._apply(self.core.send(frame, seq=seq))
 
+    def from_app_flow(self, flow: Sequence[Frame]) -> None:
+        """A whole flow of the application's, numbered 0, 1, 2... on the link: what goes
+        to a host is queued under one hold and leaves in one write."""
+        send = self.core.send
+        actions: list[SwitchAction] = []
+        for seq, frame in enumerate(flow):
+            actions += send(frame, seq=seq)
+        held: list[FrameOutbox] = []
+        try:
+            for action in actions:
+                if isinstance(action, ToHost):
+                    link = self._links.get(action.host)
+                    if link is not None:
+                        outbox = link.outbox
+                        if outbox not in held:
+                            outbox.hold()
+                            held.append(outbox)
+                        outbox.push(action.frame)
+                else:
+                    self._apply([action])
+        finally:
+            for outbox in held:
+                outbox.release()
+
     def _from_host(self, name: str, frame: Frame) -> None:
         # The time matters only to an inventory, which may start an identity probe (the one
         # thing the core times): the clock is not read for every other frame.
@@ -259,7 +281,16 @@ class HostSwitch:
             if isinstance(action, ToHost):
                 link = self._links.get(action.host)
                 if link is not None:
-                    link.outbox.push(action.frame)
+                    frame = action.frame
+                    outbox = link.outbox
+                    if frame.frame_type.is_terminal:
+                        # a flow's last frame: what is queued leaves now in one write, not
+                        # from a loop callback one turn later
+                        outbox.hold()
+                        outbox.push(frame)
+                        outbox.release()
+                    else:
+                        outbox.push(frame)
             elif isinstance(action, ToApp):
                 frame = action.frame
                 flow = self.flows.get(frame.id)

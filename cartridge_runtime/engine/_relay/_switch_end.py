@@ -36,11 +36,17 @@ class SwitchEnd:
     """
 
     def __init__(
-        self, name: str, link: HostLink, push: Callable[[Frame], None], counters: Counters
+        self,
+        name: str,
+        link: HostLink,
+        push: Callable[[Frame], None],
+        counters: Counters,
+        flush: Callable[[], None] = lambda: None,
     ) -> None:
         self.name = name
         self.core = link
         self._push = push
+        self._flush = flush
         self.counters = counters
         #: The switch holds admission for what it sends; this end admits every peer call.
         self.gate = PoolGate()
@@ -64,6 +70,10 @@ class SwitchEnd:
             frame = frame.replace(routing_id=None)
         self.core.sending(frame)
         self._push(frame)
+
+    def flush(self) -> None:
+        """Write what is queued toward the switch now."""
+        self._flush()
 
     async def peer_target(self, cap: str) -> tuple[SwitchEnd, str]:
         """Every peer call goes to the switch, which routes it over all its hosts."""
