@@ -67,8 +67,18 @@ class PeerEnd(Protocol):
 
     def forget(self, rid: MessageId) -> None: ...
 
-    def flush(self) -> None:
-        """Write what is queued now (a flow's last frame was queued)."""
+    def hold(self) -> None:
+        """Queue frames without writing them until the matching :meth:`release`."""
+        ...
+
+    def release(self) -> None:
+        """End a :meth:`hold`: what was queued meanwhile leaves in one write."""
+        ...
+
+    def batch(self, other: PeerEnd) -> None:
+        """Frames this end sent are about to be forwarded to ``other``: while this end's
+        reader dispatches a block, hold ``other`` until the block ends (one write after it,
+        no loop turn to schedule it)."""
         ...
 
 
@@ -168,6 +178,7 @@ class PeerLink:
         self.target = conn
         self.xid = conn.next_xid()
         conn.add_flow(self.rid, self)
+        self.origin.batch(conn)
         conn.send(frames.req(self.rid, self.cap, xid=self.xid))
         if self._on_routed is not None:
             self._on_routed(self, conn, handler)
@@ -195,11 +206,8 @@ class PeerLink:
             self.buffer.append(frame)
             return
         target = self.target
+        self.origin.batch(target)
         self._forward(target, frame.replace(id=self.rid, routing_id=self.xid))
-        if frame.frame_type.is_terminal:
-            # the request's last frame leaves now with what is queued before it, in one
-            # write, instead of from a loop callback one turn later
-            target.flush()
 
     def on_origin_death(self) -> None:
         if self.done:
@@ -223,10 +231,11 @@ class PeerLink:
             self.origin.counters.stragglers += 1
             return
         self.frames += 1
+        if self.target is not None:
+            self.target.batch(self.origin)
         self._forward(self.origin, frame.replace(id=self.orig_rid, routing_id=self.orig_xid))
         if frame.frame_type.is_terminal:
             self.close()
-            self.origin.flush()  # the response's last frame: written now (see above)
 
     def on_death(self, error: CallError) -> None:
         if not self.done:

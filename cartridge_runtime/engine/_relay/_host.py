@@ -58,7 +58,7 @@ class _Link:
         self.core = HostLink()
         self.wire = LinkWire(stream)
         self.outbox = FrameOutbox(self.wire.sink, _link_max_frame)
-        self.end = SwitchEnd(name, self.core, self.outbox.push, Counters(), self.outbox.flush)
+        self.end = SwitchEnd(name, self.core, self.outbox, Counters())
         self.stream = stream
 
     def announce(self, *, force: bool = False) -> None:
@@ -108,7 +108,9 @@ async def serve_link(
         async with anyio.create_task_group() as tg:
             tg.start_soon(link.outbox.run)
             tg.start_soon(link.announcer)
-            pump = FramePump(FrameDecoder(), lambda f: link.dispatch(f, open_request))
+            pump = FramePump(
+                FrameDecoder(), lambda f: link.dispatch(f, open_request), hold=link.end.block
+            )
             try:
                 await pump.run(link.wire.source)
             except ProtocolError as exc:
