@@ -86,6 +86,11 @@ class SwitchCore:
         #: ``_pick``'s answers by requested cap; emptied whenever a host's state or
         #: inventory changes (cap matching costs far more than a dict look-up).
         self._picks: dict[str, tuple[Slot, str, CartridgeRecord] | None] = {}
+        #: Admission chains by (id of record, cap, answered); the record is kept beside its
+        #: chain, so an id reused by a later record never finds a stale one.
+        self._chains: dict[
+            tuple[int, str, bool], tuple[CartridgeRecord, tuple[tuple[str, int], ...]]
+        ] = {}
         #: The RELAY_STATE payload given for each host id, sent again on every attach.
         self._states: dict[str, bytes] = {}
         #: Frames that found no route and belonged to no request that just ended, by type.
@@ -408,7 +413,7 @@ class SwitchCore:
             return [ToApp(err)] if source is None else [ToHost(source, err)]
         slot, registered, record = picked
         try:
-            chain = pool_chain(record, registered, answered=(slot.id, record.key) in self._answered)
+            chain = self._chain_of(record, registered, (slot.id, record.key) in self._answered)
         except RelayProtocolError as exc:
             err = frames.err(
                 req.id,
@@ -446,6 +451,21 @@ class SwitchCore:
             return self._admit_waiting()
         self._take(route)
         return [ToHost(slot.id, forwarded)]
+
+    def _chain_of(
+        self, record: CartridgeRecord, cap: str, answered: bool
+    ) -> tuple[tuple[str, int], ...]:
+        """:func:`pool_chain`, kept per record (an inventory's records are immutable and a
+        new inventory brings new ones), cap and start-up state: computed once, not per call."""
+        key = (id(record), cap, answered)
+        kept = self._chains.get(key)
+        if kept is not None and kept[0] is record:
+            return kept[1]
+        chain = pool_chain(record, cap, answered=answered)
+        if len(self._chains) >= PICKS_KEPT:
+            self._chains.clear()
+        self._chains[key] = (record, chain)
+        return chain
 
     def _first_answer(self, route: Route) -> list[SwitchAction]:
         """A cartridge answered: it runs, so the start-up rule of one call at a time ends."""

@@ -136,6 +136,9 @@ class Connection:
         #: The reader's hold while it dispatches a block: the outbox, and the ends frames
         #: are forwarded to (peer links).
         self._block = BlockHold(self.outbox)
+        #: ``batch(other)``: frames this cartridge sent are about to be forwarded to
+        #: ``other``, held until the block being dispatched ends (the hold's own method).
+        self.batch: Callable[[Holdable], None] = self._block.batch
         #: The frame tap (``config.frame_tap``): told of every frame sent and received.
         self._tap = config.frame_tap
 
@@ -379,11 +382,6 @@ class Connection:
             for frame in frames:
                 tap.on_sent(self.name, frame)
         self.outbox.push_flow(frames)
-
-    def batch(self, other: Holdable) -> None:
-        """Frames this cartridge sent are about to be forwarded to ``other``: held until the
-        block being dispatched ends (see :class:`BlockHold`)."""
-        self._block.batch(other)
 
     def hold(self) -> None:
         """Queue frames without writing them until the matching :meth:`release`."""

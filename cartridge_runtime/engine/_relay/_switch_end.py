@@ -11,6 +11,7 @@ core classifies every frame; this class only holds what each open rid is routed 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from ...protocol import AttributionClass, ErrorCode, Frame, MessageId
@@ -52,6 +53,9 @@ class SwitchEnd:
         self._push = outbox.push
         #: The link pump's hold: the cartridges frames are forwarded to are held with it.
         self.block = BlockHold()
+        #: ``batch(other)``: frames from the switch are about to be forwarded to ``other``,
+        #: held until the link's block is dispatched (the hold's own method: no extra call).
+        self.batch: Callable[[PeerEnd], None] = self.block.batch
         self.counters = counters
         #: The switch holds admission for what it sends; this end admits every peer call.
         self.gate = PoolGate()
@@ -82,11 +86,6 @@ class SwitchEnd:
 
     def release(self) -> None:
         self._outbox.release()
-
-    def batch(self, other: PeerEnd) -> None:
-        """Frames from the switch are about to be forwarded to ``other``: held until the
-        link's block is dispatched."""
-        self.block.batch(other)
 
     async def peer_target(self, cap: str) -> tuple[SwitchEnd, str]:
         """Every peer call goes to the switch, which routes it over all its hosts."""
