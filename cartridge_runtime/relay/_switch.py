@@ -62,6 +62,17 @@ from ._switch_model import (
 
 __all__ = ("SwitchCore",)
 
+#: The response frames before the last that :meth:`SwitchCore.response_for_app` passes.
+_APP_RESPONSE = frozenset(
+    {
+        FrameType.STREAM_START,
+        FrameType.CHUNK,
+        FrameType.STREAM_END,
+        FrameType.LOG,
+        FrameType.CREDIT,
+    }
+)
+
 
 class SwitchCore:
     """Routes frames between the application and attached hosts (see the module docstring).
@@ -309,6 +320,29 @@ class SwitchCore:
             return [ToHost(route.dest, toward)]
         self._count_unrouted(frame)
         return []
+
+    def response_for_app(self, host: str, frame: Frame) -> Frame | None:
+        """The common case of :meth:`receive`, decided without an action list: a response
+        frame, not the last (STREAM_*, CHUNK, LOG, CREDIT), from the host serving one of the
+        application's requests, whose cartridge answered before. The frame is returned as
+        it came, its routing id still the link's (the caller puts its own there); ``None``:
+        any other case, for :meth:`receive`."""
+        xid = frame.routing_id
+        if xid is None or frame.frame_type not in _APP_RESPONSE:
+            return None
+        route = self._routes.get((xid, frame.id))
+        if (
+            route is None
+            or route.source is not None
+            or route.dest != host
+            or route.dest_rid != frame.id
+            or (host, route.record) not in self._answered
+        ):
+            return None
+        slot = self._slots.get(host)
+        if slot is None or slot.state is HostState.DETACHED:
+            return None
+        return frame
 
     # -- time -----------------------------------------------------------------------------
 

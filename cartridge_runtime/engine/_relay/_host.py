@@ -69,6 +69,9 @@ class _Link:
             self.outbox.push(frame)
 
     def dispatch(self, frame: Frame, open_request: Callable[[SwitchEnd, Frame], None]) -> None:
+        if self.core.is_request_frame(frame):
+            self.end.to_request(frame)
+            return
         event = self.core.receive(frame)
         if isinstance(event, ForRequest):
             self.end.to_request(event.frame)

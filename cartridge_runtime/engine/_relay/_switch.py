@@ -58,6 +58,9 @@ def _link_max_frame() -> int:
     return _LINK_MAX_FRAME
 
 
+#: END and ERR, the frames that end a flow.
+_TERMINAL = frozenset({FrameType.END, FrameType.ERR})
+
 #: Seconds a host has, once connected, to send its RELAY_NOTIFY.
 ATTACH_TIMEOUT = 10.0
 
@@ -273,6 +276,15 @@ class HostSwitch:
         # The time matters only to an inventory, which may start an identity probe (the one
         # thing the core times): the clock is not read for every other frame.
         kind = frame.frame_type
+        if kind is not FrameType.RELAY_NOTIFY:
+            response = self.core.response_for_app(name, frame)
+            if response is not None:  # most of a response: straight to its call's flow
+                flow = self.flows.get(response.id)
+                if flow is None:
+                    self.counters.stragglers += 1
+                else:
+                    flow.on_frame(response.replace(routing_id=flow.xid))
+                return
         now = anyio.current_time() if kind is FrameType.RELAY_NOTIFY else 0.0
         self._apply(self.core.receive(name, frame, now))
 
@@ -283,7 +295,7 @@ class HostSwitch:
                 if link is not None:
                     frame = action.frame
                     outbox = link.outbox
-                    if frame.frame_type.is_terminal:
+                    if frame.frame_type in _TERMINAL:
                         # a flow's last frame: what is queued leaves now in one write, not
                         # from a loop callback one turn later
                         outbox.hold()
@@ -297,7 +309,7 @@ class HostSwitch:
                 if flow is None:
                     self.counters.stragglers += 1
                     continue
-                if frame.frame_type.is_terminal:
+                if frame.frame_type in _TERMINAL:
                     self.flows.pop(frame.id, None)
                 flow.on_frame(frame.replace(routing_id=flow.xid))
             elif isinstance(action, HostChanged):
