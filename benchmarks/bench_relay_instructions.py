@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_instructions import BenchError, parse_cachegrind  # noqa: E402
+from bench_instructions import BenchError, parse_cachegrind
 
 ROOT = Path(__file__).resolve().parent.parent
 SHORT = 20
