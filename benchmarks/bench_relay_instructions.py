@@ -56,6 +56,9 @@ async def main():
         else:
             with anyio.fail_after(SLOW):
                 while e.hosts()[0].state.value != "healthy" if e.hosts() else True:
+                    if host.poll() is not None:
+                        err = open(os.path.join(folder, "host.err")).read().strip()
+                        raise SystemExit("the host exited: " + err[-300:])
                     if not e.hosts():
                         await e.add_host(os.path.join(folder, "host.sock"))
                     await anyio.sleep(0.1)
@@ -65,7 +68,8 @@ host = None
 if mode == "host":
     sock = os.path.join(folder, "host.sock")
     cli = os.path.join(os.path.dirname(sys.executable), "cartridge")
-    host = subprocess.Popen([sys.executable, cli, "host", "--listen", sock, interop])
+    err = open(os.path.join(folder, "host.err"), "w")
+    host = subprocess.Popen([sys.executable, cli, "host", "--listen", sock, interop], stderr=err)
     while not os.path.exists(sock):
         time.sleep(0.1)
 try:
