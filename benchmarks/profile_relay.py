@@ -112,7 +112,15 @@ async def through_host(calls: int, folder: Path) -> tuple[cProfile.Profile, psta
 
 def _report(name: str, stats: pstats.Stats, calls: int, top: int) -> None:
     per_call = stats.total_calls / calls  # type: ignore[attr-defined]
-    print(f"{name}: {per_call:,.0f} Python function calls per small call")
+    turns = sum(
+        row[1]
+        for (path, _line, func), row in stats.stats.items()  # type: ignore[attr-defined]
+        if func == "_run_once" and path.endswith("base_events.py")
+    )
+    print(
+        f"{name}: {per_call:,.0f} Python function calls per small call, "
+        f"{turns / calls:.1f} event-loop turns"
+    )
     text = io.StringIO()
     stats.stream = text  # type: ignore[attr-defined]
     stats.sort_stats("tottime").print_stats(top)

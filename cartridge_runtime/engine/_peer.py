@@ -38,6 +38,8 @@ from ._errors import CallError, CallTimeout
 
 __all__ = ("OnRouted", "PeerEnd", "PeerLink", "PeerRouter", "run_peer_link")
 
+_TERMINAL = frozenset({FrameType.END, FrameType.ERR})
+
 
 class PeerEnd(Protocol):
     """What a peer link needs from a connection at either end of it."""
@@ -66,6 +68,20 @@ class PeerEnd(Protocol):
     def add_origin(self, rid: MessageId, origin: PeerOrigin) -> None: ...
 
     def forget(self, rid: MessageId) -> None: ...
+
+    def hold(self) -> None:
+        """Queue frames without writing them until the matching :meth:`release`."""
+        ...
+
+    def release(self) -> None:
+        """End a :meth:`hold`: what was queued meanwhile leaves in one write."""
+        ...
+
+    def batch(self, other: PeerEnd) -> None:
+        """Frames this end sent are about to be forwarded to ``other``: while this end's
+        reader dispatches a block, hold ``other`` until the block ends (one write after it,
+        no loop turn to schedule it)."""
+        ...
 
 
 class PeerRouter(Protocol):
@@ -164,6 +180,7 @@ class PeerLink:
         self.target = conn
         self.xid = conn.next_xid()
         conn.add_flow(self.rid, self)
+        self.origin.batch(conn)
         conn.send(frames.req(self.rid, self.cap, xid=self.xid))
         if self._on_routed is not None:
             self._on_routed(self, conn, handler)
@@ -190,7 +207,12 @@ class PeerLink:
                 return
             self.buffer.append(frame)
             return
-        self._forward(self.target, frame.replace(id=self.rid, routing_id=self.xid))
+        target = self.target
+        self.origin.batch(target)
+        try:
+            target.send(frame.replace(id=self.rid, routing_id=self.xid))
+        except ProtocolError as exc:
+            self._not_forwarded(exc)
 
     def on_origin_death(self) -> None:
         if self.done:
@@ -214,8 +236,14 @@ class PeerLink:
             self.origin.counters.stragglers += 1
             return
         self.frames += 1
-        self._forward(self.origin, frame.replace(id=self.orig_rid, routing_id=self.orig_xid))
-        if frame.frame_type.is_terminal:
+        origin = self.origin
+        if self.target is not None:
+            self.target.batch(origin)
+        try:
+            origin.send(frame.replace(id=self.orig_rid, routing_id=self.orig_xid))
+        except ProtocolError as exc:
+            self._not_forwarded(exc)
+        if frame.frame_type in _TERMINAL:
             self.close()
 
     def on_death(self, error: CallError) -> None:
@@ -255,28 +283,25 @@ class PeerLink:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _forward(self, conn: PeerEnd, frame: Frame) -> None:
-        try:
-            conn.send(frame)
-        except ProtocolError as exc:
-            # A frame the other side's limits cannot carry: fail the peer call both ways.
-            if self.target is not None:
-                self.target.send(
-                    frames.cancel(
-                        self.rid,
-                        code=ErrorCode.PROTOCOL_ERROR,
-                        attribution_class=AttributionClass.INTERNAL,
-                        message=str(exc),
-                        xid=self.xid,
-                    )
-                )
-            self.error_to_origin(
-                CallError(
-                    ErrorCode.PROTOCOL_ERROR,
-                    AttributionClass.INTERNAL,
-                    f"peer call could not be forwarded: {exc}",
+    def _not_forwarded(self, exc: ProtocolError) -> None:
+        """A frame the other side's limits cannot carry: fail the peer call both ways."""
+        if self.target is not None:
+            self.target.send(
+                frames.cancel(
+                    self.rid,
+                    code=ErrorCode.PROTOCOL_ERROR,
+                    attribution_class=AttributionClass.INTERNAL,
+                    message=str(exc),
+                    xid=self.xid,
                 )
             )
+        self.error_to_origin(
+            CallError(
+                ErrorCode.PROTOCOL_ERROR,
+                AttributionClass.INTERNAL,
+                f"peer call could not be forwarded: {exc}",
+            )
+        )
 
     def error_to_origin(self, error: CallError) -> None:
         """Fail the peer call toward its origin with ``error`` (an ERR) and end the link."""

@@ -232,8 +232,21 @@ class Frame:
 
     def replace(self, **changes: Any) -> Frame:
         """A copy with some fields changed (same result as ``attrs.evolve``, cheaper: it
-        starts from the fields present instead of all 22)."""
-        return Frame(**{**self.__dict__, **changes})
+        starts from the fields present instead of all 22).
+
+        The common case (fields the frame has, or fields removed with ``None``) copies the
+        instance dict and keeps its wire-key order; a field the frame lacks goes through
+        ``__init__``, which puts it in its place."""
+        d = self.__dict__.copy()
+        for name, value in changes.items():
+            if name in d:
+                if value is None and name not in _HEAD_FIELDS:
+                    del d[name]
+                else:
+                    d[name] = value
+            elif value is not None or name not in _FIELDS:
+                return Frame(**{**self.__dict__, **changes})
+        return _from_fields(d)
 
     def __repr__(self) -> str:
         parts = [f"{self.frame_type.name}", f"id={self.id}"]
@@ -263,6 +276,10 @@ WIRE_FIELD_NAMES: tuple[str, ...] = (
 for _name in WIRE_FIELD_NAMES[4:]:
     setattr(Frame, _name, None)
 del _name
+
+#: The fields every frame's ``__dict__`` holds (see the Frame docstring).
+_HEAD_FIELDS = frozenset(WIRE_FIELD_NAMES[:4])
+_FIELDS = frozenset(WIRE_FIELD_NAMES)
 
 _REPR_FIELDS = (
     "cap",

@@ -118,6 +118,21 @@ HostLinkEvent = (
     | Unrouted
 )
 
+#: The frames of an open request the switch sends after its REQ (HEARTBEAT and LOG from the
+#: switch are absorbed, never forwarded).
+_REQUEST_BODY = frozenset(
+    {
+        FrameType.STREAM_START,
+        FrameType.CHUNK,
+        FrameType.STREAM_END,
+        FrameType.END,
+        FrameType.ERR,
+        FrameType.CREDIT,
+        FrameType.CANCEL,
+        FrameType.CLOSE_STREAM,
+    }
+)
+_TERMINAL = frozenset({FrameType.END, FrameType.ERR})
 _FROM_SWITCH_FORBIDDEN = frozenset({FrameType.HELLO, FrameType.RELAY_NOTIFY})
 _TO_SWITCH_FORBIDDEN = frozenset({FrameType.HELLO, FrameType.RELAY_STATE, FrameType.POLICY})
 
@@ -148,6 +163,12 @@ class HostLink:
         return relay_notify(manifest, limits)
 
     # -- from the switch --------------------------------------------------------------------
+
+    def is_request_frame(self, frame: Frame) -> bool:
+        """Whether ``frame`` is a body frame of a request the switch opened, the common case:
+        :meth:`receive` would answer :class:`ForRequest` (the shell forwards it without the
+        event object)."""
+        return frame.frame_type in _REQUEST_BODY and frame.id in self._requests
 
     def receive(self, frame: Frame) -> HostLinkEvent:
         """Classify a frame from the switch.
@@ -198,7 +219,7 @@ class HostLink:
         if rid in self._requests:
             return ForRequest(frame)
         if rid in self._peer_calls:
-            if kind.is_terminal:
+            if kind in _TERMINAL:
                 self._close(self._peer_calls, rid)
             return ForPeerCall(frame)
         straggler = rid in self._ended
@@ -221,7 +242,7 @@ class HostLink:
             raise LocalProtocolError(f"{kind.name} never travels toward the switch")
         if kind is FrameType.REQ:
             self._peer_calls.add(frame.id)
-        elif kind.is_terminal and frame.id in self._requests:
+        elif kind in _TERMINAL and frame.id in self._requests:
             self._close(self._requests, frame.id)
 
     def ended(self, rid: MessageId) -> None:

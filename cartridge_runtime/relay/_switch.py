@@ -62,6 +62,17 @@ from ._switch_model import (
 
 __all__ = ("SwitchCore",)
 
+#: The response frames before the last that :meth:`SwitchCore.response_for_app` passes.
+_APP_RESPONSE = frozenset(
+    {
+        FrameType.STREAM_START,
+        FrameType.CHUNK,
+        FrameType.STREAM_END,
+        FrameType.LOG,
+        FrameType.CREDIT,
+    }
+)
+
 
 class SwitchCore:
     """Routes frames between the application and attached hosts (see the module docstring).
@@ -86,6 +97,11 @@ class SwitchCore:
         #: ``_pick``'s answers by requested cap; emptied whenever a host's state or
         #: inventory changes (cap matching costs far more than a dict look-up).
         self._picks: dict[str, tuple[Slot, str, CartridgeRecord] | None] = {}
+        #: Admission chains by (id of record, cap, answered); the record is kept beside its
+        #: chain, so an id reused by a later record never finds a stale one.
+        self._chains: dict[
+            tuple[int, str, bool], tuple[CartridgeRecord, tuple[tuple[str, int], ...]]
+        ] = {}
         #: The RELAY_STATE payload given for each host id, sent again on every attach.
         self._states: dict[str, bytes] = {}
         #: Frames that found no route and belonged to no request that just ended, by type.
@@ -305,6 +321,29 @@ class SwitchCore:
         self._count_unrouted(frame)
         return []
 
+    def response_for_app(self, host: str, frame: Frame) -> Frame | None:
+        """The common case of :meth:`receive`, decided without an action list: a response
+        frame, not the last (STREAM_*, CHUNK, LOG, CREDIT), from the host serving one of the
+        application's requests, whose cartridge answered before. The frame is returned as
+        it came, its routing id still the link's (the caller puts its own there); ``None``:
+        any other case, for :meth:`receive`."""
+        xid = frame.routing_id
+        if xid is None or frame.frame_type not in _APP_RESPONSE:
+            return None
+        route = self._routes.get((xid, frame.id))
+        if (
+            route is None
+            or route.source is not None
+            or route.dest != host
+            or route.dest_rid != frame.id
+            or (host, route.record) not in self._answered
+        ):
+            return None
+        slot = self._slots.get(host)
+        if slot is None or slot.state is HostState.DETACHED:
+            return None
+        return frame
+
     # -- time -----------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
@@ -408,7 +447,7 @@ class SwitchCore:
             return [ToApp(err)] if source is None else [ToHost(source, err)]
         slot, registered, record = picked
         try:
-            chain = pool_chain(record, registered, answered=(slot.id, record.key) in self._answered)
+            chain = self._chain_of(record, registered, (slot.id, record.key) in self._answered)
         except RelayProtocolError as exc:
             err = frames.err(
                 req.id,
@@ -446,6 +485,21 @@ class SwitchCore:
             return self._admit_waiting()
         self._take(route)
         return [ToHost(slot.id, forwarded)]
+
+    def _chain_of(
+        self, record: CartridgeRecord, cap: str, answered: bool
+    ) -> tuple[tuple[str, int], ...]:
+        """:func:`pool_chain`, kept per record (an inventory's records are immutable and a
+        new inventory brings new ones), cap and start-up state: computed once, not per call."""
+        key = (id(record), cap, answered)
+        kept = self._chains.get(key)
+        if kept is not None and kept[0] is record:
+            return kept[1]
+        chain = pool_chain(record, cap, answered=answered)
+        if len(self._chains) >= PICKS_KEPT:
+            self._chains.clear()
+        self._chains[key] = (record, chain)
+        return chain
 
     def _first_answer(self, route: Route) -> list[SwitchAction]:
         """A cartridge answered: it runs, so the start-up rule of one call at a time ends."""

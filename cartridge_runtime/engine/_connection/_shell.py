@@ -65,6 +65,7 @@ from .._config import EngineConfig
 from .._errors import CallError, CartridgeDied, CartridgeUnhealthy, EngineClosed, SpawnFailed
 from .._placements._command import describe_stray_bytes
 from .._placements._seam import Instance, LaunchError, LaunchSpec, Placement
+from ._block_hold import BlockHold, Holdable
 from ._counters import Counters
 from ._gate import PoolGate
 from ._health import heartbeat_loop
@@ -132,6 +133,12 @@ class Connection:
         self.outbox = FrameOutbox(
             None, functools.partial(_MAX_FRAME, self), number=self.core.seq.number, counts=counters
         )
+        #: The reader's hold while it dispatches a block: the outbox, and the ends frames
+        #: are forwarded to (peer links).
+        self._block = BlockHold(self.outbox)
+        #: ``batch(other)``: frames this cartridge sent are about to be forwarded to
+        #: ``other``, held until the block being dispatched ends (the hold's own method).
+        self.batch: Callable[[Holdable], None] = self._block.batch
         #: The frame tap (``config.frame_tap``): told of every frame sent and received.
         self._tap = config.frame_tap
 
@@ -444,7 +451,7 @@ class Connection:
         pump = FramePump(
             self._decoder,
             route,
-            hold=self.outbox,
+            hold=self._block,
             read_size=self.config.read_size,
             on_error=self._note_stray,
         )

@@ -58,7 +58,7 @@ class _Link:
         self.core = HostLink()
         self.wire = LinkWire(stream)
         self.outbox = FrameOutbox(self.wire.sink, _link_max_frame)
-        self.end = SwitchEnd(name, self.core, self.outbox.push, Counters())
+        self.end = SwitchEnd(name, self.core, self.outbox, Counters())
         self.stream = stream
 
     def announce(self, *, force: bool = False) -> None:
@@ -69,6 +69,9 @@ class _Link:
             self.outbox.push(frame)
 
     def dispatch(self, frame: Frame, open_request: Callable[[SwitchEnd, Frame], None]) -> None:
+        if self.core.is_request_frame(frame):
+            self.end.to_request(frame)
+            return
         event = self.core.receive(frame)
         if isinstance(event, ForRequest):
             self.end.to_request(event.frame)
@@ -108,7 +111,9 @@ async def serve_link(
         async with anyio.create_task_group() as tg:
             tg.start_soon(link.outbox.run)
             tg.start_soon(link.announcer)
-            pump = FramePump(FrameDecoder(), lambda f: link.dispatch(f, open_request))
+            pump = FramePump(
+                FrameDecoder(), lambda f: link.dispatch(f, open_request), hold=link.end.block
+            )
             try:
                 await pump.run(link.wire.source)
             except ProtocolError as exc:

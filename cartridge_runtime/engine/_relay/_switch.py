@@ -58,6 +58,9 @@ def _link_max_frame() -> int:
     return _LINK_MAX_FRAME
 
 
+#: END and ERR, the frames that end a flow.
+_TERMINAL = frozenset({FrameType.END, FrameType.ERR})
+
 #: Seconds a host has, once connected, to send its RELAY_NOTIFY.
 ATTACH_TIMEOUT = 10.0
 
@@ -109,9 +112,7 @@ class HostCallLink:
 
     def send_flow(self, frames: Sequence[Frame]) -> None:
         """A whole flow in one go, numbered 0, 1, 2... (the switch core takes each frame)."""
-        from_app = self._switch.from_app
-        for seq, frame in enumerate(frames):
-            from_app(frame, seq)
+        self._switch.from_app_flow(frames)
 
     def hold(self) -> None:
         pass
@@ -247,10 +248,43 @@ class HostSwitch:
         """A frame of the application's (numbered ``seq`` on the link when given)."""
         self._apply(self.core.send(frame, seq=seq))
 
+    def from_app_flow(self, flow: Sequence[Frame]) -> None:
+        """A whole flow of the application's, numbered 0, 1, 2... on the link: what goes
+        to a host is queued under one hold and leaves in one write."""
+        send = self.core.send
+        actions: list[SwitchAction] = []
+        for seq, frame in enumerate(flow):
+            actions += send(frame, seq=seq)
+        held: list[FrameOutbox] = []
+        try:
+            for action in actions:
+                if isinstance(action, ToHost):
+                    link = self._links.get(action.host)
+                    if link is not None:
+                        outbox = link.outbox
+                        if outbox not in held:
+                            outbox.hold()
+                            held.append(outbox)
+                        outbox.push(action.frame)
+                else:
+                    self._apply([action])
+        finally:
+            for outbox in held:
+                outbox.release()
+
     def _from_host(self, name: str, frame: Frame) -> None:
         # The time matters only to an inventory, which may start an identity probe (the one
         # thing the core times): the clock is not read for every other frame.
         kind = frame.frame_type
+        if kind is not FrameType.RELAY_NOTIFY:
+            response = self.core.response_for_app(name, frame)
+            if response is not None:  # most of a response: straight to its call's flow
+                flow = self.flows.get(response.id)
+                if flow is None:
+                    self.counters.stragglers += 1
+                else:
+                    flow.on_frame(response.replace(routing_id=flow.xid))
+                return
         now = anyio.current_time() if kind is FrameType.RELAY_NOTIFY else 0.0
         self._apply(self.core.receive(name, frame, now))
 
@@ -259,14 +293,23 @@ class HostSwitch:
             if isinstance(action, ToHost):
                 link = self._links.get(action.host)
                 if link is not None:
-                    link.outbox.push(action.frame)
+                    frame = action.frame
+                    outbox = link.outbox
+                    if frame.frame_type in _TERMINAL:
+                        # a flow's last frame: what is queued leaves now in one write, not
+                        # from a loop callback one turn later
+                        outbox.hold()
+                        outbox.push(frame)
+                        outbox.release()
+                    else:
+                        outbox.push(frame)
             elif isinstance(action, ToApp):
                 frame = action.frame
                 flow = self.flows.get(frame.id)
                 if flow is None:
                     self.counters.stragglers += 1
                     continue
-                if frame.frame_type.is_terminal:
+                if frame.frame_type in _TERMINAL:
                     self.flows.pop(frame.id, None)
                 flow.on_frame(frame.replace(routing_id=flow.xid))
             elif isinstance(action, HostChanged):

@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from ...protocol import AttributionClass, ErrorCode, Frame, MessageId
 from ...relay import HostLink
+from .._connection._block_hold import BlockHold, Holdable
 from .._connection._counters import Counters
 from .._connection._gate import PoolGate
 from .._connection._links import Flow, PeerOrigin
 from .._errors import CallError
+
+if TYPE_CHECKING:
+    from .._peer import PeerEnd
 
 __all__ = ("SwitchEnd",)
 
@@ -29,18 +34,28 @@ log = logging.getLogger("cartridge_runtime.host")
 _SWITCH_ASSIGNS = MessageId(0)
 
 
+class Outbox(Holdable, Protocol):
+    """The link's outbox, as this end uses it."""
+
+    def push(self, frame: Frame) -> None: ...
+
+
 class SwitchEnd:
     """One relay link, host side, as both ends of peer links (see the module docstring).
 
-    :param push: queues one frame toward the switch (the link's outbox).
+    :param outbox: the link's outbox (frames toward the switch).
     """
 
-    def __init__(
-        self, name: str, link: HostLink, push: Callable[[Frame], None], counters: Counters
-    ) -> None:
+    def __init__(self, name: str, link: HostLink, outbox: Outbox, counters: Counters) -> None:
         self.name = name
         self.core = link
-        self._push = push
+        self._outbox = outbox
+        self._push = outbox.push
+        #: The link pump's hold: the cartridges frames are forwarded to are held with it.
+        self.block = BlockHold()
+        #: ``batch(other)``: frames from the switch are about to be forwarded to ``other``,
+        #: held until the link's block is dispatched (the hold's own method: no extra call).
+        self.batch: Callable[[PeerEnd], None] = self.block.batch
         self.counters = counters
         #: The switch holds admission for what it sends; this end admits every peer call.
         self.gate = PoolGate()
@@ -64,6 +79,13 @@ class SwitchEnd:
             frame = frame.replace(routing_id=None)
         self.core.sending(frame)
         self._push(frame)
+
+    def hold(self) -> None:
+        """Queue frames toward the switch without writing them until :meth:`release`."""
+        self._outbox.hold()
+
+    def release(self) -> None:
+        self._outbox.release()
 
     async def peer_target(self, cap: str) -> tuple[SwitchEnd, str]:
         """Every peer call goes to the switch, which routes it over all its hosts."""
