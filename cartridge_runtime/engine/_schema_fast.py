@@ -133,14 +133,7 @@ class _Writer:
             self.line(depth + 1, "return False")
 
     def _strings(self, schema: dict[str, Any], v: str, depth: int) -> None:
-        tests = []
-        for key, op in (("minLength", "<"), ("maxLength", ">")):
-            bound = schema.get(key)
-            if bound is None:
-                continue
-            if type(bound) is not int:
-                raise _Unsupported(key)
-            tests.append(f"len({v}) {op} {bound}")
+        tests = _length_tests(schema, v, "minLength", "maxLength")
         if "pattern" in schema:
             try:
                 compiled = re.compile(schema["pattern"])
@@ -152,14 +145,7 @@ class _Writer:
             self.line(depth + 1, "return False")
 
     def _arrays(self, schema: dict[str, Any], v: str, depth: int) -> None:
-        tests = []
-        for key, op in (("minItems", "<"), ("maxItems", ">")):
-            bound = schema.get(key)
-            if bound is None:
-                continue
-            if type(bound) is not int:
-                raise _Unsupported(key)
-            tests.append(f"len({v}) {op} {bound}")
+        tests = _length_tests(schema, v, "minItems", "maxItems")
         items = schema.get("items", True)
         if isinstance(items, list):
             raise _Unsupported("items as a list")
@@ -239,3 +225,19 @@ def compile_schema(schema: Any) -> Callable[[Any], bool] | None:
     exec(compile("\n".join(writer.lines), "<output schema>", "exec"), namespace)
     passes: Callable[[Any], bool] = namespace["passes"]
     return passes
+
+
+def _length_tests(schema: dict[str, Any], v: str, low: str, high: str) -> list[str]:
+    """The failing tests of a length bound pair (``minLength``/``maxLength``, ...) on ``v``.
+
+    :raises _Unsupported: a bound is not an integer.
+    """
+    tests = []
+    for key, op in ((low, "<"), (high, ">")):
+        bound = schema.get(key)
+        if bound is None:
+            continue
+        if type(bound) is not int:
+            raise _Unsupported(key)
+        tests.append(f"len({v}) {op} {bound}")
+    return tests

@@ -40,6 +40,7 @@ __all__ = (
     "BlockingPeerResponse",
     "BlockingGraphGrowth",
     "BlockingGraphBatch",
+    "BlockingGraphOps",
 )
 
 T = TypeVar("T")
@@ -147,43 +148,36 @@ class BlockingPeerInvoker(Protocol):
     ) -> BlockingPeerResponse: ...
 
 
-class BlockingGraphBatch(Protocol):
+class BlockingGraphOps(Protocol):
+    """The four graph operations, blocking: what a batch and ``req.graph`` both offer."""
+
+    def add_value_node(
+        self, value: bytes | str, *, media: str, explain: str | None = None
+    ) -> str: ...
+    def instantiate_with_deps(
+        self,
+        cap: str,
+        deps: Mapping[str, str | Sequence[str]] | None = None,
+        *,
+        explain: str | None = None,
+    ) -> str: ...
+    def alias(self, alias: str, node: str | None = None) -> str: ...
+    def detach_from_alias(self, alias: str) -> str: ...
+
+
+class BlockingGraphBatch(BlockingGraphOps, Protocol):
     """A :class:`~cartridge_runtime.runtime.GraphBatch` seen from a worker thread."""
 
     ops: list[dict[str, Any]]
 
-    def add_value_node(
-        self, value: bytes | str, *, media: str, explain: str | None = None
-    ) -> str: ...
-    def instantiate_with_deps(
-        self,
-        cap: str,
-        deps: Mapping[str, str | Sequence[str]] | None = None,
-        *,
-        explain: str | None = None,
-    ) -> str: ...
-    def alias(self, alias: str, node: str | None = None) -> str: ...
-    def detach_from_alias(self, alias: str) -> str: ...
     def send(self) -> list[str | None]: ...
 
 
-class BlockingGraphGrowth(Protocol):
+class BlockingGraphGrowth(BlockingGraphOps, Protocol):
     """``req.graph`` seen from a worker thread: the same operations, blocking."""
 
     def batch(self) -> BlockingGraphBatch: ...
     def grow(self, ops: Sequence[Mapping[str, Any]]) -> list[str | None]: ...
-    def add_value_node(
-        self, value: bytes | str, *, media: str, explain: str | None = None
-    ) -> str: ...
-    def instantiate_with_deps(
-        self,
-        cap: str,
-        deps: Mapping[str, str | Sequence[str]] | None = None,
-        *,
-        explain: str | None = None,
-    ) -> str: ...
-    def alias(self, alias: str, node: str | None = None) -> str: ...
-    def detach_from_alias(self, alias: str) -> str: ...
 
 
 class BlockingRequest(Protocol):
