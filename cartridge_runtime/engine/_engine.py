@@ -755,8 +755,8 @@ class Engine:
         return open_graph(
             self,
             hub=self._grow_hub,
-            route=self.route,
-            manifest_of=self.manifest,
+            route=self._route_with_hosts,
+            manifest_of=self._manifest_with_hosts,
             machine=machine,
             inputs=inputs,
             load=load,
@@ -766,6 +766,24 @@ class Engine:
             cache=cache,
             resolve=self._router.resolve,
         )
+
+    def _route_with_hosts(self, cap: str) -> str | None:
+        """The cartridge a call to ``cap`` would go to now: one of the engine's, else a
+        host's (``HOST/CARTRIDGE``)."""
+        name = self.route(cap)
+        if name is None and self._hosts.links:
+            found = self._hosts.link_for(cap)
+            if found is not None:
+                return found[0].name
+        return name
+
+    def _manifest_with_hosts(self, name: str) -> Any:
+        """The manifest of cartridge ``name``, a host's (``HOST/CARTRIDGE``) included."""
+        if not self._hosts.links:
+            return self.manifest(name)
+        from ._relay._switch import WithHosts
+
+        return WithHosts(self, self._hosts.switch()).manifest(name)
 
     async def add_host(self, path: str | os.PathLike[str], *, name: str | None = None) -> str:
         """Attach the cartridge host listening on the Unix socket ``path`` (``cartridge host

@@ -217,3 +217,23 @@ async def test_a_machine_resolves_and_runs_through_a_host(sock_dir: Path) -> Non
         )
         result = await engine.run_machine(machine, {"doc": "make it loud"})
         assert result.outputs["shouted"].data == b"MAKE IT LOUD"
+
+
+@pytest.mark.asyncio
+async def test_a_graph_runs_through_a_host_with_its_caps_shapes(sock_dir: Path) -> None:
+    """A graph node served by a host is called through it, and its argument takes the shape
+    the host cartridge's cap declares (GRW-17): ``join`` gets the words as items."""
+    sock = sock_dir / "g.sock"
+    split = 'cap:in="media:enc=utf-8";op=split;out="media:enc=utf-8;word"'
+    join = 'cap:in="media:enc=utf-8";op=join;out="media:enc=utf-8"'
+    async with hosted(sock, str(ROOT / "cartridges" / "wordkit.py")), Engine() as engine:
+        await engine.add_host(sock)
+        await until(lambda: engine.hosts()[0].state is HostState.HEALTHY)
+        async with engine.graph() as g:
+            v = g.add_value_node("make it loud", media="media:enc=utf-8")
+            words = g.instantiate_with_deps(split, {"media:enc=utf-8": v})
+            joined = g.instantiate_with_deps(join, {"words": words})
+            result = await g.run()
+            assert result.ok, result.error
+            assert result[words].outputs[None].is_sequence
+            assert result[joined].text == "make it loud"

@@ -11,6 +11,7 @@ schedule says nothing runs and nothing can start.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -21,7 +22,7 @@ from anyio.abc import TaskGroup
 
 from ...graph import GraphModel, GraphNode, NodeKind, NodeState, Schedule
 from ...protocol import AttributionClass, ErrorCode
-from .._errors import CallError
+from .._errors import CallError, NoRoute
 from .._events import Item, OutputData, OutputEnded, OutputItem, OutputStarted
 from .._inputs import ItemStream
 from .._machines._cache_step import StepCache
@@ -157,7 +158,10 @@ class GraphRunner:
         try:
             assert node.cap is not None
             if self._resolve is not None and (node.deps or self.cache is not None):
-                await self._resolve(node.cap)  # its manifest shapes the arguments and the key
+                # Its manifest shapes the arguments and the key; a cap no cartridge of the
+                # engine serves may be a host's (the call routes it, or says NoRoute itself).
+                with contextlib.suppress(NoRoute):
+                    await self._resolve(node.cap)
             inputs: list[tuple[str, Any]] = []
             for index, dep in enumerate(node.deps):
                 media = await self._arg_media(node, dep.arg)
