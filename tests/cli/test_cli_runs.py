@@ -191,6 +191,7 @@ def test_the_report_of_a_failed_run_shows_the_error_and_stderr(home: Home) -> No
     assert done.returncode == 1
     page = report.read_text()
     assert "FAILED_ON_PURPOSE" in page and "step fin" in page
+    assert 'class="step failed" data-step="fin"' in page  # the graph marks the failed step
     assert "final: failing on purpose" in page
     again = home.cartridge("report", "last", "-o", str(home.tmp / "again.html"))
     assert again.returncode == 0 and (home.tmp / "again.html").read_text() == page
