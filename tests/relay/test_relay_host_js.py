@@ -66,6 +66,7 @@ async def _echo_and_state(sock_dir: Path) -> None:
         served = await host.wait_for("served", cap=ECHO)
         assert served["xid_missing"] == 0  # the switch kept it on every frame of the request
         assert served["violations"] == 0 and served["bad_checksums"] == 0
+        assert served["seq_errors"] == 0  # numbered 0, 1, 2... per (rid, xid)
         engine.set_host_state(name, b"\x00resources\xff")
         state = await host.wait_for("state")
         assert bytes.fromhex(state["payload"]) == b"\x00resources\xff"
@@ -96,6 +97,7 @@ async def _large_stream(sock_dir: Path) -> None:
         assert served["violations"] == 0 and served["bad_checksums"] == 0
         assert served["credits_in"] >= served["chunks_out"] - 8  # the caller granted the answer
         assert served["xid_missing"] == 0
+        assert served["seq_errors"] == 0  # a streamed body is numbered like an inline one
 
 
 @pytest.mark.asyncio

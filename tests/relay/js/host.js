@@ -13,7 +13,7 @@
 const fs = require("fs");
 const net = require("net");
 const readline = require("readline");
-const { Float, encode, decode, fnv1a64, T, NAMES, encodeFrame, idKey, Seqs, FrameReader } = require("./wire.js");
+const { Float, encode, decode, fnv1a64, T, NAMES, FLOW, encodeFrame, idKey, Seqs, FrameReader } = require("./wire.js");
 
 const IDENTITY = "cap:effect=none";
 const CAPS = {
@@ -114,6 +114,7 @@ function onFrame(f) {
   const r = requests.get(idKey(f.id));
   if (r === undefined) { emit({ event: "unrouted", type: NAMES[f.type] }); return; }
   if (f.xid === undefined || idKey(f.xid) !== idKey(r.xid)) r.xidMissing += 1;
+  checkSeq(r, f);
   switch (f.type) {
     case T.STREAM_START: r.inStream = f.stream_id; startOutput(r); break;
     case T.CHUNK: takeChunk(r, f); break;
@@ -126,6 +127,13 @@ function onFrame(f) {
       emit({ event: "cancelled", cap: r.cap });
       break;
   }
+}
+
+/** Flow frames from the switch are numbered 0, 1, 2... per (rid, xid), the REQ first. */
+function checkSeq(r, f) {
+  if (!FLOW.has(f.type)) { if (f.seq !== 0) r.seqErrors += 1; return; }
+  if (f.seq !== r.nextSeq) r.seqErrors += 1;
+  r.nextSeq = f.seq + 1;
 }
 
 function errToSwitch(r, code, message, klass) {
@@ -143,8 +151,9 @@ function openRequest(f) {
     rid: f.id, xid: f.xid, cap: f.cap, inStream: null, outStarted: false, outIndex: 0,
     inWindow: CREDIT, pendingGrant: 0, maxOutstanding: 0, violations: 0, badChecksums: 0,
     outWindow: CREDIT, creditsIn: 0, creditWaits: 0, queue: [], inputDone: false, bytes: 0,
-    chunksIn: 0, xidMissing: f.xid === undefined ? 1 : 0, whole: [],
+    chunksIn: 0, xidMissing: f.xid === undefined ? 1 : 0, whole: [], nextSeq: 0, seqErrors: 0,
   };
+  checkSeq(r, f);
   requests.set(key, r);
   emit({ event: "request", cap: f.cap, xid: f.xid === undefined ? null : idKey(f.xid) });
 }
@@ -217,6 +226,7 @@ function drain(r) {
     event: "served", cap: r.cap.replace(/^done:/, ""), bytes: r.bytes, chunks_in: r.chunksIn, chunks_out: r.outIndex,
     window: CREDIT, max_outstanding: r.maxOutstanding, violations: r.violations, bad_checksums: r.badChecksums,
     credit_waits: r.creditWaits, credits_in: r.creditsIn, xid_missing: r.xidMissing,
+    seq_errors: r.seqErrors,
   });
 }
 
