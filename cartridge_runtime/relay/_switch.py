@@ -62,7 +62,7 @@ from ._switch_model import (
 
 __all__ = ("SwitchCore",)
 
-#: The frames numbered per (rid, xid) flow (TYP-3).
+#: The frames numbered per (rid, xid) flow (TYP-5).
 _FLOW = frozenset(kind for kind in FrameType if kind.is_flow)
 
 #: The response frames before the last that :meth:`SwitchCore.response_for_app` passes.
@@ -245,13 +245,16 @@ class SwitchCore:
             if route is None or route.source is not None:
                 self._count_unrouted(frame)
                 return []
-            if seq is None and frame.frame_type in _FLOW:
-                # a body streamed after its REQ: numbered here, per (rid, xid) as TYP-3 says
-                seq = route.next_seq
-                route.next_seq = seq + 1
             if seq is None:
-                toward = frame.replace(routing_id=route.xid)
+                if frame.frame_type in _FLOW:
+                    # a body streamed after its REQ: numbered here, per (rid, xid) (TYP-5)
+                    seq = route.next_seq
+                    route.next_seq = seq + 1
+                    toward = frame.replace(routing_id=route.xid, seq=seq)
+                else:
+                    toward = frame.replace(routing_id=route.xid)
             else:
+                route.next_seq = seq + 1
                 toward = frame.replace(routing_id=route.xid, seq=seq)
             if route.held is not None:
                 if frame.frame_type is FrameType.CANCEL:
