@@ -195,3 +195,18 @@ async def test_a_javascript_host_that_dials_the_engine(sock_dir: Path) -> None:
             await until(lambda: engine.hosts()[0].state is HostState.HEALTHY)
             assert (await engine.call(ECHO, [("media:", b"in")])).data == b"in"
             await host.wait_for("served", cap=ECHO)
+
+
+@pytest.mark.asyncio
+async def test_a_cancel_reaches_the_javascript_host_with_its_routing_id(sock_dir: Path) -> None:
+    sock = sock_dir / "cancel.sock"
+    async with js_host(sock) as host, Engine() as engine:
+        await attached(engine, sock)
+        with anyio.fail_after(15):
+            async with engine.call(STALL, [("media:", b"wait")]) as call:
+                request = await host.wait_for("request", cap=STALL)
+                await call.cancel()
+        await host.wait_for("cancelled", cap=STALL)
+        cancel = await host.wait_for("frame", type="CANCEL")
+        assert cancel["xid"] == request["xid"] and cancel["seq"] == 0
+        assert (await engine.call(ECHO, [("media:", b"after")])).data == b"after"
