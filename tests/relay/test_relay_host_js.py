@@ -210,3 +210,20 @@ async def test_a_cancel_reaches_the_javascript_host_with_its_routing_id(sock_dir
         cancel = await host.wait_for("frame", type="CANCEL")
         assert cancel["xid"] == request["xid"] and cancel["seq"] == 0
         assert (await engine.call(ECHO, [("media:", b"after")])).data == b"after"
+
+
+@pytest.mark.asyncio
+async def test_a_javascript_host_without_caps_is_probed_when_it_announces_some(
+    sock_dir: Path,
+) -> None:
+    sock = sock_dir / "late.sock"
+    async with js_host(sock, "--caps", "") as host, Engine() as engine:
+        await attached(engine, sock)  # nothing to verify yet: healthy, no probe
+        assert host.named("probe") == []
+        with pytest.raises(NoRoute):
+            await engine.call(ECHO, [("media:", b"x")])
+        await host.command(cmd="announce", caps=["js-echo"])
+        await host.wait_for("probe")  # RLY-6: probed once it offers caps
+        await until(lambda: ECHO in engine.hosts()[0].inventory.caps)
+        await until(lambda: engine.hosts()[0].state is HostState.HEALTHY)
+        assert (await engine.call(ECHO, [("media:", b"late")])).data == b"late"

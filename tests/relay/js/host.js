@@ -6,7 +6,7 @@
 //   js-stall    never answers (the test kills the host mid-call), a CANCEL ends it.
 //
 // Usage: node host.js (--listen PATH | --connect PATH) [--bad-probe] [--max-chunk N]
-//                     [--credit N] [--caps js-echo,js-stall]
+//                     [--credit N] [--caps js-echo,js-stall]  (--caps "": no cartridge)
 // stdout: one JSON object per line (events the test reads); stdin: one JSON command per line,
 // {"cmd": "announce", "caps": [...]} (a new RELAY_NOTIFY) or {"cmd": "quit"}.
 "use strict";
@@ -33,7 +33,7 @@ const CONNECT = option("--connect");
 const BAD_PROBE = argv.includes("--bad-probe");
 const MAX_CHUNK = Number(option("--max-chunk", "65536"));
 const CREDIT = Number(option("--credit", "8"));
-let offered = option("--caps", "js-echo,js-stall").split(",");
+let offered = option("--caps", "js-echo,js-stall").split(",").filter(Boolean);
 
 function emit(event) {
   process.stdout.write(JSON.stringify(event, (_k, v) => (typeof v === "bigint" ? v.toString() : v)) + "\n");
@@ -61,7 +61,9 @@ function inventory() {
     cap_groups: [{ name: "js", caps: [capDef(IDENTITY, "Identity"), ...offered.map((n) => capDef(CAPS[n], n))] }],
     runtime_stats: { running: true, pid: process.pid, active_request_count: requests.size, pools },
   };
-  return Buffer.from(JSON.stringify({ installed_cartridges: [record] }), "utf8");
+  // no cap offered: no cartridge installed at all (the identity cap alone is a cap to probe)
+  const installed = offered.length ? [record] : [];
+  return Buffer.from(JSON.stringify({ installed_cartridges: installed }), "utf8");
 }
 function relayNotify() {
   const meta = new Map([["manifest", inventory()], ["max_frame", 3670016], ["max_chunk", MAX_CHUNK],
