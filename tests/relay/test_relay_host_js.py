@@ -157,6 +157,7 @@ async def _dies_mid_call(sock_dir: Path) -> None:
                 (view,) = engine.hosts()
                 assert view.id == name and view.attaches == 2  # re-attached in place
                 assert (await engine.call(ECHO, [("media:", b"back")])).data == b"back"
+                await back.wait_for("served", cap=ECHO)
                 kinds = received(back)
                 assert kinds[:3] == ["POLICY", "RELAY_STATE", "REQ"]  # RLY-17: state after POLICY
                 state = await back.wait_for("state")
@@ -182,6 +183,7 @@ async def test_a_wrong_probe_answer_leaves_the_javascript_host_unhealthy(sock_di
         assert "differs" in (view.last_error or "")
         with pytest.raises(NoRoute):  # its caps are not routed
             await engine.call(ECHO, [("media:", b"x")])
+        await host.wait_for("request", cap=IDENTITY)
         assert [e["cap"] for e in host.named("request")] == [IDENTITY]
 
 
