@@ -77,6 +77,8 @@ def test_the_first_frame_is_relay_notify_with_its_meta_in_order(summary: dict[st
     assert interop["pools_object"] and interop["attachment_error"] is None
     assert interop["lifecycle"] != "discovered"  # left out when discovered
     assert "cap:effect=none" in interop["caps"] and "cap:echo" in interop["caps"]
+    for again in summary["reannounced"]:  # any later one (the cartridge started) alike
+        assert again["id"] == 0 and again["seq"] == 0 and again["meta_keys"] == notify["meta_keys"]
 
 
 def test_a_request_before_policy_is_refused_with_its_routing_id(
@@ -116,3 +118,24 @@ def test_frames_in_the_wrong_direction_close_the_link(summary: dict[str, Any]) -
     assert summary["last_link"] == "RELAY_NOTIFY"  # the host serves the next link
     assert summary["last_echo"]["echoed"]
     _clean(summary["last_echo"])
+
+
+def test_a_peer_call_of_the_hosts_cartridge_is_served_by_the_switch(
+    summary: dict[str, Any],
+) -> None:
+    peer = summary["peer"]
+    assert peer["cap"] == "cap:echo"  # the cartridge's own peer REQ came up the link
+    assert peer["frames"] == ["REQ", "STREAM_START", "CHUNK", "STREAM_END", "END"]
+    assert peer["seq_wrong"] == 0 and peer["xid_wrong"] == 0
+    assert peer["result"] == "js:ping"  # this switch's answer went down and out
+    _clean(peer["response"])
+    assert peer["stray"] == []
+
+
+def test_a_cancel_ends_the_request_with_an_err_keeping_its_routing_id(
+    summary: dict[str, Any],
+) -> None:
+    cancel = summary["cancel"]
+    assert cancel["err"] == "CANCELLED" and cancel["message"] == "Cancelled by user"
+    assert cancel["xid_wrong"] == 0 and cancel["seq_wrong"] == 0
+    assert cancel["stray"] == []

@@ -5,7 +5,9 @@
 //   3. POLICY, then the identity probe: the nonce comes back end to end;
 //   4. two echo requests routed at once (a uint and a UUID routing id), bodies larger than the
 //      credit window: every response frame carries its routing id, seq counts 0, 1, 2... per
-//      (rid, xid), chunk indexes, counts and checksums hold; RELAY_STATE gets no answer;
+//      (rid, xid), chunk indexes, counts and checksums hold; RELAY_STATE and HEARTBEAT get no
+//      answer; a peer call of the host's cartridge is served by this switch; a CANCEL ends a
+//      request with an ERR;
 //   5. frames in the wrong direction close the link: RELAY_NOTIFY, HELLO, a POLICY whose word
 //      is unknown (a new link each), and the host still serves the link after.
 // It prints one JSON summary on stdout; the pytest test asserts on it.
@@ -14,7 +16,7 @@
 "use strict";
 const net = require("net");
 const crypto = require("crypto");
-const { encode, decode, fnv1a64, T, NAMES, FLOW, encodeFrame, idKey, Seqs, FrameReader, randomId } = require("./wire.js");
+const { Float, encode, decode, fnv1a64, T, NAMES, FLOW, encodeFrame, idKey, Seqs, FrameReader, randomId } = require("./wire.js");
 
 const PATH = process.argv[2];
 const summary = {};
@@ -27,12 +29,20 @@ class Link {
     this.frames = [];
     this.waiters = [];
     this.closed = false;
+    this.seen = false;
+    this.reannounced = [];
     const reader = new FrameReader((f) => this.push(f));
     socket.on("data", (d) => reader.feed(d));
     socket.on("close", () => { this.closed = true; this.push(null); });
     socket.on("error", () => {});
   }
   push(f) {
+    if (f !== null && f.type === T.RELAY_NOTIFY && this.seen) {
+      // a re-announced inventory (RLY-2) may come at any time: counted, not queued
+      this.reannounced.push({ id: f.id, seq: f.seq, meta_keys: [...f.meta.keys()] });
+      return;
+    }
+    this.seen = true;
     if (this.waiters.length) this.waiters.shift()(f); else this.frames.push(f);
   }
   /** The next frame; null once the host closed the link; "timeout" after `ms`. */
@@ -94,8 +104,7 @@ function readNotify(f) {
 /** Send a request: REQ, one stream of `data` in chunks of `maxChunk`, END; the body waits for
  * the host's request credit once the window is spent. Resolves when the whole body is out. */
 function request(link, call) {
-  const { rid, xid, cap, data, maxChunk, window } = call;
-  call.inWindow = window; call.sentChunks = 0; call.grantWaiters = [];
+  const { rid, xid, cap, data, maxChunk } = call;
   link.send({ type: T.REQ, id: rid, xid, cap, content_type: "application/cbor", payload: Buffer.alloc(0) });
   link.send({ type: T.STREAM_START, id: rid, xid, stream_id: "arg-0", media_urn: "media:", is_sequence: false });
   return (async () => {
@@ -143,7 +152,7 @@ function takeResponse(link, call, f) {
       break;
     }
     case T.END: r.ended = true; r.exit_code = f.meta && f.meta.get("exit_code"); break;
-    case T.ERR: r.ended = true; r.err = f.meta && f.meta.get("code"); break;
+    case T.ERR: r.ended = true; r.err = f.meta && f.meta.get("code"); r.message = f.meta && f.meta.get("message"); break;
     case T.LOG: break;
     default: r.unexpected.push(NAMES[f.type]);
   }
@@ -152,6 +161,7 @@ function takeResponse(link, call, f) {
 function newCall(cap, xid, data, limits) {
   return {
     rid: randomId(), xid, cap, data, maxChunk: limits.max_chunk, window: limits.initial_credit,
+    inWindow: limits.initial_credit, sentChunks: 0, grantWaiters: [],
     response: {
       frames: 0, xid_wrong: 0, seq_wrong: 0, nextSeq: 0, after_terminal: 0, streams: 0, chunks: 0,
       index_wrong: 0, checksum_wrong: 0, count_wrong: 0, credits: 0, granted: 0, pending: 0,
@@ -180,6 +190,63 @@ function report(call) {
   r.body_chunks = call.sentChunks;
   r.window = call.window;
   return r;
+}
+
+/** cap:peer-echo on the host: its cartridge's peer REQ comes up here and is served by this
+ * switch ("js:" + the input); the answer goes back down and out as peer-echo's result. */
+async function peerCall(link, limits) {
+  const call = newCall("cap:peer-echo", 11, Buffer.from("ping"), limits);
+  await request(link, call);
+  const peer = { rid: null, xid: undefined, cap: null, nextSeq: 0, seq_wrong: 0, xid_wrong: 0, parts: [], frames: [] };
+  const stray = [];
+  while (!call.response.ended) {
+    const f = await link.next();
+    if (f === null || f === "timeout") { stray.push(String(f)); break; }
+    if (idKey(f.id) === idKey(call.rid)) { takeResponse(link, call, f); continue; }
+    if (f.type === T.REQ && peer.rid === null) { peer.rid = f.id; peer.xid = f.xid; peer.cap = f.cap; }
+    if (peer.rid === null || idKey(f.id) !== idKey(peer.rid)) { stray.push(NAMES[f.type]); continue; }
+    peer.frames.push(NAMES[f.type]);
+    if (idKey(f.xid) !== idKey(peer.xid)) peer.xid_wrong += 1;
+    if (FLOW.has(f.type)) { if (f.seq !== peer.nextSeq) peer.seq_wrong += 1; peer.nextSeq = f.seq + 1; }
+    if (f.type === T.CHUNK) peer.parts.push(Buffer.from(decode(f.payload)));
+    if (f.type === T.END) {
+      const payload = encode(Buffer.concat([Buffer.from("js:"), ...peer.parts]));
+      const to = { id: peer.rid, xid: peer.xid };
+      link.send({ type: T.STREAM_START, ...to, stream_id: "out", media_urn: "media:", is_sequence: false });
+      link.send({ type: T.CHUNK, ...to, stream_id: "out", chunk_index: 0, payload, checksum: fnv1a64(payload) });
+      link.send({ type: T.STREAM_END, ...to, stream_id: "out", chunk_count: 1 });
+      link.send({ type: T.END, ...to, eof: true, meta: new Map([["exit_code", 0], ["progress", new Float(1.0)]]) });
+    }
+  }
+  const r = report(call);
+  return {
+    cap: peer.cap, frames: peer.frames, seq_wrong: peer.seq_wrong, xid_wrong: peer.xid_wrong,
+    result: Buffer.concat(call.response.parts).toString("utf8"), response: r, stray,
+  };
+}
+
+/** cap:sleep for 30 s, cancelled after its first 300 ms: the ERR that ends it, as received. */
+async function cancelled(link, limits) {
+  const sleep = 'cap:in="media:fmt=json;record";out="media:enc=utf-8";sleep';
+  const call = newCall(sleep, 21, Buffer.from('{"ms": 30000}'), limits);
+  const rid = call.rid;
+  link.send({ type: T.REQ, id: rid, xid: 21, cap: sleep, content_type: "application/cbor", payload: Buffer.alloc(0) });
+  link.send({ type: T.STREAM_START, id: rid, xid: 21, stream_id: "arg-0", media_urn: "media:fmt=json;record" });
+  const payload = encode(call.data);
+  link.send({ type: T.CHUNK, id: rid, xid: 21, stream_id: "arg-0", chunk_index: 0, payload, checksum: fnv1a64(payload) });
+  link.send({ type: T.STREAM_END, id: rid, xid: 21, stream_id: "arg-0", chunk_count: 1 });
+  link.send({ type: T.END, id: rid, xid: 21, eof: true });
+  const early = await link.next(300); // nothing, or the first frame of the answer
+  link.send({
+    type: T.CANCEL, id: rid, xid: 21, force_kill: false,
+    meta: new Map([["code", "CANCELLED"], ["attribution_class", "user"], ["message", "Cancelled by user"]]),
+  });
+  const started = Date.now();
+  if (early !== "timeout" && early !== null) takeResponse(link, call, early);
+  const stray = [];
+  await serveCalls(link, [call], stray);
+  const r = report(call);
+  return { err: r.err, xid_wrong: r.xid_wrong, seq_wrong: r.seq_wrong, ms: Date.now() - started, message: r.message, stray };
 }
 
 /** Send `frame` and tell whether the host closed the link after it (and what came first). */
@@ -228,10 +295,18 @@ async function main() {
   summary.echo_uint = report(byUint);
   summary.echo_uuid = report(byUuid);
   link.send({ type: T.RELAY_STATE, id: 0, payload: Buffer.from("opaque resources") });
+  link.send({ type: T.HEARTBEAT, id: randomId() });
   const afterState = await link.next(500);
   summary.state_answer = afterState === "timeout" ? null : afterState === null ? "closed" : NAMES[afterState.type];
 
+  // a peer call: the host's cartridge calls cap:echo through this switch, which answers it
+  summary.peer = await peerCall(link, limits);
+
+  // a cancel: the host's cartridge is stopped and the request ends with an ERR
+  summary.cancel = await cancelled(link, limits);
+
   // 5. frames in the wrong direction, one link each
+  const reannounced = link.reannounced;
   summary.wrong_way = {};
   summary.wrong_way.relay_notify = await refused(link, {
     type: T.RELAY_NOTIFY, id: 0,
@@ -256,6 +331,7 @@ async function main() {
   await request(link, last);
   await serveCalls(link, [last], (summary.last_stray = []));
   summary.last_echo = report(last);
+  summary.reannounced = reannounced.concat(link.reannounced);
   link.close();
 }
 
