@@ -235,7 +235,8 @@ class SwitchCore:
     def send(self, frame: Frame, now: float = 0.0, *, seq: int | None = None) -> list[SwitchAction]:
         """A frame from the application: a REQ is routed by its cap over the healthy hosts;
         any other frame follows the route of its request (counted when it has none).
-        ``seq``: the frame's number on the link, set in the same copy as its routing id."""
+        ``seq``: the frame's number on the link, set in the same copy as its routing id;
+        without it a flow frame takes the next number of its flow (TYP-5)."""
         if frame.frame_type is FrameType.REQ:
             return self._open(frame, None, seq)
         if frame.frame_type in BODY_FRAMES:
