@@ -62,6 +62,9 @@ from ._switch_model import (
 
 __all__ = ("SwitchCore",)
 
+#: The frames numbered per (rid, xid) flow (TYP-5).
+_FLOW = frozenset(kind for kind in FrameType if kind.is_flow)
+
 #: The response frames before the last that :meth:`SwitchCore.response_for_app` passes.
 _APP_RESPONSE = frozenset(
     {
@@ -232,7 +235,8 @@ class SwitchCore:
     def send(self, frame: Frame, now: float = 0.0, *, seq: int | None = None) -> list[SwitchAction]:
         """A frame from the application: a REQ is routed by its cap over the healthy hosts;
         any other frame follows the route of its request (counted when it has none).
-        ``seq``: the frame's number on the link, set in the same copy as its routing id."""
+        ``seq``: the frame's number on the link, set in the same copy as its routing id;
+        without it a flow frame takes the next number of its flow (TYP-5)."""
         if frame.frame_type is FrameType.REQ:
             return self._open(frame, None, seq)
         if frame.frame_type in BODY_FRAMES:
@@ -243,8 +247,15 @@ class SwitchCore:
                 self._count_unrouted(frame)
                 return []
             if seq is None:
-                toward = frame.replace(routing_id=route.xid)
+                if frame.frame_type in _FLOW:
+                    # a body streamed after its REQ: numbered here, per (rid, xid) (TYP-5)
+                    seq = route.next_seq
+                    route.next_seq = seq + 1
+                    toward = frame.replace(routing_id=route.xid, seq=seq)
+                else:
+                    toward = frame.replace(routing_id=route.xid)
             else:
+                route.next_seq = seq + 1
                 toward = frame.replace(routing_id=route.xid, seq=seq)
             if route.held is not None:
                 if frame.frame_type is FrameType.CANCEL:

@@ -155,6 +155,9 @@ class Route:
     record: tuple[Any, ...] = ()
     capacities: dict[PoolKey, int] = attrs.field(factory=dict)
     held: list[Frame] | None = None  # frames waiting for admission (the REQ first)
+    #: The seq of the application's next flow frame toward the host, for the frames it sends
+    #: unnumbered (a streamed body after its REQ, which is 0).
+    next_seq: int = 1
 
 
 #: Frames that follow the route of their request.

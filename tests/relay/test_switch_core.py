@@ -380,4 +380,4 @@ def test_a_frame_sent_with_its_number_goes_out_numbered_with_its_routing_id() ->
     assert out_req.routing_id is not None and out_body.routing_id == out_req.routing_id
     assert out_body.id == req.id and out_body.stream_id == "s"
     (unnumbered,) = host_frames(core.send(frames.end(req.id, seq=7)), "h1")
-    assert unnumbered.seq == 7  # without seq=, the frame keeps its own
+    assert unnumbered.seq == 2  # without seq=, a flow frame takes its flow's next number
