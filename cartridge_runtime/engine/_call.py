@@ -592,3 +592,6 @@ _HANDLERS: dict[type, Any] = {
     P.BodyEnded: CallState._on_end,
     P.ErrorReport: CallState._on_error,
 }
+
+# The four frames of a plain response routed, received and queued in one C call (when built).
+P.compile_response_path(CallState, (OutputStarted, OutputData, OutputEnded))

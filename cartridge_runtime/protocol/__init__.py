@@ -179,6 +179,10 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "RequestState",
         "StreamState",
     ),
+    "_response_path": (
+        "compile_response_path",
+        "response_router",
+    ),
     "_seq": (
         "FlowKey",
         "SeqAssigner",
@@ -284,6 +288,8 @@ __all__ = (
     "StartupProgress",
     "FrameRefused",
     "HealthReport",
+    "compile_response_path",
+    "response_router",
     # per-request state
     "BodyReceiver",
     "RequestState",
@@ -524,6 +530,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         RequestState,
         StreamState,
     )
+    from ._response_path import compile_response_path, response_router
     from ._seq import FlowKey, SeqAssigner
     from ._telemetry import (
         MAX_TELEMETRY_FIELDS,

@@ -446,6 +446,10 @@ class Connection:
                 on_received(name, frame)
                 plain(frame)
 
+        else:
+            # A plain response's frames in one C call each; the rest through ``route``.
+            route = P.response_router(self.core, route) or route
+
         # Frames the routing queues (CREDIT, forwarded peer frames, heartbeat replies) are
         # held while a block is dispatched and leave together in one write after it.
         pump = FramePump(

@@ -54,6 +54,11 @@ PyObject *configure_receiver(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *serve_flow_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 int receiver_init(void);
 
+/* The host's response path (_response.c). */
+PyObject *route_response(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *configure_response(PyObject *module, PyObject *args, PyObject *kw);
+int response_init(void);
+
 /* Numbering and encoding a writer's batch (_numbering.c), over encode_small (_speedups.c). */
 PyObject *encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *configure_numbering(PyObject *module, PyObject *arg);

@@ -396,6 +396,12 @@ static PyMethodDef methods[] = {
     {"encode_numbered", (PyCFunction)(void (*)(void))encode_numbered, METH_FASTCALL,
      "encode_numbered(counters, closed, max_closed, frames, start, out, max_frame) -> index "
      "of the first frame left to Python."},
+    {"configure_response", (PyCFunction)(void (*)(void))configure_response,
+     METH_VARARGS | METH_KEYWORDS,
+     "Hand over the classes of the host's response path (once, from the engine)."},
+    {"route_response", (PyCFunction)(void (*)(void))route_response, METH_FASTCALL,
+     "route_response(core, fallback, frame): a response's common valid frame delivered, "
+     "else fallback(frame)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -424,7 +430,7 @@ PyInit__speedups(void)
     codec.empty_tuple = PyTuple_New(0);
     if (!codec.i_one || !codec.i_two || !codec.i_three || !codec.i_thirteen || !codec.empty_tuple)
         return NULL;
-    if (receiver_init() < 0)
+    if (receiver_init() < 0 || response_init() < 0)
         return NULL;
     return PyModule_Create(&module);
 }
