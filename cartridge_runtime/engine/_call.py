@@ -87,7 +87,14 @@ from ._events import (
     Progress,
     TraceEvent,
 )
-from ._inputs import Inputs, InputSender, InputValue, inline_frames, normalize_inputs
+from ._inputs import (
+    INLINE_MAX,
+    Inputs,
+    InputSender,
+    InputValue,
+    inline_frames,
+    normalize_inputs,
+)
 
 __all__ = ("CallState", "InputValue", "Inputs", "normalize_inputs")
 
@@ -103,6 +110,36 @@ class CallState:
     #: ``_output_check.OutputChecks``), set on the calls that have some; None: nothing is
     #: checked (HST-24).
     output_checks: Any = None
+
+    # What most calls never change is a class default, set on the instance only when it
+    # changes: a call is made per request, and each attribute set costs it.
+    done = False
+    error: CallError | None = None
+    end_meta: Mapping[str, Any] | None = None
+    abandoned = False
+    cancel_requested = False
+    _waiter: Wake | None = None  # the caller, while it waits for events
+    _ended: anyio.Event | None = None  # a cancel timer, while it waits for the end
+    _sender: InputSender | None = None
+    #: Queue positions of the frames queued at open, while they may still be withdrawn.
+    _queued: tuple[tuple[int, int], tuple[int, int]] | None = None
+    #: LOG/progress events queued since the last scan (an upper bound of those unread).
+    _logs_queued = 0
+    #: LOG/progress events dropped because nobody read them in time.
+    dropped_logs = 0
+    #: When the caller's ``timeout=`` runs out (``anyio.current_time()`` clock), if any.
+    deadline: float | None = None
+    timeout: float | None = None
+    #: The engine's observer of this call (``Engine.add_observer``), or None: then no
+    #: byte is counted and nothing is recorded.
+    observation: Any = None
+    bytes_out = 0
+    #: Frames received for this call (the activity the watchdog looks at).
+    frames = 0
+    #: Its activity timeout, seconds, when it has one; and what the watchdog saw of it.
+    activity_limit: float | None = None
+    silence: Any = None
+    max_pending_logs = 1000
 
     def __init__(
         self,
@@ -127,34 +164,9 @@ class CallState:
             self.rid, xid=self.xid, initial_credit=conn.limits.initial_credit, expect_req=False
         )
         self.events: deque[tuple[CallEvent, str | None]] = deque()
-        self._waiter: Wake | None = None  # the caller, while it waits for events
-        self._ended: anyio.Event | None = None  # a cancel timer, while it waits for the end
-        self.done = False
-        self.error: CallError | None = None
-        self.end_meta: Mapping[str, Any] | None = None
-        self.abandoned = False
-        self.cancel_requested = False
         self._outputs: dict[str, tuple[str | None, str, bool]] = {}
-        self._sender: InputSender | None = None
-        #: Queue positions of the frames queued at open, while they may still be withdrawn.
-        self._queued: tuple[tuple[int, int], tuple[int, int]] | None = None
-        self.max_pending_logs = max(2, max_pending_logs)
-        #: LOG/progress events queued since the last scan (an upper bound of those unread).
-        self._logs_queued = 0
-        #: LOG/progress events dropped because nobody read them in time.
-        self.dropped_logs = 0
-        #: When the caller's ``timeout=`` runs out (``anyio.current_time()`` clock), if any.
-        self.deadline: float | None = None
-        self.timeout: float | None = None
-        #: The engine's observer of this call (``Engine.add_observer``), or None: then no
-        #: byte is counted and nothing is recorded.
-        self.observation: Any = None
-        self.bytes_out = 0
-        #: Frames received for this call (the activity the watchdog looks at).
-        self.frames = 0
-        #: Its activity timeout, seconds, when it has one; and what the watchdog saw of it.
-        self.activity_limit: float | None = None
-        self.silence: Any = None
+        if max_pending_logs != 1000:
+            self.max_pending_logs = max(2, max_pending_logs)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -163,21 +175,33 @@ class CallState:
         the whole body) synchronously, so nothing of the call can overtake it; bigger
         inputs are streamed by a task started here."""
         conn = self.conn
-        try:
-            body = inline_frames(self.inputs, self.rid, self.xid, conn.limits)
-        except Exception:  # an input that cannot be encoded: the sender reports which one
-            body = None
+        limits = conn.limits
+        # Small byte-string inputs: the whole flow, REQ to END, made in one call.
+        body = P.request_frames(
+            self.rid,
+            self.xid,
+            self.cap,
+            self.inputs,
+            limits.effective_chunk,
+            limits.initial_credit,
+            INLINE_MAX,
+        )
+        if body is None:
+            try:
+                body = inline_frames(self.inputs, self.rid, self.xid, limits)
+            except Exception:  # an input that cannot be encoded: the sender reports which one
+                body = None
+            if body is not None:
+                body.insert(0, frames.req(self.rid, self.cap, xid=self.xid))
         conn.add_flow(self.rid, self)
         first = conn.mark()
         conn.hold()
         try:
-            req = frames.req(self.rid, self.cap, xid=self.xid)
             if body is None:
-                conn.send(req)
+                conn.send(frames.req(self.rid, self.cap, xid=self.xid))
             else:
                 # The whole flow, REQ to END, is queued here: numbered 0, 1, 2... as encoded
                 # (no copy of a frame), in one call.
-                body.insert(0, req)
                 conn.send_flow(body)
             self._queued = (first, conn.mark())
         except P.ProtocolError as exc:  # e.g. an item's meta over max_frame

@@ -29,6 +29,11 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "trim_heap",
         "tune_allocator",
     ),
+    "_call_path": (
+        "compile_response_path",
+        "request_frames",
+        "response_router",
+    ),
     "_cartridge_conn": (
         "REQ_RULES",
         "CartridgeConnection",
@@ -179,10 +184,6 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "RequestState",
         "StreamState",
     ),
-    "_response_path": (
-        "compile_response_path",
-        "response_router",
-    ),
     "_seq": (
         "FlowKey",
         "SeqAssigner",
@@ -289,6 +290,7 @@ __all__ = (
     "FrameRefused",
     "HealthReport",
     "compile_response_path",
+    "request_frames",
     "response_router",
     # per-request state
     "BodyReceiver",
@@ -431,6 +433,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         ServedRequest,
         terminal_frame,
     )
+    from ._call_path import compile_response_path, request_frames, response_router
     from ._checksum import checksum, verify_chunk
     from ._codec import (
         decode_body,
@@ -530,7 +533,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         RequestState,
         StreamState,
     )
-    from ._response_path import compile_response_path, response_router
     from ._seq import FlowKey, SeqAssigner
     from ._telemetry import (
         MAX_TELEMETRY_FIELDS,

@@ -65,3 +65,16 @@ def configure_response(
     output_fields: tuple[tuple[str, ...], ...],
 ) -> None: ...
 def route_response(core: Any, fallback: Any, frame: Any, /) -> None: ...
+def configure_request(
+    *, frame_class: type, frame_types: tuple[Any, ...], version: int, content_type: str
+) -> None: ...
+def request_frames(
+    rid: Any,
+    xid: Any,
+    cap: str,
+    inputs: list[tuple[str, Any]],
+    max_chunk: int,
+    credit: int,
+    max_total: int,
+    /,
+) -> list[Any] | None: ...

@@ -59,6 +59,11 @@ PyObject *route_response(PyObject *module, PyObject *const *args, Py_ssize_t nar
 PyObject *configure_response(PyObject *module, PyObject *args, PyObject *kw);
 int response_init(void);
 
+/* A small call's request frames (_request.c). */
+PyObject *request_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *configure_request(PyObject *module, PyObject *args, PyObject *kw);
+int request_init(void);
+
 /* Numbering and encoding a writer's batch (_numbering.c), over encode_small (_speedups.c). */
 PyObject *encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *configure_numbering(PyObject *module, PyObject *arg);

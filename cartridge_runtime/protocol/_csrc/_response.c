@@ -1,4 +1,4 @@
-/* Compiled fast path of the host's response path (see _response_path.py, which names the
+/* Compiled fast path of the host's response path (see _call_path.py, which names the
  * rules, and HostConnection.receive_frame with the engine's CallState.on_frame, which own
  * them).
  *

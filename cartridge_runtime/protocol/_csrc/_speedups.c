@@ -402,6 +402,11 @@ static PyMethodDef methods[] = {
     {"route_response", (PyCFunction)(void (*)(void))route_response, METH_FASTCALL,
      "route_response(core, fallback, frame): a response's common valid frame delivered, "
      "else fallback(frame)."},
+    {"configure_request", (PyCFunction)(void (*)(void))configure_request,
+     METH_VARARGS | METH_KEYWORDS,
+     "Hand over the frame class and constants of a small request's frames (once)."},
+    {"request_frames", (PyCFunction)(void (*)(void))request_frames, METH_FASTCALL,
+     "request_frames(rid, xid, cap, inputs, max_chunk, credit, max_total) -> frames | None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -430,7 +435,7 @@ PyInit__speedups(void)
     codec.empty_tuple = PyTuple_New(0);
     if (!codec.i_one || !codec.i_two || !codec.i_three || !codec.i_thirteen || !codec.empty_tuple)
         return NULL;
-    if (receiver_init() < 0 || response_init() < 0)
+    if (receiver_init() < 0 || response_init() < 0 || request_init() < 0)
         return NULL;
     return PyModule_Create(&module);
 }

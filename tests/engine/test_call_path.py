@@ -1,10 +1,12 @@
-"""The compiled response path (``protocol.response_router``) against the Python one.
+"""The compiled call path (``protocol.response_router``, ``protocol.request_frames``)
+against the Python one.
 
 The C router takes the common valid frames of a plain response (STREAM_START, a scalar
 CHUNK, STREAM_END, END) to an engine call whole, and hands everything else to the Python
 router before it has changed anything. These tests feed the same frames, right and wrong, to
 two calls, one behind each router, and demand the same events, errors, counters and call
 state afterwards; and they check that the frames of a small response are the C path's own.
+A small request's frames are compared field by field, in order, and as encoded bytes.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 from cartridge_runtime import protocol as P
 from cartridge_runtime.engine._call import CallState
 from cartridge_runtime.engine._connection._counters import Counters
+from cartridge_runtime.engine._inputs import INLINE_MAX, inline_frames
 from cartridge_runtime.protocol import (
     DEFAULT_LIMITS,
     Frame,
@@ -280,3 +283,60 @@ def test_the_router_is_switched_off_on_the_pure_python_path() -> None:
     env = dict(os.environ, CARTRIDGE_RUNTIME_PURE_PYTHON="1")
     done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
+
+
+def _python_request(
+    rid: MessageId, xid: MessageId | None, inputs: list[tuple[str, Any]]
+) -> list[Frame] | None:
+    body = inline_frames(inputs, rid, xid, DEFAULT_LIMITS)
+    if body is None:
+        return None
+    return [frames.req(rid, "cap:x", xid=xid), *body]
+
+
+def _wire(frame_list: list[Frame]) -> list[Any]:
+    return [
+        (list(f.__dict__.items()), P.encode_frame(f, 1 << 20, i)) for i, f in enumerate(frame_list)
+    ]
+
+
+_values = st.one_of(
+    st.binary(min_size=1, max_size=300),
+    st.binary(max_size=0),
+    st.text(max_size=5),
+    st.lists(st.binary(max_size=3), max_size=2),
+    st.just(bytearray(b"abc")),
+)
+
+
+@needs_c
+@FAST
+@given(
+    values=st.lists(_values, max_size=4),
+    xid=st.sampled_from([None, MessageId(3)]),
+    chunk=st.sampled_from([1, 8, 256, DEFAULT_LIMITS.effective_chunk]),
+)
+def test_a_small_request_is_made_the_same_on_both_paths(
+    values: list[Any], xid: MessageId | None, chunk: int
+) -> None:
+    rid = MessageId(b"\x05" * 16)
+    inputs = [(f"media:m{i}", v) for i, v in enumerate(values)]
+    compiled = P.request_frames(rid, xid, "cap:x", inputs, chunk, 16, INLINE_MAX)
+    plain = all(type(v) is bytes and 0 < len(v) <= chunk for v in values)
+    if not plain:
+        assert compiled is None  # the engine builds it in Python
+        return
+    assert compiled is not None
+    pure = _python_request(rid, xid, inputs)
+    assert pure is not None
+    assert compiled == pure
+    assert _wire(compiled) == _wire(pure)
+
+
+@needs_c
+def test_a_request_over_its_bounds_is_left_to_python() -> None:
+    rid = MessageId(b"\x05" * 16)
+    inputs = [("media:a", b"x" * 10), ("media:b", b"y" * 10)]
+    assert P.request_frames(rid, None, "cap:x", inputs, 16, 0, INLINE_MAX) is None  # no credit
+    assert P.request_frames(rid, None, "cap:x", inputs, 16, 4, 15) is None  # over the total
+    assert P.request_frames(rid, None, "cap:x", inputs, 16, 4, 20) is not None

@@ -1,5 +1,16 @@
-"""The host's response path compiled: one C call routes a response frame to its flow, runs it
-through the flow's receiver and queues the output event it makes (``_csrc/_response.c``).
+"""The host's call path compiled: a small call's request frames made in one C call
+(``_csrc/_request.c``), and its response frames each routed to the call, run through the
+call's receiver and queued as the output event they make in one C call
+(``_csrc/_response.c``).
+
+Request
+-------
+:func:`request_frames` makes every frame of a request whose inputs are all small byte
+strings (REQ; STREAM_START, one CHUNK, STREAM_END per input; END), the same frames the frame
+builders make; for anything else it answers ``None`` and the engine builds the request.
+
+Response
+--------
 
 A small call's response is four frames (STREAM_START, one CHUNK, STREAM_END, END); in Python
 each goes through the shell's dispatch, :meth:`~._host_conn.HostConnection.receive_frame`,
@@ -33,14 +44,34 @@ from typing import Any
 
 import attrs
 
-from ._constants import PURE_PYTHON_ENV, FrameType
+from ._constants import PROTOCOL_VERSION, PURE_PYTHON_ENV, REQ_CONTENT_TYPE, FrameType
 from ._events import BodyEnded, StreamClosed, StreamData, StreamOpened
-from ._frame import Frame
+from ._frame import Frame, MessageId
 
-__all__ = ("compile_response_path", "response_router")
+__all__ = ("compile_response_path", "request_frames", "response_router")
 
 #: ``_speedups.route_response`` once a flow class is registered, else ``None``.
 _route: Any = None
+#: ``_speedups.request_frames``, or ``None``: not built, or switched off.
+_request: Any = None
+
+
+def request_frames(
+    rid: MessageId,
+    xid: MessageId | None,
+    cap: str,
+    inputs: list[tuple[str, Any]],
+    max_chunk: int,
+    credit: int,
+    max_total: int,
+) -> list[Frame] | None:
+    """Every frame of a request to ``cap`` whose ``inputs`` are all byte strings of 1 to
+    ``max_chunk`` bytes (``max_total`` at most together; ``credit`` above 0), each sent as
+    stream ``arg-<index>`` in one CHUNK; ``None`` for any other request."""
+    if _request is None:
+        return None
+    frames: list[Frame] | None = _request(rid, xid, cap, inputs, max_chunk, credit, max_total)
+    return frames
 
 
 def compile_response_path(flow_class: type, outputs: tuple[type, type, type]) -> bool:
@@ -83,3 +114,30 @@ def response_router(
     if _route is None:
         return None
     return functools.partial(_route, core, fallback)
+
+
+def _load_request() -> None:
+    global _request
+    if os.environ.get(PURE_PYTHON_ENV):
+        return
+    try:
+        from ._speedups import configure_request
+        from ._speedups import request_frames as compiled
+    except ImportError:
+        return
+    configure_request(
+        frame_class=Frame,
+        frame_types=(
+            FrameType.REQ,
+            FrameType.STREAM_START,
+            FrameType.CHUNK,
+            FrameType.STREAM_END,
+            FrameType.END,
+        ),
+        version=PROTOCOL_VERSION,
+        content_type=REQ_CONTENT_TYPE,
+    )
+    _request = compiled
+
+
+_load_request()
