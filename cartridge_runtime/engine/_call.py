@@ -480,8 +480,9 @@ class CallState:
                     self.conn.send(credit)
         return ev
 
-    async def next_event(self) -> CallEvent | None:
-        """The next event, ``None`` after END.
+    async def next_event(self, stop: bool = False) -> CallEvent | None:
+        """The next event, ``None`` after END (with ``stop``: :class:`StopAsyncIteration`, as
+        the response's iterator ends).
 
         :raises CallError: on ERR or death; :class:`CallTimeout` past the deadline.
         """
@@ -492,6 +493,8 @@ class CallState:
             if self.done:
                 if self.error is not None:
                     raise self.error
+                if stop:
+                    raise StopAsyncIteration
                 return None
             receiver = self.receiver
             receiver.flush_credit()

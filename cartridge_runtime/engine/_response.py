@@ -23,7 +23,7 @@ import anyio.lowlevel
 import attrs
 import cbor2
 
-from ..protocol import MessageId
+from ..protocol import MessageId, ready
 from ._call import CallState
 from ._errors import CallError, CallTimeout, EngineError
 from ._events import (
@@ -86,6 +86,8 @@ class Response:
         self._output_began = False
         if state.output_checks is not None:
             self._watch = OutputWatch(state.output_checks, state.cap)
+        #: Neither watched nor retried: events are taken straight from the call.
+        self._plain = self._watch is None and self._retrying is None
 
     @property
     def attempts(self) -> int:
@@ -129,15 +131,23 @@ class Response:
     def __aiter__(self) -> Response:
         return self
 
-    async def __anext__(self) -> CallEvent:
+    def __anext__(self) -> Awaitable[CallEvent]:
+        state = self._state
+        if self._plain and state.deadline is None:
+            # An event already queued, or the end, without a coroutine.
+            if state.events:
+                return ready(state.take_queued())
+            if state.done and state.error is None:
+                raise StopAsyncIteration
+            return state.next_event(stop=True)  # type: ignore[return-value]
+        return self._next()
+
+    async def _next(self) -> CallEvent:
         if self._watch is not None:
             return await self._next_watched(self._watch)
-        state = self._state
         if self._retrying is not None:
             return await self._next_retrying()
-        if state.events and state.deadline is None:
-            return state.take_queued()  # already queued: no second coroutine
-        ev = await state.next_event()
+        ev = await self._state.next_event()
         if ev is None:
             raise StopAsyncIteration
         return ev

@@ -31,6 +31,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "_call_path": (
         "compile_response_path",
+        "ready",
         "request_frames",
         "response_router",
     ),
@@ -290,6 +291,7 @@ __all__ = (
     "FrameRefused",
     "HealthReport",
     "compile_response_path",
+    "ready",
     "request_frames",
     "response_router",
     # per-request state
@@ -433,7 +435,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         ServedRequest,
         terminal_frame,
     )
-    from ._call_path import compile_response_path, request_frames, response_router
+    from ._call_path import compile_response_path, ready, request_frames, response_router
     from ._checksum import checksum, verify_chunk
     from ._codec import (
         decode_body,

@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import attrs
 
@@ -48,12 +48,29 @@ from ._constants import PROTOCOL_VERSION, PURE_PYTHON_ENV, REQ_CONTENT_TYPE, Fra
 from ._events import BodyEnded, StreamClosed, StreamData, StreamOpened
 from ._frame import Frame, MessageId
 
-__all__ = ("compile_response_path", "request_frames", "response_router")
+__all__ = ("compile_response_path", "ready", "request_frames", "response_router")
+
+T = TypeVar("T")
 
 #: ``_speedups.route_response`` once a flow class is registered, else ``None``.
 _route: Any = None
 #: ``_speedups.request_frames``, or ``None``: not built, or switched off.
 _request: Any = None
+
+
+async def _ready_coroutine(value: T) -> T:
+    return value
+
+
+#: ``_speedups.ready``, or a coroutine that returns its argument (not built, switched off).
+_ready: Any = _ready_coroutine
+
+
+def ready(value: T) -> Awaitable[T]:
+    """An awaitable that gives ``value`` at once: compiled, one small object and no coroutine
+    (what an async iterator returns for a value it already holds)."""
+    awaitable: Awaitable[T] = _ready(value)
+    return awaitable
 
 
 def request_frames(
@@ -117,14 +134,16 @@ def response_router(
 
 
 def _load_request() -> None:
-    global _request
+    global _request, _ready
     if os.environ.get(PURE_PYTHON_ENV):
         return
     try:
         from ._speedups import configure_request
+        from ._speedups import ready as compiled_ready
         from ._speedups import request_frames as compiled
     except ImportError:
         return
+    _ready = compiled_ready
     configure_request(
         frame_class=Frame,
         frame_types=(

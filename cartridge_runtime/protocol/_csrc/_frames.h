@@ -57,6 +57,7 @@ int receiver_init(void);
 /* The host's response path (_response.c). */
 PyObject *route_response(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *configure_response(PyObject *module, PyObject *args, PyObject *kw);
+PyObject *ready_value(PyObject *module, PyObject *value);
 int response_init(void);
 
 /* A small call's request frames (_request.c). */

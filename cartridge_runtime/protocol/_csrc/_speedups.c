@@ -402,6 +402,7 @@ static PyMethodDef methods[] = {
     {"route_response", (PyCFunction)(void (*)(void))route_response, METH_FASTCALL,
      "route_response(core, fallback, frame): a response's common valid frame delivered, "
      "else fallback(frame)."},
+    {"ready", ready_value, METH_O, "ready(value) -> an awaitable that gives value at once."},
     {"configure_request", (PyCFunction)(void (*)(void))configure_request,
      METH_VARARGS | METH_KEYWORDS,
      "Hand over the frame class and constants of a small request's frames (once)."},
