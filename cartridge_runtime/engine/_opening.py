@@ -105,7 +105,10 @@ class CallOpener:
             definition = conn.definition(handler)
             if definition is not None:  # before anything is sent, even the REQ
                 inputs = plan_call_inputs(cap, definition, inputs)
-            chain = await conn.gate.acquire(handler)
+            gate = conn.gate
+            chain = gate.try_acquire(handler)  # a free slot: taken without a coroutine
+            if chain is None:
+                chain = await gate.acquire(handler)
             # A removed cartridge still serves, during its drain, the calls that waited for it;
             # a replaced one sends them to its new version.
             if conn.ready and not slot.replaced:
