@@ -411,6 +411,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         trim_heap,
         tune_allocator,
     )
+    from ._call_path import compile_response_path, ready, request_frames, response_router
     from ._cartridge_conn import REQ_RULES, CartridgeConnection
     from ._cartridge_state import (
         PHASE_TRANSITIONS,
@@ -435,7 +436,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         ServedRequest,
         terminal_frame,
     )
-    from ._call_path import compile_response_path, ready, request_frames, response_router
     from ._checksum import checksum, verify_chunk
     from ._codec import (
         decode_body,
