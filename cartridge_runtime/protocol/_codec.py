@@ -145,7 +145,20 @@ def _load_speedups() -> bool:
     _c_take_frames = take_frames
     _c_scan_prefixes = scan_prefixes
     _c_encode_flow = encode_flow
+    _compiled_new_id()
     return True
+
+
+def _compiled_new_id() -> None:
+    """Make ``MessageId.new`` the compiled one: the same ids (random version 4 UUIDs, shared
+    through the id cache), drawn from its own pool of the OS's random bytes, forgotten at
+    fork as the Python one's is."""
+    from ._speedups import configure_ids, forget_ids, new_id
+
+    configure_ids(os.urandom)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=forget_ids)
+    MessageId.new = new_id  # type: ignore[method-assign,assignment]
 
 
 def speedups_enabled() -> bool:

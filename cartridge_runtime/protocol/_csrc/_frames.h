@@ -64,6 +64,9 @@ int response_init(void);
 PyObject *request_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *configure_request(PyObject *module, PyObject *args, PyObject *kw);
 int request_init(void);
+PyObject *configure_ids(PyObject *module, PyObject *urandom);
+PyObject *forget_ids(PyObject *module, PyObject *unused);
+PyObject *new_id(PyObject *module, PyObject *unused);
 
 /* Numbering and encoding a writer's batch (_numbering.c), over encode_small (_speedups.c). */
 PyObject *encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

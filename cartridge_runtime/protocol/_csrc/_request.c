@@ -223,6 +223,83 @@ fail:
     return NULL;
 }
 
+/* Random bytes for new ids, fetched ahead from the OS (os.urandom, handed over by
+ * configure_ids); taken 16 at a time under the GIL, so no two ids share bytes. */
+#define ID_POOL 4096
+static PyObject *id_urandom;
+static unsigned char id_pool[ID_POOL];
+static Py_ssize_t id_left;
+
+/* configure_ids(urandom): the OS's random source; the pool starts empty. */
+PyObject *
+configure_ids(PyObject *module, PyObject *urandom)
+{
+    if (!PyCallable_Check(urandom)) {
+        PyErr_SetString(PyExc_TypeError, "configure_ids(urandom)");
+        return NULL;
+    }
+    Py_INCREF(urandom);
+    Py_XSETREF(id_urandom, urandom);
+    id_left = 0;
+    Py_RETURN_NONE;
+}
+
+/* forget_ids(): drop the pool (a forked child must not hand out its parent's ids). */
+PyObject *
+forget_ids(PyObject *module, PyObject *unused)
+{
+    id_left = 0;
+    Py_RETURN_NONE;
+}
+
+/* new_id() -> MessageId: a fresh random UUID (version 4), put in the decoder's id cache, as
+ * MessageId.new does. */
+PyObject *
+new_id(PyObject *module, PyObject *unused)
+{
+    if (id_urandom == NULL || !codec.configured) {
+        PyErr_SetString(PyExc_RuntimeError, "new_id: not configured");
+        return NULL;
+    }
+    if (id_left < 16) {
+        PyObject *fresh = PyObject_CallFunction(id_urandom, "n", (Py_ssize_t)ID_POOL);
+        if (fresh == NULL)
+            return NULL;
+        if (!PyBytes_Check(fresh) || PyBytes_GET_SIZE(fresh) != ID_POOL) {
+            Py_DECREF(fresh);
+            PyErr_SetString(PyExc_RuntimeError, "new_id: the random source gave a short read");
+            return NULL;
+        }
+        memcpy(id_pool, PyBytes_AS_STRING(fresh), ID_POOL);
+        Py_DECREF(fresh);
+        id_left = ID_POOL;
+    }
+    unsigned char b[16];
+    memcpy(b, id_pool + (ID_POOL - id_left), 16);
+    id_left -= 16;
+    b[6] = (unsigned char)((b[6] & 0x0F) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3F) | 0x80);
+    PyObject *value = PyBytes_FromStringAndSize((const char *)b, 16);
+    if (value == NULL)
+        return NULL;
+    PyTypeObject *t = (PyTypeObject *)codec.id_class;
+    PyObject *mid = t->tp_alloc(t, 0);
+    if (mid == NULL || PyObject_GenericSetAttr(mid, codec.s_value, value) < 0) {
+        Py_XDECREF(mid);
+        Py_DECREF(value);
+        return NULL;
+    }
+    if (PyDict_GET_SIZE(codec.id_cache) >= codec.id_cache_max)
+        PyDict_Clear(codec.id_cache);
+    int rc = PyDict_SetItem(codec.id_cache, value, mid);
+    Py_DECREF(value);
+    if (rc < 0) {
+        Py_DECREF(mid);
+        return NULL;
+    }
+    return mid;
+}
+
 /* configure_request(*, frame_class, frame_types, version, content_type). */
 PyObject *
 configure_request(PyObject *module, PyObject *args, PyObject *kw)

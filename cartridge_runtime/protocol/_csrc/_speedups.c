@@ -403,6 +403,10 @@ static PyMethodDef methods[] = {
      "route_response(core, fallback, frame): a response's common valid frame delivered, "
      "else fallback(frame)."},
     {"ready", ready_value, METH_O, "ready(value) -> an awaitable that gives value at once."},
+    {"configure_ids", configure_ids, METH_O,
+     "Hand over the OS's random source for new ids (os.urandom)."},
+    {"forget_ids", forget_ids, METH_NOARGS, "Drop the random bytes fetched ahead (after fork)."},
+    {"new_id", new_id, METH_NOARGS, "new_id() -> a fresh random MessageId, in the id cache."},
     {"configure_request", (PyCFunction)(void (*)(void))configure_request,
      METH_VARARGS | METH_KEYWORDS,
      "Hand over the frame class and constants of a small request's frames (once)."},
