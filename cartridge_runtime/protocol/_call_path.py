@@ -54,23 +54,17 @@ T = TypeVar("T")
 
 #: ``_speedups.route_response`` once a flow class is registered, else ``None``.
 _route: Any = None
-#: ``_speedups.request_frames``, or ``None``: not built, or switched off.
-_request: Any = None
 
 
 async def _ready_coroutine(value: T) -> T:
     return value
 
 
-#: ``_speedups.ready``, or a coroutine that returns its argument (not built, switched off).
-_ready: Any = _ready_coroutine
-
-
 def ready(value: T) -> Awaitable[T]:
-    """An awaitable that gives ``value`` at once: compiled, one small object and no coroutine
-    (what an async iterator returns for a value it already holds)."""
-    awaitable: Awaitable[T] = _ready(value)
-    return awaitable
+    """An awaitable that gives ``value`` at once (what an async iterator returns for a value
+    it already holds). Compiled, this name is ``_speedups.ready``: one small object and no
+    coroutine; here, a coroutine."""
+    return _ready_coroutine(value)
 
 
 def request_frames(
@@ -84,11 +78,9 @@ def request_frames(
 ) -> list[Frame] | None:
     """Every frame of a request to ``cap`` whose ``inputs`` are all byte strings of 1 to
     ``max_chunk`` bytes (``max_total`` at most together; ``credit`` above 0), each sent as
-    stream ``arg-<index>`` in one CHUNK; ``None`` for any other request."""
-    if _request is None:
-        return None
-    frames: list[Frame] | None = _request(rid, xid, cap, inputs, max_chunk, credit, max_total)
-    return frames
+    stream ``arg-<index>`` in one CHUNK; ``None`` for any other request. Compiled, this name
+    is ``_speedups.request_frames``; here, always ``None`` (the engine builds the frames)."""
+    return None
 
 
 def compile_response_path(flow_class: type, outputs: tuple[type, type, type]) -> bool:
@@ -134,16 +126,16 @@ def response_router(
 
 
 def _load_request() -> None:
-    global _request, _ready
+    """Put the compiled :func:`ready` and :func:`request_frames` in place of the plain ones
+    (called once; the module's names are read on first use, after it)."""
     if os.environ.get(PURE_PYTHON_ENV):
         return
     try:
         from ._speedups import configure_request
         from ._speedups import ready as compiled_ready
-        from ._speedups import request_frames as compiled
+        from ._speedups import request_frames as compiled_request
     except ImportError:
         return
-    _ready = compiled_ready
     configure_request(
         frame_class=Frame,
         frame_types=(
@@ -156,7 +148,9 @@ def _load_request() -> None:
         version=PROTOCOL_VERSION,
         content_type=REQ_CONTENT_TYPE,
     )
-    _request = compiled
+    names = globals()
+    names["ready"] = compiled_ready
+    names["request_frames"] = compiled_request
 
 
 _load_request()
