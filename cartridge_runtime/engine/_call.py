@@ -472,13 +472,18 @@ class CallState:
         empty); its credit is granted back as :meth:`next_event` would."""
         ev, credit_stream = self.events.popleft()
         if credit_stream is not None and not self.done:
-            receiver = self.receiver
-            receiver.consumed(credit_stream)
-            credits = receiver.data_to_send()
-            if credits:
-                for credit in credits:
-                    self.conn.send(credit)
+            self.credit_back(credit_stream)
         return ev
+
+    def credit_back(self, stream_id: str) -> None:
+        """The caller took a data event of ``stream_id`` (from :attr:`events`, while the call
+        runs): its credit goes back, in a CREDIT when a batch is due."""
+        receiver = self.receiver
+        receiver.consumed(stream_id)
+        credits = receiver.data_to_send()
+        if credits:
+            for credit in credits:
+                self.conn.send(credit)
 
     async def next_event(self, stop: bool = False) -> CallEvent | None:
         """The next event, ``None`` after END (with ``stop``: :class:`StopAsyncIteration`, as

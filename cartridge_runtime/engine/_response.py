@@ -86,8 +86,8 @@ class Response:
         self._output_began = False
         if state.output_checks is not None:
             self._watch = OutputWatch(state.output_checks, state.cap)
-        #: Neither watched nor retried: events are taken straight from the call.
-        self._plain = self._watch is None and self._retrying is None
+        #: Neither watched, retried nor timed: events are taken straight from the call.
+        self._plain = self._watch is None and self._retrying is None and state.deadline is None
 
     @property
     def attempts(self) -> int:
@@ -132,11 +132,15 @@ class Response:
         return self
 
     def __anext__(self) -> Awaitable[CallEvent]:
-        state = self._state
-        if self._plain and state.deadline is None:
+        if self._plain:
             # An event already queued, or the end, without a coroutine.
-            if state.events:
-                return ready(state.take_queued())
+            state = self._state
+            events = state.events
+            if events:
+                ev, credit_stream = events.popleft()
+                if credit_stream is not None and not state.done:
+                    state.credit_back(credit_stream)
+                return ready(ev)
             if state.done and state.error is None:
                 raise StopAsyncIteration
             return state.next_event(stop=True)  # type: ignore[return-value]
