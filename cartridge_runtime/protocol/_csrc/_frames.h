@@ -67,6 +67,7 @@ int request_init(void);
 PyObject *configure_ids(PyObject *module, PyObject *urandom);
 PyObject *forget_ids(PyObject *module, PyObject *unused);
 PyObject *new_id(PyObject *module, PyObject *unused);
+PyObject *int_id(PyObject *module, PyObject *value);
 
 /* Numbering and encoding a writer's batch (_numbering.c), over encode_small (_speedups.c). */
 PyObject *encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

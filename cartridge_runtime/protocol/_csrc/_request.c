@@ -300,6 +300,29 @@ new_id(PyObject *module, PyObject *unused)
     return mid;
 }
 
+/* int_id(n) -> MessageId(n) for an unsigned integer n, put in the id cache (share_id). */
+PyObject *
+int_id(PyObject *module, PyObject *value)
+{
+    if (!codec.configured || !PyLong_CheckExact(value) || Py_SIZE(value) < 0) {
+        PyErr_SetString(PyExc_TypeError, "int_id(n): n is an unsigned int");
+        return NULL;
+    }
+    PyTypeObject *t = (PyTypeObject *)codec.id_class;
+    PyObject *mid = t->tp_alloc(t, 0);
+    if (mid == NULL || PyObject_GenericSetAttr(mid, codec.s_value, value) < 0) {
+        Py_XDECREF(mid);
+        return NULL;
+    }
+    if (PyDict_GET_SIZE(codec.id_cache) >= codec.id_cache_max)
+        PyDict_Clear(codec.id_cache);
+    if (PyDict_SetItem(codec.id_cache, value, mid) < 0) {
+        Py_DECREF(mid);
+        return NULL;
+    }
+    return mid;
+}
+
 /* configure_request(*, frame_class, frame_types, version, content_type). */
 PyObject *
 configure_request(PyObject *module, PyObject *args, PyObject *kw)

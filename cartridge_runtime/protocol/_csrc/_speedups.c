@@ -407,6 +407,7 @@ static PyMethodDef methods[] = {
      "Hand over the OS's random source for new ids (os.urandom)."},
     {"forget_ids", forget_ids, METH_NOARGS, "Drop the random bytes fetched ahead (after fork)."},
     {"new_id", new_id, METH_NOARGS, "new_id() -> a fresh random MessageId, in the id cache."},
+    {"int_id", int_id, METH_O, "int_id(n) -> MessageId(n), in the id cache."},
     {"configure_request", (PyCFunction)(void (*)(void))configure_request,
      METH_VARARGS | METH_KEYWORDS,
      "Hand over the frame class and constants of a small request's frames (once)."},
