@@ -39,6 +39,8 @@ log = logging.getLogger("cartridge_runtime.engine")
 #: Times one call is routed again when the instance it was given stopped under it (retired
 #: or idle-stopped between routing and sending).
 _REROUTES = 4
+#: Cap definitions whose activity timeout is remembered, at most.
+_LIMITS_KEPT = 256
 
 
 class CallOpener:
@@ -69,6 +71,9 @@ class CallOpener:
         #: Output checks by the media_defs list of a manifest (HST-24), and whether the
         #: application gave definitions of its own.
         self._checks: dict[int, tuple[tuple[Any, ...], OutputChecks]] = {}
+        #: The activity timeout a cap definition's metadata gives, by definition (kept with
+        #: it, so that a reused id never matches).
+        self._limits: dict[int, tuple[Any, float | None]] = {}
         self._media = bool(config.media)
 
     async def open(
@@ -145,6 +150,15 @@ class CallOpener:
             activity_timeout = slot.activity_timeout
         if activity_timeout is None and (definition is None or not definition.metadata):
             limit = self.config.activity_timeout  # the common case, without a call
+        elif activity_timeout is None:  # the cap's own: the same for each call to it
+            known = self._limits.get(id(definition))
+            if known is not None and known[0] is definition:
+                limit = known[1]
+            else:
+                limit = self.activity_limit(None, definition, slot.name)
+                if len(self._limits) >= _LIMITS_KEPT:
+                    self._limits.clear()
+                self._limits[id(definition)] = (definition, limit)
         else:
             limit = self.activity_limit(activity_timeout, definition, slot.name)
         if limit is not None and not state.done:
