@@ -87,14 +87,7 @@ from ._events import (
     Progress,
     TraceEvent,
 )
-from ._inputs import (
-    INLINE_MAX,
-    Inputs,
-    InputSender,
-    InputValue,
-    inline_frames,
-    normalize_inputs,
-)
+from ._inputs import Inputs, InputSender, InputValue, normalize_inputs, request_flow
 
 __all__ = ("CallState", "InputValue", "Inputs", "normalize_inputs")
 
@@ -175,24 +168,7 @@ class CallState:
         the whole body) synchronously, so nothing of the call can overtake it; bigger
         inputs are streamed by a task started here."""
         conn = self.conn
-        limits = conn.limits
-        # Small byte-string inputs: the whole flow, REQ to END, made in one call.
-        body = P.request_frames(
-            self.rid,
-            self.xid,
-            self.cap,
-            self.inputs,
-            limits.effective_chunk,
-            limits.initial_credit,
-            INLINE_MAX,
-        )
-        if body is None:
-            try:
-                body = inline_frames(self.inputs, self.rid, self.xid, limits)
-            except Exception:  # an input that cannot be encoded: the sender reports which one
-                body = None
-            if body is not None:
-                body.insert(0, frames.req(self.rid, self.cap, xid=self.xid))
+        body = request_flow(self.cap, self.inputs, self.rid, self.xid, conn.limits)
         conn.add_flow(self.rid, self)
         first = conn.mark()
         conn.hold()
