@@ -129,6 +129,51 @@ class CallOpener:
             )
         else:
             raise CartridgeRetired(f"cartridge {slot.name} kept being retired under the call")
+        return self._start(
+            cap, inputs, activity_timeout, slot, single, handler, conn, definition, chain
+        )
+
+    def open_now(
+        self, cap: str, inputs: list[tuple[str, Any]], activity_timeout: float | None = None
+    ) -> CallState | None:
+        """:meth:`open` without a coroutine when nothing must wait: ``cap`` routed already to
+        a cartridge of one ready instance with a free pool slot. ``None``, with nothing done,
+        otherwise: then :meth:`open` it.
+
+        :raises ArgumentError: as :meth:`open` (the inputs do not fit the cap's definition).
+        """
+        hit = self._router.cache.get(cap)
+        if hit is None or self._life.closed:
+            return None
+        slot, handler = hit
+        single = slot.single
+        conn = single.conn if single is not None else None
+        if conn is None or not conn.ready or slot.replaced:
+            return None
+        definition = conn.definition(handler)
+        if definition is not None:  # before anything is sent, even the REQ
+            inputs = plan_call_inputs(cap, definition, inputs)
+        chain = conn.gate.try_acquire(handler)
+        if chain is None:
+            return None
+        return self._start(
+            cap, inputs, activity_timeout, slot, single, handler, conn, definition, chain
+        )
+
+    def _start(
+        self,
+        cap: str,
+        inputs: list[tuple[str, Any]],
+        activity_timeout: float | None,
+        slot: CartridgeSlot,
+        single: Any,
+        handler: str,
+        conn: Any,
+        definition: Any,
+        chain: Any,
+    ) -> CallState:
+        """Start an admitted call on ``conn`` (of ``slot``'s only replica ``single``, or of
+        one of its replicas) with its observers, output checks and activity watch."""
         state = CallState(
             conn,
             cap=cap,

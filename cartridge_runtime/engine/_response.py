@@ -42,12 +42,16 @@ from ._events import (
 from ._output_check import OutputWatch, check_outputs
 from ._supervision._retry import Retry, retry_refusal
 
-__all__ = ("CallContext", "CallOptions", "OnRetry", "OpenCall", "Response")
+__all__ = ("CallContext", "CallOptions", "OnRetry", "OpenCall", "OpenNow", "Response")
 
 #: How a call is opened (the engine's): route ``cap``, start its cartridge if needed, take a
 #: pool slot and send the request with ``inputs``, watched for ``activity_timeout``; the
 #: running call.
 OpenCall = Callable[[str, list[tuple[str, Any]], float | None], Awaitable[CallState]]
+
+#: :data:`OpenCall` without a coroutine when nothing must wait, else ``None`` with nothing
+#: done.
+OpenNow = Callable[[str, list[tuple[str, Any]], float | None], CallState | None]
 
 #: Told of each retry: the cap, the attempt that failed (1 for the first), the delay before
 #: the next, and the failure.
@@ -304,8 +308,10 @@ class CallContext:
         inputs: list[tuple[str, Any]],
         options: CallOptions | None = None,
         on_retry: OnRetry | None = None,
+        open_now: OpenNow | None = None,
     ) -> None:
         self._open_call = open_call
+        self._open_now = open_now
         self._cap = cap
         self._inputs = inputs
         self._options = options or CallOptions()
@@ -332,7 +338,12 @@ class CallContext:
             raise EngineError("a call runs once: make a new engine.call(...) to call again")
         options = self._options
         if options.retry is None and options.timeout is None:  # the plain call, kept short
-            state = await self._open_call(self._cap, self._inputs, options.activity_timeout)
+            opened = None
+            if self._open_now is not None:  # nothing to wait for: no coroutine
+                opened = self._open_now(self._cap, self._inputs, options.activity_timeout)
+            if opened is None:
+                opened = await self._open_call(self._cap, self._inputs, options.activity_timeout)
+            state = opened
             if not options.check_outputs:
                 state.output_checks = None
             self._state = state
