@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import cbor2
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -340,3 +341,35 @@ def test_a_request_over_its_bounds_is_left_to_python() -> None:
     assert P.request_frames(rid, None, "cap:x", inputs, 16, 0, INLINE_MAX) is None  # no credit
     assert P.request_frames(rid, None, "cap:x", inputs, 16, 4, 15) is None  # over the total
     assert P.request_frames(rid, None, "cap:x", inputs, 16, 4, 20) is not None
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_streamed_small_calls_give_the_same_events_on_both_backends(backend: str) -> None:
+    # The compiled router queues the events, the response iterator hands them out without a
+    # coroutine; on either backend a streamed call sees every event, then its end.
+    from _engine_helpers import INTEROP, interop_caps
+
+    from cartridge_runtime.engine import Engine, OutputData, OutputEnded, OutputStarted
+
+    echo = interop_caps()["echo"]
+
+    async def main() -> list[list[Any]]:
+        seen: list[list[Any]] = []
+        async with Engine() as engine:
+            engine.add_cartridge(INTEROP)
+            for payload in (b"x", b"y" * 1000, b"z" * 200_000):
+                kinds: list[Any] = []
+                async with engine.call(echo, [("media:", payload)]) as response:
+                    async for event in response:
+                        kinds.append(type(event))
+                        if isinstance(event, OutputData):
+                            kinds.append(len(event.value))
+                    assert response.done
+                seen.append(kinds)
+        return seen
+
+    seen = anyio.run(main, backend=backend)
+    assert seen[0] == [OutputStarted, OutputData, 1, OutputEnded]
+    assert seen[1] == [OutputStarted, OutputData, 1000, OutputEnded]
+    assert seen[2][0] is OutputStarted and seen[2][-1] is OutputEnded
+    assert sum(n for n in seen[2] if isinstance(n, int)) == 200_000
