@@ -184,6 +184,16 @@ class FramePump:
         boundary = decoder.at_frame_boundary
         try:
             if type(data) is memoryview:
+                got = decoder.take_block(data) if self._room is None and boundary else None
+                if got is not None:
+                    # The block's whole frames at its front in one step; the rest fed below.
+                    taken, end = got
+                    dispatch = self._dispatch
+                    for frame in taken:
+                        dispatch(frame)
+                    if end == len(data):
+                        return True
+                    data = data[end:]
                 try:
                     decoder.feed_borrowed(data)
                 except ProtocolError:

@@ -18,11 +18,13 @@ inputs the whole request body with it (see :mod:`._inputs`), so every later fram
 
 The connection's reader hands the call every response frame; it runs them through a sans-IO
 :class:`BodyReceiver` (which validates the response and decodes chunks) and queues the
-resulting events. The caller takes events from :class:`Response`; each data event it takes is
-reported as consumed, so CREDIT goes back to the cartridge only as fast as the caller reads:
-memory stays bounded whatever the size. Before the caller blocks on an empty queue, pending
-credit is flushed (otherwise a cartridge holding a half window would wait forever). The caller
-blocks on an :class:`anyio.Event` made only when it has to wait.
+resulting events. (The common valid frames of a plain call do all of this in one C call
+each, :func:`~cartridge_runtime.protocol.response_router`, registered below; every other
+frame comes to :meth:`CallState.on_frame`.) The caller takes events from :class:`Response`;
+each data event it takes is reported as consumed, so CREDIT goes back to the cartridge only as
+fast as the caller reads: memory stays bounded whatever the size. Before the caller blocks on
+an empty queue, pending credit is flushed (otherwise a cartridge holding a half window would
+wait forever). The caller blocks on an :class:`anyio.Event` made only when it has to wait.
 
 Logs nobody reads
 -----------------
@@ -87,7 +89,7 @@ from ._events import (
     Progress,
     TraceEvent,
 )
-from ._inputs import Inputs, InputSender, InputValue, inline_frames, normalize_inputs
+from ._inputs import Inputs, InputSender, InputValue, normalize_inputs, request_flow
 
 __all__ = ("CallState", "InputValue", "Inputs", "normalize_inputs")
 
@@ -103,6 +105,36 @@ class CallState:
     #: ``_output_check.OutputChecks``), set on the calls that have some; None: nothing is
     #: checked (HST-24).
     output_checks: Any = None
+
+    # What most calls never change is a class default, set on the instance only when it
+    # changes: a call is made per request, and each attribute set costs it.
+    done = False
+    error: CallError | None = None
+    end_meta: Mapping[str, Any] | None = None
+    abandoned = False
+    cancel_requested = False
+    _waiter: Wake | None = None  # the caller, while it waits for events
+    _ended: anyio.Event | None = None  # a cancel timer, while it waits for the end
+    _sender: InputSender | None = None
+    #: Queue positions of the frames queued at open, while they may still be withdrawn.
+    _queued: tuple[tuple[int, int], tuple[int, int]] | None = None
+    #: LOG/progress events queued since the last scan (an upper bound of those unread).
+    _logs_queued = 0
+    #: LOG/progress events dropped because nobody read them in time.
+    dropped_logs = 0
+    #: When the caller's ``timeout=`` runs out (``anyio.current_time()`` clock), if any.
+    deadline: float | None = None
+    timeout: float | None = None
+    #: The engine's observer of this call (``Engine.add_observer``), or None: then no
+    #: byte is counted and nothing is recorded.
+    observation: Any = None
+    bytes_out = 0
+    #: Frames received for this call (the activity the watchdog looks at).
+    frames = 0
+    #: Its activity timeout, seconds, when it has one; and what the watchdog saw of it.
+    activity_limit: float | None = None
+    silence: Any = None
+    max_pending_logs = 1000
 
     def __init__(
         self,
@@ -127,34 +159,9 @@ class CallState:
             self.rid, xid=self.xid, initial_credit=conn.limits.initial_credit, expect_req=False
         )
         self.events: deque[tuple[CallEvent, str | None]] = deque()
-        self._waiter: Wake | None = None  # the caller, while it waits for events
-        self._ended: anyio.Event | None = None  # a cancel timer, while it waits for the end
-        self.done = False
-        self.error: CallError | None = None
-        self.end_meta: Mapping[str, Any] | None = None
-        self.abandoned = False
-        self.cancel_requested = False
         self._outputs: dict[str, tuple[str | None, str, bool]] = {}
-        self._sender: InputSender | None = None
-        #: Queue positions of the frames queued at open, while they may still be withdrawn.
-        self._queued: tuple[tuple[int, int], tuple[int, int]] | None = None
-        self.max_pending_logs = max(2, max_pending_logs)
-        #: LOG/progress events queued since the last scan (an upper bound of those unread).
-        self._logs_queued = 0
-        #: LOG/progress events dropped because nobody read them in time.
-        self.dropped_logs = 0
-        #: When the caller's ``timeout=`` runs out (``anyio.current_time()`` clock), if any.
-        self.deadline: float | None = None
-        self.timeout: float | None = None
-        #: The engine's observer of this call (``Engine.add_observer``), or None: then no
-        #: byte is counted and nothing is recorded.
-        self.observation: Any = None
-        self.bytes_out = 0
-        #: Frames received for this call (the activity the watchdog looks at).
-        self.frames = 0
-        #: Its activity timeout, seconds, when it has one; and what the watchdog saw of it.
-        self.activity_limit: float | None = None
-        self.silence: Any = None
+        if max_pending_logs != 1000:
+            self.max_pending_logs = max(2, max_pending_logs)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -163,21 +170,16 @@ class CallState:
         the whole body) synchronously, so nothing of the call can overtake it; bigger
         inputs are streamed by a task started here."""
         conn = self.conn
-        try:
-            body = inline_frames(self.inputs, self.rid, self.xid, conn.limits)
-        except Exception:  # an input that cannot be encoded: the sender reports which one
-            body = None
+        body = request_flow(self.cap, self.inputs, self.rid, self.xid, conn.limits)
         conn.add_flow(self.rid, self)
         first = conn.mark()
         conn.hold()
         try:
-            req = frames.req(self.rid, self.cap, xid=self.xid)
             if body is None:
-                conn.send(req)
+                conn.send(frames.req(self.rid, self.cap, xid=self.xid))
             else:
                 # The whole flow, REQ to END, is queued here: numbered 0, 1, 2... as encoded
                 # (no copy of a frame), in one call.
-                body.insert(0, req)
                 conn.send_flow(body)
             self._queued = (first, conn.mark())
         except P.ProtocolError as exc:  # e.g. an item's meta over max_frame
@@ -448,16 +450,22 @@ class CallState:
         empty); its credit is granted back as :meth:`next_event` would."""
         ev, credit_stream = self.events.popleft()
         if credit_stream is not None and not self.done:
-            receiver = self.receiver
-            receiver.consumed(credit_stream)
-            credits = receiver.data_to_send()
-            if credits:
-                for credit in credits:
-                    self.conn.send(credit)
+            self.credit_back(credit_stream)
         return ev
 
-    async def next_event(self) -> CallEvent | None:
-        """The next event, ``None`` after END.
+    def credit_back(self, stream_id: str) -> None:
+        """The caller took a data event of ``stream_id`` (from :attr:`events`, while the call
+        runs): its credit goes back, in a CREDIT when a batch is due."""
+        receiver = self.receiver
+        receiver.consumed(stream_id)
+        credits = receiver.data_to_send()
+        if credits:
+            for credit in credits:
+                self.conn.send(credit)
+
+    async def next_event(self, stop: bool = False) -> CallEvent | None:
+        """The next event, ``None`` after END (with ``stop``: :class:`StopAsyncIteration`, as
+        the response's iterator ends).
 
         :raises CallError: on ERR or death; :class:`CallTimeout` past the deadline.
         """
@@ -468,6 +476,8 @@ class CallState:
             if self.done:
                 if self.error is not None:
                     raise self.error
+                if stop:
+                    raise StopAsyncIteration
                 return None
             receiver = self.receiver
             receiver.flush_credit()
@@ -592,3 +602,6 @@ _HANDLERS: dict[type, Any] = {
     P.BodyEnded: CallState._on_end,
     P.ErrorReport: CallState._on_error,
 }
+
+# The four frames of a plain response routed, received and queued in one C call (when built).
+P.compile_response_path(CallState, (OutputStarted, OutputData, OutputEnded))

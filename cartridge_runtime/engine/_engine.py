@@ -637,8 +637,9 @@ class Engine:
                 retry=retry,
                 check_outputs=bool(check_outputs),
             )
+        opener = self._opener
         return CallContext(
-            self._opener.open, cap, normalize_inputs(inputs), options, self._on_retry
+            opener.open, cap, normalize_inputs(inputs), options, self._on_retry, opener.open_now
         )
 
     def _on_retry(self, cap: str, attempt: int, delay: float, error: CallError) -> None:

@@ -195,6 +195,27 @@ def inline_frames(
     return out
 
 
+def request_flow(
+    cap: str, inputs: list[tuple[str, Any]], rid: MessageId, xid: MessageId | None, limits: P.Limits
+) -> list[Frame] | None:
+    """Every frame of a request to ``cap``, REQ to END, when its inputs are small in-memory
+    values (:func:`inline_frames`); ``None`` otherwise, and when a value cannot be encoded
+    (the :class:`InputSender` then reports which one)."""
+    # Small byte strings only: the whole flow made in one call when compiled.
+    body = P.request_frames(
+        rid, xid, cap, inputs, limits.effective_chunk, limits.initial_credit, INLINE_MAX
+    )
+    if body is not None:
+        return body
+    try:
+        body = inline_frames(inputs, rid, xid, limits)
+    except Exception:  # an input that cannot be encoded: the sender reports which one
+        return None
+    if body is not None:
+        body.insert(0, P.frames.req(rid, cap, xid=xid))
+    return body
+
+
 class InputSender:
     """The task that streams a call's inputs under credit (the path for big or lazy inputs)."""
 

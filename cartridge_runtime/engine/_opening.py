@@ -39,6 +39,8 @@ log = logging.getLogger("cartridge_runtime.engine")
 #: Times one call is routed again when the instance it was given stopped under it (retired
 #: or idle-stopped between routing and sending).
 _REROUTES = 4
+#: Cap definitions whose activity timeout is remembered, at most.
+_LIMITS_KEPT = 256
 
 
 class CallOpener:
@@ -69,6 +71,9 @@ class CallOpener:
         #: Output checks by the media_defs list of a manifest (HST-24), and whether the
         #: application gave definitions of its own.
         self._checks: dict[int, tuple[tuple[Any, ...], OutputChecks]] = {}
+        #: The activity timeout a cap definition's metadata gives, by definition (kept with
+        #: it, so that a reused id never matches).
+        self._limits: dict[int, tuple[Any, float | None]] = {}
         self._media = bool(config.media)
 
     async def open(
@@ -105,7 +110,10 @@ class CallOpener:
             definition = conn.definition(handler)
             if definition is not None:  # before anything is sent, even the REQ
                 inputs = plan_call_inputs(cap, definition, inputs)
-            chain = await conn.gate.acquire(handler)
+            gate = conn.gate
+            chain = gate.try_acquire(handler)  # a free slot: taken without a coroutine
+            if chain is None:
+                chain = await gate.acquire(handler)
             # A removed cartridge still serves, during its drain, the calls that waited for it;
             # a replaced one sends them to its new version.
             if conn.ready and not slot.replaced:
@@ -121,6 +129,51 @@ class CallOpener:
             )
         else:
             raise CartridgeRetired(f"cartridge {slot.name} kept being retired under the call")
+        return self._start(
+            cap, inputs, activity_timeout, slot, single, handler, conn, definition, chain
+        )
+
+    def open_now(
+        self, cap: str, inputs: list[tuple[str, Any]], activity_timeout: float | None = None
+    ) -> CallState | None:
+        """:meth:`open` without a coroutine when nothing must wait: ``cap`` routed already to
+        a cartridge of one ready instance with a free pool slot. ``None``, with nothing done,
+        otherwise: then :meth:`open` it.
+
+        :raises ArgumentError: as :meth:`open` (the inputs do not fit the cap's definition).
+        """
+        hit = self._router.cache.get(cap)
+        if hit is None or self._life.closed:
+            return None
+        slot, handler = hit
+        single = slot.single
+        conn = single.conn if single is not None else None
+        if conn is None or not conn.ready or slot.replaced:
+            return None
+        definition = conn.definition(handler)
+        if definition is not None:  # before anything is sent, even the REQ
+            inputs = plan_call_inputs(cap, definition, inputs)
+        chain = conn.gate.try_acquire(handler)
+        if chain is None:
+            return None
+        return self._start(
+            cap, inputs, activity_timeout, slot, single, handler, conn, definition, chain
+        )
+
+    def _start(
+        self,
+        cap: str,
+        inputs: list[tuple[str, Any]],
+        activity_timeout: float | None,
+        slot: CartridgeSlot,
+        single: Any,
+        handler: str,
+        conn: Any,
+        definition: Any,
+        chain: Any,
+    ) -> CallState:
+        """Start an admitted call on ``conn`` (of ``slot``'s only replica ``single``, or of
+        one of its replicas) with its observers, output checks and activity watch."""
         state = CallState(
             conn,
             cap=cap,
@@ -142,6 +195,15 @@ class CallOpener:
             activity_timeout = slot.activity_timeout
         if activity_timeout is None and (definition is None or not definition.metadata):
             limit = self.config.activity_timeout  # the common case, without a call
+        elif activity_timeout is None:  # the cap's own: the same for each call to it
+            known = self._limits.get(id(definition))
+            if known is not None and known[0] is definition:
+                limit = known[1]
+            else:
+                limit = self.activity_limit(None, definition, slot.name)
+                if len(self._limits) >= _LIMITS_KEPT:
+                    self._limits.clear()
+                self._limits[id(definition)] = (definition, limit)
         else:
             limit = self.activity_limit(activity_timeout, definition, slot.name)
         if limit is not None and not state.done:

@@ -23,7 +23,7 @@ import anyio.lowlevel
 import attrs
 import cbor2
 
-from ..protocol import MessageId
+from ..protocol import MessageId, ready
 from ._call import CallState
 from ._errors import CallError, CallTimeout, EngineError
 from ._events import (
@@ -42,12 +42,16 @@ from ._events import (
 from ._output_check import OutputWatch, check_outputs
 from ._supervision._retry import Retry, retry_refusal
 
-__all__ = ("CallContext", "CallOptions", "OnRetry", "OpenCall", "Response")
+__all__ = ("CallContext", "CallOptions", "OnRetry", "OpenCall", "OpenNow", "Response")
 
 #: How a call is opened (the engine's): route ``cap``, start its cartridge if needed, take a
 #: pool slot and send the request with ``inputs``, watched for ``activity_timeout``; the
 #: running call.
 OpenCall = Callable[[str, list[tuple[str, Any]], float | None], Awaitable[CallState]]
+
+#: :data:`OpenCall` without a coroutine when nothing must wait, else ``None`` with nothing
+#: done.
+OpenNow = Callable[[str, list[tuple[str, Any]], float | None], CallState | None]
 
 #: Told of each retry: the cap, the attempt that failed (1 for the first), the delay before
 #: the next, and the failure.
@@ -86,6 +90,8 @@ class Response:
         self._output_began = False
         if state.output_checks is not None:
             self._watch = OutputWatch(state.output_checks, state.cap)
+        #: Neither watched, retried nor timed: events are taken straight from the call.
+        self._plain = self._watch is None and self._retrying is None and state.deadline is None
 
     @property
     def attempts(self) -> int:
@@ -129,15 +135,27 @@ class Response:
     def __aiter__(self) -> Response:
         return self
 
-    async def __anext__(self) -> CallEvent:
+    def __anext__(self) -> Awaitable[CallEvent]:
+        if self._plain:
+            # An event already queued, or the end, without a coroutine.
+            state = self._state
+            events = state.events
+            if events:
+                ev, credit_stream = events.popleft()
+                if credit_stream is not None and not state.done:
+                    state.credit_back(credit_stream)
+                return ready(ev)
+            if state.done and state.error is None:
+                raise StopAsyncIteration
+            return state.next_event(stop=True)  # type: ignore[return-value]
+        return self._next()
+
+    async def _next(self) -> CallEvent:
         if self._watch is not None:
             return await self._next_watched(self._watch)
-        state = self._state
         if self._retrying is not None:
             return await self._next_retrying()
-        if state.events and state.deadline is None:
-            return state.take_queued()  # already queued: no second coroutine
-        ev = await state.next_event()
+        ev = await self._state.next_event()
         if ev is None:
             raise StopAsyncIteration
         return ev
@@ -290,8 +308,10 @@ class CallContext:
         inputs: list[tuple[str, Any]],
         options: CallOptions | None = None,
         on_retry: OnRetry | None = None,
+        open_now: OpenNow | None = None,
     ) -> None:
         self._open_call = open_call
+        self._open_now = open_now
         self._cap = cap
         self._inputs = inputs
         self._options = options or CallOptions()
@@ -318,7 +338,12 @@ class CallContext:
             raise EngineError("a call runs once: make a new engine.call(...) to call again")
         options = self._options
         if options.retry is None and options.timeout is None:  # the plain call, kept short
-            state = await self._open_call(self._cap, self._inputs, options.activity_timeout)
+            opened = None
+            if self._open_now is not None:  # nothing to wait for: no coroutine
+                opened = self._open_now(self._cap, self._inputs, options.activity_timeout)
+            if opened is None:
+                opened = await self._open_call(self._cap, self._inputs, options.activity_timeout)
+            state = opened
             if not options.check_outputs:
                 state.output_checks = None
             self._state = state

@@ -29,6 +29,12 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "trim_heap",
         "tune_allocator",
     ),
+    "_call_path": (
+        "compile_response_path",
+        "ready",
+        "request_frames",
+        "response_router",
+    ),
     "_cartridge_conn": (
         "REQ_RULES",
         "CartridgeConnection",
@@ -284,6 +290,10 @@ __all__ = (
     "StartupProgress",
     "FrameRefused",
     "HealthReport",
+    "compile_response_path",
+    "ready",
+    "request_frames",
+    "response_router",
     # per-request state
     "BodyReceiver",
     "RequestState",
@@ -401,6 +411,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         trim_heap,
         tune_allocator,
     )
+    from ._call_path import compile_response_path, ready, request_frames, response_router
     from ._cartridge_conn import REQ_RULES, CartridgeConnection
     from ._cartridge_state import (
         PHASE_TRANSITIONS,

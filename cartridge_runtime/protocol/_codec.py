@@ -145,7 +145,22 @@ def _load_speedups() -> bool:
     _c_take_frames = take_frames
     _c_scan_prefixes = scan_prefixes
     _c_encode_flow = encode_flow
+    _compiled_new_id()
     return True
+
+
+def _compiled_new_id() -> None:
+    """Make ``MessageId.new`` and ``_frame.int_id`` the compiled ones: the same ids (random
+    version 4 UUIDs; routing ids), shared through the id cache; the random bytes drawn from
+    a pool of the OS's, forgotten at fork as the Python one's is."""
+    from . import _frame
+    from ._speedups import configure_ids, forget_ids, int_id, new_id
+
+    configure_ids(os.urandom)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=forget_ids)
+    MessageId.new = new_id  # type: ignore[method-assign]
+    _frame.int_id = int_id  # type: ignore[assignment]
 
 
 def speedups_enabled() -> bool:

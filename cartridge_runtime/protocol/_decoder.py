@@ -243,6 +243,24 @@ class FrameDecoder:
         frame = self.next_frame()
         return [] if frame is None else [frame]
 
+    def take_block(self, data: memoryview) -> tuple[list[Frame], int] | None:
+        """The frames at the front of a reader's block, taken whole in one step when nothing
+        is pending, parsed where they lie and kept by nothing here, and the offset after
+        them (``len(data)``: all of it); feed the rest, if any, as usual. ``None``, with
+        nothing taken, when this does not apply (the codec not compiled, bytes pending, a
+        failed or ended decoder, an empty block, or a first frame the Python path must
+        decide): then feed the whole block."""
+        take = _codec._c_take_frames  # looked up each time: the codec may switch it off
+        if take is None or self._off != len(self._buf) or self._error is not None or not data:
+            return None
+        if self._closed:
+            return None
+        try:
+            got: tuple[list[Frame], int] = take(data, 0, self._max_frame)
+        except ProtocolError:
+            return None  # the Python path names the error
+        return got if got[0] else None
+
     def release_borrowed(self) -> None:
         """Stop referring to the buffer given to :meth:`feed_borrowed`, keeping a copy of
         whatever of it is still pending (frames not taken yet, an incomplete tail), so that

@@ -112,6 +112,12 @@ def share_id(mid: MessageId) -> MessageId:
     return mid
 
 
+def int_id(n: int) -> MessageId:
+    """``MessageId(n)`` for an unsigned integer ``n``, shared as :func:`share_id` does (a
+    routing id the host hands out); compiled when the codec is (``_codec``)."""
+    return share_id(MessageId(n))
+
+
 #: The id every non-request frame of the handshake uses (HELLO, POLICY, RELAY_*).
 ZERO_ID = MessageId(0)
 

@@ -35,11 +35,12 @@ from typing import Any, Generic, Protocol, TypeVar
 import attrs
 
 from . import _builders as build
+from . import _frame
 from ._conn_state import ConnState
 from ._constants import CreditDirection, FrameType, NetworkPolicy
 from ._errors import HandshakeError, LocalProtocolError
 from ._events import ErrorReport
-from ._frame import Frame, MessageId, share_id
+from ._frame import Frame, MessageId
 from ._handshake import IdentityCheck
 from ._host_startup import HostHandshake, StartupPhase
 from ._limits import Limits
@@ -305,7 +306,7 @@ class HostConnection(Generic[F, O]):
 
     def next_xid(self) -> MessageId:
         """A fresh small-uint routing id for a request sent on this connection."""
-        xid = share_id(MessageId(self._next_xid))
+        xid: MessageId = _frame.int_id(self._next_xid)
         self._next_xid += 1
         return xid
 

@@ -90,3 +90,20 @@ def test_frames_before_error_stops_at_an_undecodable_body() -> None:
     ids, good = _frames(2)
     junk = struct.pack(">I", 3) + b"\xff\xff\xff"
     assert [f.id for f in frames_before_error(good + junk + good, DEFAULT_MAX_FRAME)] == ids
+
+
+@pytest.mark.parametrize("cut", [0, 3, 4, 9, -1])
+def test_whole_frames_then_a_tail_over_reused_buffers_come_out_once_in_order(cut: int) -> None:
+    # A block of whole frames is taken in one step; a tail it ends with is fed and completed
+    # by the next block, though the first buffer is reused in between.
+    ids, good = _frames(4)
+    last = len(encode_frame(frames.heartbeat(ids[-1])))
+    split = len(good) - last + (cut if cut >= 0 else last)
+    seen: list[Frame] = []
+    pump = FramePump(FrameDecoder(), seen.append)
+    buffer = bytearray(good[:split])
+    assert pump.on_block(memoryview(buffer))
+    buffer[:] = b"\xff" * len(buffer)  # the reader reuses its buffer
+    assert pump.on_block(memoryview(bytearray(good[split:])))
+    assert [f.id for f in seen] == ids
+    assert pump.decoder.at_frame_boundary

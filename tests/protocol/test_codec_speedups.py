@@ -464,3 +464,31 @@ def test_a_batch_stops_before_a_bad_frame_and_the_next_call_names_it() -> None:
     assert len(dec.take_frames()) == 2
     with pytest.raises(ProtocolError):
         dec.take_frames()
+
+
+_end_fields = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(0, 1),
+    st.text(max_size=3),
+    st.binary(max_size=2),
+)
+
+
+@needs_c
+@FAST
+@given(
+    fields=st.dictionaries(
+        st.sampled_from(["exit_code", "progress", "message", "other"]), _end_fields, max_size=4
+    ),
+    as_map=st.booleans(),
+)
+def test_end_meta_is_checked_the_same_on_both_paths(fields: dict[str, Any], as_map: bool) -> None:
+    # The compiled reader checks END's usual meta itself (exit_code an int, progress a number,
+    # message text); anything else goes to the Python check, which names the mistake.
+    meta: Any = fields if as_map else list(fields.items())
+    body = cbor2.dumps({0: 2, 1: int(FrameType.END), 2: RID, 3: 0, 5: meta})
+    wire = len(body).to_bytes(4, "big") + body
+    compiled, python = both(lambda: decode_frame(wire))
+    assert _same(compiled, python)

@@ -68,3 +68,12 @@ def test_threads_never_get_the_same_id() -> None:
     every = [v for r in results for v in r]
     assert len(every) == 4 * per_thread
     assert len(set(every)) == len(every)
+
+
+def test_routing_ids_are_shared_with_the_decoder() -> None:
+    from cartridge_runtime.protocol import _frame, decode_frame, encode_frame, frames
+
+    xid = _frame.int_id(123456)
+    assert xid == MessageId(123456) and hash(xid) == hash(MessageId(123456))
+    wire = encode_frame(frames.end(MessageId.new(), xid=xid))
+    assert decode_frame(wire).routing_id is xid  # the very object: routing compares no values

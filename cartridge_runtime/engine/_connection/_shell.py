@@ -438,19 +438,25 @@ class Connection:
             if event is not None:
                 on_event(event)
 
+        dispatch: Callable[[Frame], None] = route
         tap = self._tap
         if tap is not None:
             name, on_received, plain = self.name, tap.on_received, route
 
-            def route(frame: Frame) -> None:
+            def tapped(frame: Frame) -> None:
                 on_received(name, frame)
                 plain(frame)
+
+            dispatch = tapped
+        else:
+            # A plain response's frames in one C call each; the rest through ``route``.
+            dispatch = P.response_router(self.core, route) or route
 
         # Frames the routing queues (CREDIT, forwarded peer frames, heartbeat replies) are
         # held while a block is dispatched and leave together in one write after it.
         pump = FramePump(
             self._decoder,
-            route,
+            dispatch,
             hold=self._block,
             read_size=self.config.read_size,
             on_error=self._note_stray,

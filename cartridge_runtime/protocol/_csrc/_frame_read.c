@@ -159,6 +159,36 @@ abandon(PyObject *d, int rc)
     Py_RETURN_NONE;
 }
 
+/* Whether END's meta passes _validate._check_end as it is: absent, or a dict whose
+ * exit_code is an int, progress a number and message a str (each may be absent or null).
+ * 0 lets the Python check decide; -1 with an exception. */
+static PyObject *s_meta, *s_exit_code, *s_progress, *s_message;
+
+static int
+end_meta_plain(PyObject *d)
+{
+    if (s_meta == NULL && ((s_meta = PyUnicode_InternFromString("meta")) == NULL ||
+                           (s_exit_code = PyUnicode_InternFromString("exit_code")) == NULL ||
+                           (s_progress = PyUnicode_InternFromString("progress")) == NULL ||
+                           (s_message = PyUnicode_InternFromString("message")) == NULL))
+        return -1;
+    PyObject *meta = PyDict_GetItemWithError(d, s_meta);
+    if (meta == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    if (!PyDict_CheckExact(meta))
+        return 0;
+    PyObject *v = PyDict_GetItemWithError(meta, s_exit_code);
+    if (v != NULL && v != Py_None && !PyLong_CheckExact(v))
+        return 0;
+    v = v == NULL && PyErr_Occurred() ? NULL : PyDict_GetItemWithError(meta, s_progress);
+    if (v != NULL && v != Py_None && !PyLong_CheckExact(v) && !PyFloat_CheckExact(v))
+        return 0;
+    v = v == NULL && PyErr_Occurred() ? NULL : PyDict_GetItemWithError(meta, s_message);
+    if (v != NULL && v != Py_None && !PyUnicode_CheckExact(v))
+        return 0;
+    return PyErr_Occurred() ? -1 : 1;
+}
+
 /* The Frame whose __dict__ is ``d`` (filled by put_field; new reference), Py_None (new
  * reference) to let Python decide, or NULL with an exception set. Consumes ``d``. */
 static PyObject *
@@ -195,6 +225,18 @@ finish_frame(PyObject *d, int validate)
                 if (PyDict_GetItemWithError(d, PyTuple_GET_ITEM(names, i)) == NULL)
                     break;
             if (i == n) {
+                Py_DECREF(d);
+                return frame;
+            }
+        }
+        if (!PyErr_Occurred() && PyLong_CheckExact(ft) && PyLong_AsLong(ft) == 4) {
+            /* END (code 4): its usual meta is checked here, without a call. */
+            int plain = end_meta_plain(d);
+            if (plain < 0) {
+                Py_DECREF(frame);
+                goto error;
+            }
+            if (plain) {
                 Py_DECREF(d);
                 return frame;
             }

@@ -396,6 +396,23 @@ static PyMethodDef methods[] = {
     {"encode_numbered", (PyCFunction)(void (*)(void))encode_numbered, METH_FASTCALL,
      "encode_numbered(counters, closed, max_closed, frames, start, out, max_frame) -> index "
      "of the first frame left to Python."},
+    {"configure_response", (PyCFunction)(void (*)(void))configure_response,
+     METH_VARARGS | METH_KEYWORDS,
+     "Hand over the classes of the host's response path (once, from the engine)."},
+    {"route_response", (PyCFunction)(void (*)(void))route_response, METH_FASTCALL,
+     "route_response(core, fallback, frame): a response's common valid frame delivered, "
+     "else fallback(frame)."},
+    {"ready", ready_value, METH_O, "ready(value) -> an awaitable that gives value at once."},
+    {"configure_ids", configure_ids, METH_O,
+     "Hand over the OS's random source for new ids (os.urandom)."},
+    {"forget_ids", forget_ids, METH_NOARGS, "Drop the random bytes fetched ahead (after fork)."},
+    {"new_id", new_id, METH_NOARGS, "new_id() -> a fresh random MessageId, in the id cache."},
+    {"int_id", int_id, METH_O, "int_id(n) -> MessageId(n), in the id cache."},
+    {"configure_request", (PyCFunction)(void (*)(void))configure_request,
+     METH_VARARGS | METH_KEYWORDS,
+     "Hand over the frame class and constants of a small request's frames (once)."},
+    {"request_frames", (PyCFunction)(void (*)(void))request_frames, METH_FASTCALL,
+     "request_frames(rid, xid, cap, inputs, max_chunk, credit, max_total) -> frames | None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -424,7 +441,7 @@ PyInit__speedups(void)
     codec.empty_tuple = PyTuple_New(0);
     if (!codec.i_one || !codec.i_two || !codec.i_three || !codec.i_thirteen || !codec.empty_tuple)
         return NULL;
-    if (receiver_init() < 0)
+    if (receiver_init() < 0 || response_init() < 0 || request_init() < 0)
         return NULL;
     return PyModule_Create(&module);
 }

@@ -1,0 +1,156 @@
+"""The host's call path compiled: a small call's request frames made in one C call
+(``_csrc/_request.c``), and its response frames each routed to the call, run through the
+call's receiver and queued as the output event they make in one C call
+(``_csrc/_response.c``).
+
+Request
+-------
+:func:`request_frames` makes every frame of a request whose inputs are all small byte
+strings (REQ; STREAM_START, one CHUNK, STREAM_END per input; END), the same frames the frame
+builders make; for anything else it answers ``None`` and the engine builds the request.
+
+Response
+--------
+
+A small call's response is four frames (STREAM_START, one CHUNK, STREAM_END, END); in Python
+each goes through the shell's dispatch, :meth:`~._host_conn.HostConnection.receive_frame`,
+the flow's ``on_frame``, the receiver and an event handler, about a thousand bytecodes a
+call. The compiled router takes the common valid case of those four frames whole and hands
+everything else, before it has changed anything, to the Python router it was given, which
+stays the one that decides.
+
+The flow class the engine registers must keep the shape the C code reads and writes:
+
+* ``done``, ``abandoned`` (both ``False`` to be taken), ``observation`` (``None``),
+  ``xid`` (the very object the frame's routing id is: the host shares its ids),
+* ``receiver``, a :class:`~._request_state.BodyReceiver` with no CREDIT waiting,
+* ``frames`` (an int, counted up), ``_queued`` (set to ``None``),
+* ``events``, a deque of ``(event, credit stream or None)``; ``_outputs``, a dict from a
+  stream id to ``(output, media URN, is_sequence)``;
+* ``_waiter`` (``None``, or a wake-up whose ``set()`` is called once events were queued),
+* ``end_meta`` and ``_finish(None)``, which END sets and calls.
+
+The three output event classes are slotted, with the fields the C code checks at
+registration (an added field switches the path off instead of leaving it unset).
+``CARTRIDGE_RUNTIME_PURE_PYTHON=1`` switches it off too.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import attrs
+
+from ._constants import PROTOCOL_VERSION, PURE_PYTHON_ENV, REQ_CONTENT_TYPE, FrameType
+from ._events import BodyEnded, StreamClosed, StreamData, StreamOpened
+from ._frame import Frame, MessageId
+
+__all__ = ("compile_response_path", "ready", "request_frames", "response_router")
+
+T = TypeVar("T")
+
+#: ``_speedups.route_response`` once a flow class is registered, else ``None``.
+_route: Any = None
+
+
+async def _ready_coroutine(value: T) -> T:
+    return value
+
+
+def ready(value: T) -> Awaitable[T]:
+    """An awaitable that gives ``value`` at once (what an async iterator returns for a value
+    it already holds). Compiled, this name is ``_speedups.ready``: one small object and no
+    coroutine; here, a coroutine."""
+    return _ready_coroutine(value)
+
+
+def request_frames(
+    rid: MessageId,
+    xid: MessageId | None,
+    cap: str,
+    inputs: list[tuple[str, Any]],
+    max_chunk: int,
+    credit: int,
+    max_total: int,
+) -> list[Frame] | None:
+    """Every frame of a request to ``cap`` whose ``inputs`` are all byte strings of 1 to
+    ``max_chunk`` bytes (``max_total`` at most together; ``credit`` above 0), each sent as
+    stream ``arg-<index>`` in one CHUNK; ``None`` for any other request. Compiled, this name
+    is ``_speedups.request_frames``; here, always ``None`` (the engine builds the frames)."""
+    return None
+
+
+def compile_response_path(flow_class: type, outputs: tuple[type, type, type]) -> bool:
+    """Register ``flow_class`` (see the module docstring) and its output events (started,
+    data, ended) with the compiled router; ``False`` when it is not built, switched off, or
+    refused the classes (then :func:`response_router` gives ``None``)."""
+    global _route
+    _route = None
+    if os.environ.get(PURE_PYTHON_ENV):
+        return False
+    try:
+        from ._speedups import configure_response, route_response
+    except ImportError:
+        return False
+    try:
+        configure_response(
+            frame_types=(
+                FrameType.STREAM_START,
+                FrameType.CHUNK,
+                FrameType.STREAM_END,
+                FrameType.END,
+            ),
+            flow_class=flow_class,
+            received=(StreamOpened, StreamData, StreamClosed, BodyEnded),
+            outputs=outputs,
+            output_fields=tuple(tuple(f.name for f in attrs.fields(cls)) for cls in outputs),
+        )
+    except (TypeError, ValueError):
+        return False
+    _route = route_response
+    return True
+
+
+def response_router(
+    core: object, fallback: Callable[[Frame], None]
+) -> Callable[[Frame], None] | None:
+    """The compiled router of connection ``core`` (a
+    :class:`~._host_conn.HostConnection`), handing ``fallback`` every frame it does not
+    take; ``None`` when no flow class is registered."""
+    if _route is None:
+        return None
+    return functools.partial(_route, core, fallback)
+
+
+def _load_request() -> None:
+    """Put the compiled :func:`ready` and :func:`request_frames` in place of the plain ones
+    (called once; the module's names are read on first use, after it)."""
+    if os.environ.get(PURE_PYTHON_ENV):
+        return
+    try:
+        from ._speedups import configure_request
+        from ._speedups import ready as compiled_ready
+        from ._speedups import request_frames as compiled_request
+    except ImportError:
+        return
+    configure_request(
+        frame_class=Frame,
+        frame_types=(
+            FrameType.REQ,
+            FrameType.STREAM_START,
+            FrameType.CHUNK,
+            FrameType.STREAM_END,
+            FrameType.END,
+        ),
+        version=PROTOCOL_VERSION,
+        content_type=REQ_CONTENT_TYPE,
+    )
+    names = globals()
+    names["ready"] = compiled_ready
+    names["request_frames"] = compiled_request
+
+
+_load_request()

@@ -1,0 +1,385 @@
+/* Compiled fast path of a small call's request (see _call_path.py; the rules are the
+ * engine's inline_frames and the frame builders).
+ *
+ * request_frames(rid, xid, cap, inputs, max_chunk, credit, max_total) -> list | None builds
+ * every frame of a request whose inputs are all small byte strings: REQ, then for input i a
+ * stream "arg-i" of one CHUNK (STREAM_START, CHUNK, STREAM_END), then the requester's END.
+ * Each frame is made as the builders make it: a Frame whose __dict__ holds the fields
+ * present, in wire-key order. Any other input, or a request over the bounds, answers None and
+ * the Python code builds it.
+ */
+#include <string.h>
+
+#include "_frames.h"
+
+typedef struct {
+    int configured;
+    PyObject *frame_class;
+    PyObject *ft_req, *ft_start, *ft_chunk, *ft_stream_end, *ft_end;
+    PyObject *version, *content_type, *empty_bytes, *zero, *one;
+    PyObject *s_version, *s_frame_type, *s_id, *s_seq, *s_content_type, *s_payload, *s_eof,
+        *s_cap, *s_stream_id, *s_media_urn, *s_routing_id, *s_chunk_index, *s_chunk_count,
+        *s_checksum, *s_is_sequence;
+} RequestTables;
+
+static RequestTables rq;
+
+static uint64_t
+fnv1a64(const unsigned char *p, Py_ssize_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* A Frame of type ft for rid with its head fields set; its dict is returned borrowed through
+ * *d. New reference, or NULL. */
+static PyObject *
+new_frame(PyObject *ft, PyObject *rid, PyObject **d)
+{
+    PyObject *dict = PyDict_New();
+    if (dict == NULL)
+        return NULL;
+    if (PyDict_SetItem(dict, rq.s_version, rq.version) < 0 ||
+        PyDict_SetItem(dict, rq.s_frame_type, ft) < 0 || PyDict_SetItem(dict, rq.s_id, rid) < 0 ||
+        PyDict_SetItem(dict, rq.s_seq, rq.zero) < 0) {
+        Py_DECREF(dict);
+        return NULL;
+    }
+    PyObject *frame = PyBaseObject_Type.tp_new((PyTypeObject *)rq.frame_class, codec.empty_tuple,
+                                               NULL);
+    if (frame == NULL || PyObject_GenericSetDict(frame, dict, NULL) < 0) {
+        Py_XDECREF(frame);
+        Py_DECREF(dict);
+        return NULL;
+    }
+    Py_DECREF(dict); /* the frame holds it */
+    *d = dict;
+    return frame;
+}
+
+static int
+push(PyObject *out, PyObject *frame)
+{
+    if (frame == NULL)
+        return -1;
+    int rc = PyList_Append(out, frame);
+    Py_DECREF(frame);
+    return rc;
+}
+
+static int
+set_xid(PyObject *d, PyObject *xid)
+{
+    return xid == Py_None ? 0 : PyDict_SetItem(d, rq.s_routing_id, xid);
+}
+
+/* The CHUNK payload of a byte string: its CBOR head, then the bytes. */
+static PyObject *
+bstr_payload(PyObject *value)
+{
+    Py_ssize_t n = PyBytes_GET_SIZE(value);
+    unsigned char head[9];
+    Py_ssize_t hl;
+    uint64_t len = (uint64_t)n;
+    if (len < 24) {
+        head[0] = (unsigned char)(0x40 | len);
+        hl = 1;
+    }
+    else {
+        int bytes = len < 0x100 ? 1 : len < 0x10000 ? 2 : len < 0x100000000ULL ? 4 : 8;
+        head[0] = (unsigned char)(0x58 + (bytes == 1 ? 0 : bytes == 2 ? 1 : bytes == 4 ? 2 : 3));
+        for (int i = 0; i < bytes; i++)
+            head[1 + i] = (unsigned char)(len >> (8 * (bytes - 1 - i)));
+        hl = 1 + bytes;
+    }
+    PyObject *payload = PyBytes_FromStringAndSize(NULL, hl + n);
+    if (payload == NULL)
+        return NULL;
+    char *p = PyBytes_AS_STRING(payload);
+    memcpy(p, head, (size_t)hl);
+    memcpy(p + hl, PyBytes_AS_STRING(value), (size_t)n);
+    return payload;
+}
+
+/* The three frames of input i (media, value) onto out; 0, or -1 with an exception. */
+static int
+one_input(PyObject *out, PyObject *rid, PyObject *xid, Py_ssize_t i, PyObject *media,
+          PyObject *value)
+{
+    PyObject *sid = PyUnicode_FromFormat("arg-%zd", i), *d = NULL, *frame = NULL;
+    PyObject *payload = NULL, *sum = NULL;
+    int rc = -1;
+    if (sid == NULL)
+        return -1;
+    /* STREAM_START */
+    if ((frame = new_frame(rq.ft_start, rid, &d)) == NULL)
+        goto done;
+    if (PyDict_SetItem(d, rq.s_stream_id, sid) < 0 || PyDict_SetItem(d, rq.s_media_urn, media) < 0 ||
+        set_xid(d, xid) < 0 || PyDict_SetItem(d, rq.s_is_sequence, Py_False) < 0) {
+        Py_DECREF(frame);
+        goto done;
+    }
+    if (push(out, frame) < 0)
+        goto done;
+    /* CHUNK */
+    if ((payload = bstr_payload(value)) == NULL)
+        goto done;
+    sum = PyLong_FromUnsignedLongLong(
+        fnv1a64((const unsigned char *)PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload)));
+    if (sum == NULL || (frame = new_frame(rq.ft_chunk, rid, &d)) == NULL)
+        goto done;
+    if (PyDict_SetItem(d, rq.s_payload, payload) < 0 || PyDict_SetItem(d, rq.s_stream_id, sid) < 0 ||
+        set_xid(d, xid) < 0 || PyDict_SetItem(d, rq.s_chunk_index, rq.zero) < 0 ||
+        PyDict_SetItem(d, rq.s_checksum, sum) < 0) {
+        Py_DECREF(frame);
+        goto done;
+    }
+    if (push(out, frame) < 0)
+        goto done;
+    /* STREAM_END */
+    if ((frame = new_frame(rq.ft_stream_end, rid, &d)) == NULL)
+        goto done;
+    if (PyDict_SetItem(d, rq.s_stream_id, sid) < 0 || set_xid(d, xid) < 0 ||
+        PyDict_SetItem(d, rq.s_chunk_count, rq.one) < 0) {
+        Py_DECREF(frame);
+        goto done;
+    }
+    rc = push(out, frame);
+done:
+    Py_DECREF(sid);
+    Py_XDECREF(payload);
+    Py_XDECREF(sum);
+    return rc;
+}
+
+/* request_frames(rid, xid, cap, inputs, max_chunk, credit, max_total): see the top. */
+PyObject *
+request_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "request_frames(rid, xid, cap, inputs, max_chunk, credit, max_total)");
+        return NULL;
+    }
+    PyObject *rid = args[0], *xid = args[1], *cap = args[2], *inputs = args[3];
+    if (!rq.configured || !PyList_CheckExact(inputs) || !PyUnicode_CheckExact(cap))
+        Py_RETURN_NONE;
+    Py_ssize_t size = PyLong_AsSsize_t(args[4]), credit = PyLong_AsSsize_t(args[5]),
+               max_total = PyLong_AsSsize_t(args[6]);
+    if ((size == -1 || credit == -1 || max_total == -1) && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(inputs), total = 0;
+    if (credit <= 0)
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(inputs, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0)) ||
+            !PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 1)))
+            Py_RETURN_NONE;
+        Py_ssize_t len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1));
+        if (len == 0 || len > size)
+            Py_RETURN_NONE;
+        total += len;
+        if (total > max_total)
+            Py_RETURN_NONE;
+    }
+    PyObject *out = PyList_New(0), *d = NULL;
+    if (out == NULL)
+        return NULL;
+    /* REQ */
+    PyObject *frame = new_frame(rq.ft_req, rid, &d);
+    if (frame == NULL)
+        goto fail;
+    if (PyDict_SetItem(d, rq.s_content_type, rq.content_type) < 0 ||
+        PyDict_SetItem(d, rq.s_payload, rq.empty_bytes) < 0 || PyDict_SetItem(d, rq.s_cap, cap) < 0 ||
+        set_xid(d, xid) < 0) {
+        Py_DECREF(frame);
+        goto fail;
+    }
+    if (push(out, frame) < 0)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(inputs, i);
+        if (one_input(out, rid, xid, i, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1)) < 0)
+            goto fail;
+    }
+    /* the requester's END */
+    if ((frame = new_frame(rq.ft_end, rid, &d)) == NULL)
+        goto fail;
+    if (PyDict_SetItem(d, rq.s_eof, Py_True) < 0 || set_xid(d, xid) < 0) {
+        Py_DECREF(frame);
+        goto fail;
+    }
+    if (push(out, frame) < 0)
+        goto fail;
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* Random bytes for new ids, fetched ahead from the OS (os.urandom, handed over by
+ * configure_ids); taken 16 at a time under the GIL, so no two ids share bytes. */
+#define ID_POOL 4096
+static PyObject *id_urandom;
+static unsigned char id_pool[ID_POOL];
+static Py_ssize_t id_left;
+
+/* configure_ids(urandom): the OS's random source; the pool starts empty. */
+PyObject *
+configure_ids(PyObject *module, PyObject *urandom)
+{
+    if (!PyCallable_Check(urandom)) {
+        PyErr_SetString(PyExc_TypeError, "configure_ids(urandom)");
+        return NULL;
+    }
+    Py_INCREF(urandom);
+    Py_XSETREF(id_urandom, urandom);
+    id_left = 0;
+    Py_RETURN_NONE;
+}
+
+/* forget_ids(): drop the pool (a forked child must not hand out its parent's ids). */
+PyObject *
+forget_ids(PyObject *module, PyObject *unused)
+{
+    id_left = 0;
+    Py_RETURN_NONE;
+}
+
+/* new_id() -> MessageId: a fresh random UUID (version 4), put in the decoder's id cache, as
+ * MessageId.new does. */
+PyObject *
+new_id(PyObject *module, PyObject *unused)
+{
+    if (id_urandom == NULL || !codec.configured) {
+        PyErr_SetString(PyExc_RuntimeError, "new_id: not configured");
+        return NULL;
+    }
+    if (id_left < 16) {
+        PyObject *fresh = PyObject_CallFunction(id_urandom, "n", (Py_ssize_t)ID_POOL);
+        if (fresh == NULL)
+            return NULL;
+        if (!PyBytes_Check(fresh) || PyBytes_GET_SIZE(fresh) != ID_POOL) {
+            Py_DECREF(fresh);
+            PyErr_SetString(PyExc_RuntimeError, "new_id: the random source gave a short read");
+            return NULL;
+        }
+        memcpy(id_pool, PyBytes_AS_STRING(fresh), ID_POOL);
+        Py_DECREF(fresh);
+        id_left = ID_POOL;
+    }
+    unsigned char b[16];
+    memcpy(b, id_pool + (ID_POOL - id_left), 16);
+    id_left -= 16;
+    b[6] = (unsigned char)((b[6] & 0x0F) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3F) | 0x80);
+    PyObject *value = PyBytes_FromStringAndSize((const char *)b, 16);
+    if (value == NULL)
+        return NULL;
+    PyTypeObject *t = (PyTypeObject *)codec.id_class;
+    PyObject *mid = t->tp_alloc(t, 0);
+    if (mid == NULL || PyObject_GenericSetAttr(mid, codec.s_value, value) < 0) {
+        Py_XDECREF(mid);
+        Py_DECREF(value);
+        return NULL;
+    }
+    if (PyDict_GET_SIZE(codec.id_cache) >= codec.id_cache_max)
+        PyDict_Clear(codec.id_cache);
+    int rc = PyDict_SetItem(codec.id_cache, value, mid);
+    Py_DECREF(value);
+    if (rc < 0) {
+        Py_DECREF(mid);
+        return NULL;
+    }
+    return mid;
+}
+
+/* int_id(n) -> MessageId(n) for an unsigned integer n, put in the id cache (share_id). */
+PyObject *
+int_id(PyObject *module, PyObject *value)
+{
+    if (!codec.configured || !PyLong_CheckExact(value) || Py_SIZE(value) < 0) {
+        PyErr_SetString(PyExc_TypeError, "int_id(n): n is an unsigned int");
+        return NULL;
+    }
+    PyTypeObject *t = (PyTypeObject *)codec.id_class;
+    PyObject *mid = t->tp_alloc(t, 0);
+    if (mid == NULL || PyObject_GenericSetAttr(mid, codec.s_value, value) < 0) {
+        Py_XDECREF(mid);
+        return NULL;
+    }
+    if (PyDict_GET_SIZE(codec.id_cache) >= codec.id_cache_max)
+        PyDict_Clear(codec.id_cache);
+    if (PyDict_SetItem(codec.id_cache, value, mid) < 0) {
+        Py_DECREF(mid);
+        return NULL;
+    }
+    return mid;
+}
+
+/* configure_request(*, frame_class, frame_types, version, content_type). */
+PyObject *
+configure_request(PyObject *module, PyObject *args, PyObject *kw)
+{
+    static char *kwnames[] = {"frame_class", "frame_types", "version", "content_type", NULL};
+    PyObject *fc, *fts, *version, *ct;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO!O!O!", kwnames, &fc, &PyTuple_Type, &fts,
+                                     &PyLong_Type, &version, &PyUnicode_Type, &ct))
+        return NULL;
+    rq.configured = 0;
+    if (!PyType_Check(fc) || PyTuple_GET_SIZE(fts) != 5) {
+        PyErr_SetString(PyExc_ValueError, "configure_request: a frame class and five types");
+        return NULL;
+    }
+    if (codec.empty_tuple == NULL) {
+        PyErr_SetString(PyExc_ValueError, "configure_request: the module is not initialised");
+        return NULL;
+    }
+#define KEEP(var, val) do { Py_INCREF(val); Py_XSETREF(var, val); } while (0)
+    KEEP(rq.frame_class, fc);
+    KEEP(rq.ft_req, PyTuple_GET_ITEM(fts, 0));
+    KEEP(rq.ft_start, PyTuple_GET_ITEM(fts, 1));
+    KEEP(rq.ft_chunk, PyTuple_GET_ITEM(fts, 2));
+    KEEP(rq.ft_stream_end, PyTuple_GET_ITEM(fts, 3));
+    KEEP(rq.ft_end, PyTuple_GET_ITEM(fts, 4));
+    KEEP(rq.version, version);
+    KEEP(rq.content_type, ct);
+#undef KEEP
+    rq.configured = 1;
+    Py_RETURN_NONE;
+}
+
+/* Interns the field names and makes the constants (from the module's init). */
+int
+request_init(void)
+{
+#define INTERN(var, text) if ((rq.var = PyUnicode_InternFromString(text)) == NULL) return -1
+    INTERN(s_version, "version");
+    INTERN(s_frame_type, "frame_type");
+    INTERN(s_id, "id");
+    INTERN(s_seq, "seq");
+    INTERN(s_content_type, "content_type");
+    INTERN(s_payload, "payload");
+    INTERN(s_eof, "eof");
+    INTERN(s_cap, "cap");
+    INTERN(s_stream_id, "stream_id");
+    INTERN(s_media_urn, "media_urn");
+    INTERN(s_routing_id, "routing_id");
+    INTERN(s_chunk_index, "chunk_index");
+    INTERN(s_chunk_count, "chunk_count");
+    INTERN(s_checksum, "checksum");
+    INTERN(s_is_sequence, "is_sequence");
+#undef INTERN
+    rq.empty_bytes = PyBytes_FromStringAndSize(NULL, 0);
+    rq.zero = PyLong_FromLong(0);
+    rq.one = PyLong_FromLong(1);
+    if (rq.empty_bytes == NULL || rq.zero == NULL || rq.one == NULL)
+        return -1;
+    return 0;
+}
