@@ -11,7 +11,7 @@ from typing import Final
 __all__ = ("HELP", "SOURCES", "VALUE_OPTIONS")
 
 #: The digest of the sources these texts were rendered from.
-SOURCES: Final = "af22dc572cad3f0fe38e4b675606361cb0ba3fda767c9494393c1891a17b8a81"
+SOURCES: Final = "ef1f77b5ebce642fc2af64b840b045c39c81ec10755a26d7a352ca2445a0cd99"
 
 #: Help text by command path ("" is the root).
 HELP: Final[dict[str, str]] = {
