@@ -53,7 +53,7 @@ async def test_hello_timeout_is_spawn_failed_and_not_respawned() -> None:
 async def test_only_text_on_stdout_is_not_a_cartridge() -> None:
     # Text before the first frame is taken as a log: with no frame after it, the start-up
     # times out and the error names the text and what it suggests.
-    e, _ = raw_engine("garbage", step_timeout=0.5)
+    e, _ = raw_engine("garbage", step_timeout=2.0)
     async with e:
         with pytest.raises(SpawnFailed) as info:
             await e.call_bytes("cap:echo", [(BYTES, b"x")])
