@@ -11,7 +11,7 @@ from typing import Final
 __all__ = ("HELP", "SOURCES", "VALUE_OPTIONS")
 
 #: The digest of the sources these texts were rendered from.
-SOURCES: Final = "ef1f77b5ebce642fc2af64b840b045c39c81ec10755a26d7a352ca2445a0cd99"
+SOURCES: Final = "0683d4a94a6d7d0ed09e1dab1cd3cb3802a1c4059217070d55a428fb99ef71aa"
 
 #: Help text by command path ("" is the root).
 HELP: Final[dict[str, str]] = {

@@ -7,12 +7,15 @@ switch (this package's :meth:`~cartridge_runtime.engine.Engine.add_host`, or cap
 (owner-only, in a folder only its owner may enter) and serves one switch at a time;
 ``--connect`` dials a switch that listens, and dials again when the link closes. Memory
 limits, idle stops and activity timeouts are the engine's (``--memory-limit``,
-``--idle-timeout``, ``--activity-timeout``). Runs until interrupted. Exit status: 0 on an
-interrupt, 2 a usage error or a socket that is not safe to use.
+``--idle-timeout``, ``--activity-timeout``). Runs until SIGTERM, SIGINT or SIGHUP, then stops
+the way a service manager expects: no new link, its cartridges shut down with their grace
+period, the socket it created removed. Exit status: 0 after such a stop, 2 a usage error or a
+socket that is not safe to use.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -36,19 +39,48 @@ async def _serve(
     from_dir: Path | None,
     engine: Engine,
 ) -> None:
-    async with engine:
-        if from_dir is not None:
-            await engine.discover(from_dir)
-        for target in targets:
-            name = engine.add_cartridge(str(target))
-            await engine.start(name)
-        if listen_at is not None:
-            print(f"cartridge host: listening on {listen_at}", file=sys.stderr, flush=True)
-            await listen(engine, listen_at)
-        else:
-            assert connect_to is not None
-            print(f"cartridge host: serving the switch at {connect_to}", file=sys.stderr)
-            await connect(engine, connect_to)
+    failure: HostSocketError | EngineError | None = None
+    async with engine, anyio.create_task_group() as tg:
+        tg.start_soon(_stop_on_signal, tg.cancel_scope)
+        try:
+            await _host(listen_at, connect_to, targets, from_dir, engine)
+        except (HostSocketError, EngineError) as exc:
+            failure = exc  # raised bare below, not inside the task group's ExceptionGroup
+        tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    """Cancel ``scope`` at the first SIGTERM, SIGINT or SIGHUP: the serving ends, the
+    engine closes its cartridges and the listening socket is removed on the way out."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            print(f"cartridge host: stopping on {name}", file=sys.stderr, flush=True)
+            scope.cancel()
+            return
+
+
+async def _host(
+    listen_at: Path | None,
+    connect_to: Path | None,
+    targets: list[Path],
+    from_dir: Path | None,
+    engine: Engine,
+) -> None:
+    if from_dir is not None:
+        await engine.discover(from_dir)
+    for target in targets:
+        name = engine.add_cartridge(str(target))
+        await engine.start(name)
+    if listen_at is not None:
+        print(f"cartridge host: listening on {listen_at}", file=sys.stderr, flush=True)
+        await listen(engine, listen_at)
+    else:
+        assert connect_to is not None
+        print(f"cartridge host: serving the switch at {connect_to}", file=sys.stderr)
+        await connect(engine, connect_to)
 
 
 @app.command("host")

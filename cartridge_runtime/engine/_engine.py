@@ -789,9 +789,11 @@ class Engine:
     async def add_host(self, path: str | os.PathLike[str], *, name: str | None = None) -> str:
         """Attach the cartridge host listening on the Unix socket ``path`` (``cartridge host
         --listen``, or capdag's host runtime behind its relay): its cartridges are routed to
-        for every cap this engine's own cartridges do not serve. When its link closes, its
-        calls fail with ``MASTER_DIED`` and the engine dials again, re-attaching it in place.
-        Returns its name (default: the socket file's name without extension).
+        for every cap this engine's own cartridges do not serve. Returns its name (default:
+        the socket file's name without extension) once the host's identity probe has ended,
+        so a call made next is routed to it; a host whose probe failed stays attached but
+        unhealthy (``hosts()`` says why) and is logged. When its link closes, its calls fail
+        with ``MASTER_DIED`` and the engine dials again, re-attaching it in place.
 
         :raises HostSocketError: the socket's folder is not owner-only, its listener runs as
             another user, or nobody listens.
@@ -799,10 +801,12 @@ class Engine:
         :raises RelayProtocolError: its first frame is not a readable RELAY_NOTIFY.
         """
         self._life.check_running()
-        from ._relay._attach import dial_host, host_name
+        from ._relay._attach import dial_host, host_name, probe_ended
 
         label = host_name(path, name)
-        await dial_host(self._hosts.switch(), path, label)
+        async with self.subscribe() as events:
+            await dial_host(self._hosts.switch(), path, label)
+            await probe_ended(self._hosts.switch(), events, label)
         return label
 
     async def listen_for_host(

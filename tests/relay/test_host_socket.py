@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -83,3 +84,36 @@ def test_cartridge_host_usage_errors_are_one_line(args: list[str], message: str)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
+
+
+INTEROP = str(Path(__file__).resolve().parents[2] / "cartridges" / "interop.py")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+async def test_cartridge_host_stops_on_a_signal_and_removes_its_socket(
+    sock_dir: Path, signum: signal.Signals
+) -> None:
+    sock = sock_dir / "h.sock"
+    cli = Path(sys.executable).with_name("cartridge")
+    async with await anyio.open_process(
+        [str(cli), "host", "--listen", str(sock), INTEROP], stderr=subprocess.PIPE
+    ) as host:
+        with anyio.fail_after(60):
+            while not sock.exists():  # noqa: ASYNC110 - waiting on another process's file
+                await anyio.sleep(0.05)
+        async with Engine() as engine:
+            await engine.add_host(sock)
+            # routed at once: add_host returned after the identity probe (RLY-6)
+            answer = await engine.call("cap:peer-echo", [("media:", b"over the socket")])
+            assert answer.data == b"over the socket"
+        host.send_signal(signum)
+        with anyio.fail_after(60):
+            assert await host.wait() == 0
+        assert host.stderr is not None
+        err = b""
+        async for block in host.stderr:
+            err += block
+    assert f"stopping on {signum.name}" in err.decode()
+    assert b"Traceback" not in err
+    assert not sock.exists()

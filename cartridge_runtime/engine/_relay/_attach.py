@@ -11,11 +11,12 @@ import anyio
 import anyio.abc
 
 from ...protocol import ProtocolError
-from ...relay import HostAttachError
+from ...relay import PROBE_TIMEOUT, HostAttachError, HostState
+from .._supervision._lifecycle import HostLinkChanged, Subscription
 from ._socket import HostSocketError, check_peer, secure_socket_path
 from ._switch import HostSwitch
 
-__all__ = ("REDIAL_EVERY", "dial_host", "host_name", "listen_for_host")
+__all__ = ("REDIAL_EVERY", "dial_host", "host_name", "listen_for_host", "probe_ended")
 
 log = logging.getLogger("cartridge_runtime.engine")
 
@@ -54,6 +55,28 @@ async def dial_host(switch: HostSwitch, path: str | os.PathLike[str], name: str)
         raise HostAttachError(f"host {name!r} is already attached: one link per id")
     await switch.attach(await _open(where), name)
     switch.spawn(_redial, switch, where, name)
+
+
+async def probe_ended(switch: HostSwitch, events: Subscription, name: str) -> None:
+    """Wait until host ``name``'s identity probe has ended (RLY-6): healthy, unhealthy or
+    detached again. ``events`` is a subscription opened before the host was dialled, so no
+    change is missed; the probe's own deadline bounds the wait, with a second's margin."""
+    with anyio.move_on_after(PROBE_TIMEOUT + 1.0):
+        while _state(switch, name) is HostState.PROBING:
+            async for event in events:
+                if isinstance(event, HostLinkChanged) and event.host == name:
+                    break
+    state = _state(switch, name)
+    if state is not HostState.HEALTHY:
+        (view,) = [v for v in switch.hosts() if v.id == name]
+        log.warning("host %s is %s: %s", name, state.value, view.last_error or "no probe answer")
+
+
+def _state(switch: HostSwitch, name: str) -> HostState:
+    for view in switch.hosts():
+        if view.id == name:
+            return view.state
+    return HostState.DETACHED
 
 
 async def _redial(switch: HostSwitch, where: Path, name: str) -> None:
