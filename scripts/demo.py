@@ -4,15 +4,20 @@
 It shows several caps, sequence outputs with per-item meta, a cap with two outputs, a peer
 call routed through the engine, progress, and a handled error; then three machines over the
 wordkit cartridge (a chain, a per-item map, a router whose optional outputs skip what is
-downstream of them), a planned machine, and an agent whose scripted model grows its own graph
-with two tool rounds before it answers; then it prints a summary table.
+downstream of them), a planned machine, an agent whose scripted model grows its own graph with
+two tool rounds before it answers, and a cartridge host in a process of its own behind a Unix
+socket that a second engine calls through; then it prints a summary table.
 Run it with ``./scripts/demo`` (which also does the set-up).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +33,7 @@ from rich.table import Table
 from cartridge_runtime.engine import (
     CallError,
     Engine,
+    EngineError,
     Item,
     OutputData,
     OutputItem,
@@ -194,6 +200,61 @@ class Demo:
         self.rows.append(
             (title, path.name, "[green]ok[/]", f"{len(plans)} plans, best ran in {ms:.0f} ms")
         )
+
+    async def relay(self, title: str) -> None:
+        """``cartridge host --listen`` runs the interop cartridge in a process of its own
+        behind a Unix socket; a second engine, the switch, attaches it and calls through it:
+        a peer call (which crosses the socket both ways) and an 8 MiB stream."""
+        rule(f"[bold]{title}[/]")
+        folder = Path(tempfile.mkdtemp(prefix="cartridge-demo-"))  # owner-only, as RLY needs
+        sock, log = folder / "tools.sock", folder / "host.log"
+        command = [sys.executable, "-m", "cartridge_runtime.cli", "host", "--listen", str(sock)]
+        console.print(f"  [dim]cartridge host --listen {sock} cartridges/interop.py[/]")
+        started = time.perf_counter()
+        try:
+            with log.open("wb") as stderr:
+                host = await anyio.open_process(
+                    [*command, str(CARTRIDGES / "interop.py")],
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                )
+            async with host:
+                try:
+                    with anyio.fail_after(60):
+                        while not sock.exists():  # noqa: ASYNC110 - another process makes the file
+                            await anyio.sleep(0.02)
+                    detail = await self._through_host(sock)
+                finally:
+                    host.send_signal(signal.SIGTERM)  # a clean stop: it removes its socket
+                    await host.wait()
+        except (CallError, EngineError, TimeoutError) as exc:
+            self.failures += 1
+            said = log.read_text(errors="replace").strip().splitlines()[-3:]
+            for line in said:
+                console.print(f"  [dim]host: {escape(line)}[/]")
+            self.rows.append((title, "tools.sock", "[red]failed[/]", str(exc) or "no socket"))
+            return
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        ms = (time.perf_counter() - started) * 1000
+        self.rows.append((title, "tools.sock", "[green]ok[/]", f"{detail} in {ms:.0f} ms"))
+
+    async def _through_host(self, sock: Path) -> str:
+        async with Engine() as switch:
+            name = await switch.add_host(sock)
+            (view,) = switch.hosts()
+            caps = len(view.inventory.caps)
+            console.print(f"  host [bold]{name}[/] attached: {view.state.value}, {caps} caps")
+            said = b"hello through a cartridge host"
+            answer = await switch.call("cap:peer-echo", [("media:", said)])
+            console.print(f"  peer-echo on the host, echo through the switch: {answer.data!r}")
+            digest = await switch.call(
+                'cap:out="media:enc=utf-8";sha256', [("media:", b"\0" * (8 << 20))]
+            )
+            console.print(f"  sha256 of 8 MiB streamed over the socket = {digest.data.decode()}")
+            for status in switch.status():
+                console.print(f"  [dim]{status.name}: {status.state}, on host {status.host}[/]")
+        return f"peer call and 8 MiB over {name}"
 
     async def cap(self, cartridge: str, alias: str) -> CapDef:
         await self.engine.start(cartridge)
@@ -423,6 +484,7 @@ async def main() -> int:
         await demo.agent(
             "Graph: an agent grows two tool rounds, then answers", ROOT / "examples" / "agent"
         )
+        await demo.relay("Relay: a cartridge host behind a Unix socket, called by a switch")
 
         table = Table(title="cartridge-runtime demo: the engine driving the bundled cartridges")
         for col in ("scenario", "cap", "result", "detail"):
