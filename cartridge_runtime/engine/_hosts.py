@@ -76,6 +76,22 @@ class Hosts:
     def hosts(self) -> tuple[HostView, ...]:
         return self.built.hosts() if self.built is not None else ()
 
+    def described(self) -> str:
+        """Each host and where it stands, for a call no one could take (``""``: no host):
+        ``hosts: tools (healthy), lab (unhealthy: the probe's answer differs)``."""
+        views = self.hosts()
+        if not views:
+            return ""
+        said = []
+        for view in views:
+            state = view.state.value
+            said.append(
+                f"{view.id} ({state}: {view.last_error})"
+                if view.last_error
+                else f"{view.id} ({state})"
+            )
+        return "hosts: " + ", ".join(said)
+
     def statuses(self) -> list[CartridgeStatus]:
         """One status per cartridge of every host (none before a host was attached)."""
         if self.built is None or not self.built.core.hosts():

@@ -95,9 +95,12 @@ class CallOpener:
                     return self._open_on_host(cap, inputs, activity_timeout, *on_host)
             try:
                 slot, handler = hit if hit is not None else await self._router.resolve(cap)
-            except NoRoute:
+            except NoRoute as exc:
                 on_host = self._hosts.link_for(cap)
                 if on_host is None:
+                    hosts = self._hosts.described()
+                    if hosts:  # say why no host took it either
+                        raise NoRoute(f"{exc.message}; {hosts}") from None
                     raise
                 return self._open_on_host(cap, inputs, activity_timeout, *on_host)
             single = slot.single

@@ -67,7 +67,7 @@ async def test_a_host_cartridge_is_routed_beside_local_ones(sock_dir: Path) -> N
         assert local.data == b"echo-only:hi"
         remote = await engine.call('cap:out="media:enc=utf-8";sha256', [("media:", b"abc")])
         assert remote.data.decode().startswith("ba7816bf")
-        with pytest.raises(NoRoute):
+        with pytest.raises(NoRoute, match=r"\(cartridges: echo_only\); hosts: left \(healthy\)$"):
             await engine.call("cap:nothing-serves-this", [("media:", b"")])
         (view,) = engine.hosts()
         assert view.id == "left" and view.inventory.records[0].id == "interop"

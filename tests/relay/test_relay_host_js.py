@@ -182,8 +182,8 @@ async def test_a_wrong_probe_answer_leaves_the_javascript_host_unhealthy(sock_di
         (view,) = engine.hosts()
         assert view.inventory.records[0].id == "js-echo"  # the inventory is shown
         assert "differs" in (view.last_error or "")
-        with pytest.raises(NoRoute):  # its caps are not routed
-            await engine.call(ECHO, [("media:", b"x")])
+        with pytest.raises(NoRoute, match=r"; hosts: bad \(unhealthy: .*differs"):
+            await engine.call(ECHO, [("media:", b"x")])  # its caps are not routed, and why
         await host.wait_for("request", cap=IDENTITY)
         assert [e["cap"] for e in host.named("request")] == [IDENTITY]
 
