@@ -12,6 +12,8 @@ Rules (MCH-22, MCH-23):
 3. A stream that repeats the stream its call's input came from, stored in the same run, is
    compared with it instead of written; ending equal, its blob is that one, hard-linked into
    place from the complete temporary file if it is not there yet (:mod:`._cache_follow`).
+   The same holds for a run's input file (copied into place by the kernel, never linked) and
+   a blob a hit replays (in place already). Writing is :mod:`._cache_write`'s.
 
 Layout::
 
