@@ -13,6 +13,14 @@ A follower never waits for bytes the leader has not been handed yet (the call's 
 hands them over, and it may be waiting for this very writer), and waits at most
 :data:`FOLLOW_WAIT` seconds for bytes it was handed: then it stops following.
 
+A leader may also be complete before anything follows it: a run's input file (its digest known
+from hashing it) or a blob a cache hit replays (:meth:`Leader.complete`). A stream that repeats
+such a source writes and hashes nothing either; its blob is the source's, already in place for
+a replayed blob, copied in by the kernel (``copy_file_range``, no pass through this process)
+for an input file, which is never linked into the store: the user may change it in place. A
+source file whose size, modification time or inode changed since it was hashed is not used:
+the call stores nothing rather than a blob its name does not describe.
+
 Threads: a :class:`Leader` is updated by its writer's thread and read by a follower's; both
 sides go through its condition.
 """
@@ -26,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ("FOLLOW_WAIT", "Leader", "Follower")
+__all__ = ("FOLLOW_WAIT", "Leader", "Follower", "file_stamp", "copy_file")
 
 #: Seconds a follower waits for bytes its leader was handed before it stops following.
 FOLLOW_WAIT: Final = 30.0
@@ -39,7 +47,8 @@ class Leader:
 
     ``handed`` counts the bytes the call's thread gave the writer; ``written`` those that are
     in ``path`` (the file holding them: the stream's own temporary file, or, for a stream that
-    itself follows, its leader's); ``digest`` is set when the stream ended.
+    itself follows, its leader's); ``digest`` is set when the stream ended. ``external`` is the
+    :func:`file_stamp` of ``path`` when that is a file outside the store (a run's input file).
     """
 
     def __init__(self) -> None:
@@ -50,10 +59,25 @@ class Leader:
         self.ended = False
         self.broken = False  #: the stream stopped being a source (it failed, or diverged)
         self.digest: Any = None
+        self.external: tuple[int, ...] | None = None
 
-    def at(self, path: Path) -> None:
+    @classmethod
+    def complete(
+        cls, path: Path, size: int, digest: Any, external: tuple[int, ...] | None = None
+    ) -> Leader:
+        """A source whose ``size`` bytes are all in ``path`` already (see the module docstring)."""
+        lead = cls()
+        lead.path = path
+        lead.handed = lead.written = size
+        lead.ended = True
+        lead.digest = digest
+        lead.external = external
+        return lead
+
+    def at(self, path: Path, external: tuple[int, ...] | None = None) -> None:
         with self.cond:
             self.path = path
+            self.external = external
             self.cond.notify_all()
 
     def advanced(self, n: int) -> None:
@@ -87,18 +111,31 @@ class Follower:
         """The file holding the bytes matched so far."""
         return self.leader.path
 
-    def match(self, piece: Any) -> bool:
+    def unchanged(self) -> bool:
+        """False when the bytes matched so far come from a file outside the store that changed
+        since it was hashed (they may no longer be what the stream gave)."""
+        external = self.leader.external
+        if external is None or self.matched == 0:
+            return True
+        try:
+            return file_stamp(self._fd if self._fd is not None else -1) == external
+        except OSError:
+            return False
+
+    def match(self, piece: Any, *, wait: bool = True) -> bool:
         """Whether ``piece`` equals the leader's bytes at this offset (then nothing is written
-        for it); False: the follower must stop following."""
+        for it); False: the follower must stop following. ``wait=False`` never waits for the
+        leader (False then also when its bytes are not written yet: ask again, waiting)."""
         view = memoryview(piece).cast("B")
         need = self.matched + view.nbytes
         lead = self.leader
         with lead.cond:
             if lead.broken or (lead.ended and lead.written < need) or lead.handed < need:
                 return False
-            lead.cond.wait_for(
-                lambda: lead.written >= need or lead.broken or lead.ended, timeout=FOLLOW_WAIT
-            )
+            if wait:
+                lead.cond.wait_for(
+                    lambda: lead.written >= need or lead.broken or lead.ended, timeout=FOLLOW_WAIT
+                )
             if lead.broken or lead.written < need or lead.path is None:
                 return False
             path = lead.path
@@ -144,3 +181,47 @@ class Follower:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+
+
+def file_stamp(file: int | Path) -> tuple[int, ...]:
+    """What says a file is unchanged: its size, modification time, inode and device (of an
+    open descriptor, or of a path).
+
+    :raises OSError: it cannot be read.
+    """
+    info = os.fstat(file) if isinstance(file, int) else os.stat(file)
+    return (info.st_size, info.st_mtime_ns, info.st_ino, info.st_dev)
+
+
+def copy_file(source: Path, stamp: tuple[int, ...], target: int) -> bool:
+    """Copy ``source`` into the open, empty file ``target`` in the kernel (``copy_file_range``;
+    reads and writes where that is not allowed); False when ``source`` does not match
+    ``stamp`` before or after the copy (it changed: what was copied may be neither version).
+
+    :raises OSError: reading or writing failed.
+    """
+    fd = os.open(source, os.O_RDONLY)
+    try:
+        if file_stamp(fd) != stamp:
+            return False
+        size = stamp[0]
+        done = 0
+        in_kernel = hasattr(os, "copy_file_range")
+        while done < size:
+            if in_kernel:
+                try:
+                    n = os.copy_file_range(fd, target, size - done, done, done)
+                except OSError:
+                    if done:
+                        raise
+                    in_kernel = False  # another file system, or not allowed here
+                    continue
+            else:
+                block = os.pread(fd, min(_COPY_PIECE, size - done), done)
+                n = len(block) and os.pwrite(target, block, done)
+            if n == 0:
+                break
+            done += n
+        return done == size and file_stamp(fd) == stamp
+    finally:
+        os.close(fd)

@@ -21,6 +21,7 @@ from .._arguments import media_problem, shape_problem
 from .._events import Item
 from .._file_blocks import file_blocks
 from ._cache import CacheStore
+from ._cache_follow import Leader, file_stamp
 from ._cache_key import InputDigest, PieceHasher, digest_of
 from ._events import MachineInputError
 from ._node_stream import NodeStream
@@ -82,9 +83,13 @@ async def feed_input(flow: NodeStream, value: Any, store: CacheStore | None = No
     """Put a checked input value into its flow: bytes and files in pieces, text whole, a list
     item by item, an async iterable as it yields. In a run with a step cache (``store``), the
     flow first gets the value's digest when it can be known before the pieces go (not for an
-    async iterable); a file hashed before is known by its path, size and times."""
+    async iterable); a file hashed before is known by its path, size and times. A file's
+    flow also names the file as the source of its bytes, so a step that repeats them stores
+    no copy of its own through its pieces (:mod:`._cache_follow`)."""
     if store is not None:
         flow.digest = await _digest(value, store)
+        if isinstance(value, os.PathLike) and flow.digest is not None:
+            flow.stored_by = _file_source(Path(value), flow.digest)
     flow.start()
     try:
         if isinstance(value, str):  # text travels as UTF-8 in byte strings (REQ-38)
@@ -138,6 +143,20 @@ async def _digest(value: Any, store: CacheStore) -> InputDigest | None:
             return known
         return await anyio.to_thread.run_sync(_file_digest, Path(value), store)
     return None
+
+
+def _file_source(path: Path, digest: InputDigest) -> Leader | None:
+    """The input file as a complete source of ``digest``'s bytes (None: it is not that file
+    any more, or not a plain scalar of bytes)."""
+    if digest.kind != "bytes":
+        return None
+    try:
+        stamp = file_stamp(Path(os.path.realpath(path)))
+    except OSError:
+        return None
+    if stamp[0] != digest.size:
+        return None
+    return Leader.complete(Path(os.path.realpath(path)), digest.size, digest, stamp)
 
 
 def _file_digest(path: Path, store: CacheStore) -> InputDigest:

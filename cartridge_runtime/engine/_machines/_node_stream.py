@@ -102,8 +102,9 @@ class NodeStream:
         #: The producer is a call being stored: it sets :attr:`digest` when the value ended
         #: (a consumer need not hash the pieces itself).
         self.digest_later = False
-        #: That call's progress in storing the value (a ``Leader``), so a call the value feeds
-        #: need not store the same bytes again.
+        #: That call's progress in storing the value, or the file already holding its bytes
+        #: (a run's input file, a replayed blob): a ``Leader``, so a call the value feeds need
+        #: not store the same bytes again.
         self.stored_by: Any = None
 
     def collector(self) -> NodeCollector:

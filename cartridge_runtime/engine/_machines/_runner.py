@@ -506,6 +506,10 @@ class MachineRunner:
                             outflows[node].digest_later = call.writer is not None
                             if call.writer is not None:
                                 outflows[node].stored_by = call.writer.lead(ev.stream_id)
+                            elif self.cache is not None:
+                                outflows[node].stored_by = call.source_of(
+                                    ev.stream_id, self.cache.store.blob_path
+                                )
                             if sp.buffered:
                                 held.setdefault(node, [])
                             else:

@@ -18,6 +18,7 @@ import anyio
 
 from ...machine import Step
 from .._inputs import ItemStream, ValueStream
+from ._cache_follow import Leader
 from ._cache_key import InputDigest, PieceHasher, hashing, step_key
 from ._spool import Spool
 
@@ -95,6 +96,8 @@ class CallInputs:
             return pieces
         if flow.digest is not None:
             self._digests.append(flow.digest)
+            if flow.stored_by is not None:  # an input file, a replayed blob
+                self.leaders.append(flow.stored_by)
             return pieces
         if flow.digest_later:
             if flow.stored_by is not None:
@@ -174,6 +177,16 @@ class CallInputs:
             return None
         index = int(stream_id.rsplit("-", 1)[1])
         return self.entry.outputs[index].digest
+
+    def source_of(self, stream_id: str, blob_path: Callable[[str], Path]) -> Leader | None:
+        """A replayed ``bytes`` stream's blob as the complete source of its bytes (a step it
+        feeds that repeats them stores no copy of its own); None for a real call."""
+        if self.entry is None:
+            return None
+        out = self.entry.outputs[int(stream_id.rsplit("-", 1)[1])]
+        if out.kind != "bytes":
+            return None
+        return Leader.complete(blob_path(out.blob), out.size, out.digest)
 
     def wanted(self, stream_id: str) -> bool:
         flow = self.stream_to.get(stream_id)
