@@ -37,10 +37,18 @@ def main() -> None:
             sys.stdout.flush()
             raise SystemExit(status)
     elif first == "call":
-        # So does a plain call, TARGET and CAP alone (see _call_run).
-        from ._call_run import quick_call
+        # So does a plain call, TARGET and CAP alone (see _call_run); its cartridge starts
+        # first, so that it starts while the command imports (see _early).
+        from ._early import spawn_for_call
 
-        status = quick_call(argv[1:])
+        early = spawn_for_call(argv[1:])
+        try:
+            from ._call_run import quick_call
+
+            status = quick_call(argv[1:], early)
+        finally:
+            if early is not None:
+                early.discard()  # killed, unless the engine took it
         if status is not None:
             raise SystemExit(status)
     from ._app import build_command
