@@ -38,9 +38,13 @@ def main() -> None:
             raise SystemExit(status)
     elif first == "call":
         # So does a plain call, TARGET and CAP alone (see _call_run); its cartridge starts
-        # first, so that it starts while the command imports (see _early).
+        # first, so that it starts while the command imports (see _early). What a call's start
+        # allocates lives on: no collection runs until the cartridge started (see _call_run).
+        import gc
+
         from ._early import spawn_for_call
 
+        gc.disable()
         early = spawn_for_call(argv[1:])
         try:
             from ._call_run import quick_call
@@ -49,6 +53,7 @@ def main() -> None:
         finally:
             if early is not None:
                 early.discard()  # killed, unless the engine took it
+            gc.enable()
         if status is not None:
             raise SystemExit(status)
     from ._app import build_command

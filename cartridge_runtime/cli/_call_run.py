@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import gc
 import json
 import logging
 import os
@@ -105,6 +106,10 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
         if tail and opts.verbose:
             sys.stderr.write(f"stderr of cartridge {name}:\n{tail.rstrip()}\n")
         return EXIT_CALL_FAILED
+    # What the start made (modules, classes, the engine and the cartridge's connection) lives
+    # as long as the command: the collector need not look at it again, nor at the exit.
+    gc.freeze()
+    gc.enable()
     manifest = engine.manifest(name)
     cap_def = _dispatched(manifest, opts.cap)
     if cap_def is None and not opts.cap.startswith("cap:"):

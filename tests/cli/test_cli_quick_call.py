@@ -101,3 +101,24 @@ def test_a_usage_error_is_typer_s_own() -> None:
     status, out, err = _cli(INTEROP)
     assert (status, out) == (2, b"")
     assert b"Missing argument 'CAP'" in err and b"Traceback" not in err
+
+
+@pytest.mark.parametrize("cap", ["echo", "nosuch"])
+def test_the_collector_is_on_again_after_a_plain_call(cap: str) -> None:
+    # A plain call holds collections off while it starts; whatever the outcome, they resume.
+    probe = textwrap.dedent(
+        f"""
+        import gc, sys
+        sys.argv = ["cartridge", "call", {INTEROP!r}, {cap!r}]
+        from cartridge_runtime.cli import main
+        try:
+            main()
+        except SystemExit:
+            pass
+        sys.stderr.write(f"collecting {{gc.isenabled()}}")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], input=b"ping", capture_output=True, timeout=120
+    )
+    assert done.stderr.decode().endswith("collecting True"), done.stderr
