@@ -10,7 +10,6 @@ whose help and messages stay the command's own.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import gc
 import json
 import logging
@@ -67,6 +66,8 @@ def _err(text: str) -> None:
 
 
 def _closest(wanted: str, known: list[str]) -> str:
+    import difflib  # only for a mistake: not paid by a call that goes well
+
     near = difflib.get_close_matches(wanted, known, n=CLOSEST, cutoff=0.3)
     return ", ".join(near)
 
