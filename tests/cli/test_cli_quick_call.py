@@ -4,6 +4,7 @@ bytes on stdout and stderr, the same exit status; anything else goes to typer.""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -122,3 +123,24 @@ def test_the_collector_is_on_again_after_a_plain_call(cap: str) -> None:
         [sys.executable, "-c", probe], input=b"ping", capture_output=True, timeout=120
     )
     assert done.stderr.decode().endswith("collecting True"), done.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_GETPIPE_SZ is Linux's")
+def test_a_call_enlarges_the_pipe_its_output_goes_to() -> None:
+    import fcntl
+
+    read_end, write_end = os.pipe()
+    try:
+        done = subprocess.run(
+            [*CLI, "call", INTEROP, "echo"], input=b"ping", stdout=write_end, timeout=120
+        )
+        os.close(write_end)
+        write_end = -1
+        assert done.returncode == 0
+        assert os.read(read_end, 16) == b"ping"
+        wanted = min(1 << 20, int(Path("/proc/sys/fs/pipe-max-size").read_text()))
+        assert fcntl.fcntl(read_end, getattr(fcntl, "F_GETPIPE_SZ", 1032)) >= wanted
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
