@@ -4,7 +4,9 @@ Each sub-command lives in its own module (``call``, ``manifest``, ``conform``, `
 ``tee``, ``new``, ``machine``, ``run``, ``runs``, ``log``, ``report``, ``cache``, ``list``,
 ``plan``), which registers itself on the typer application of :mod:`._app`. ``main`` answers
 help and ``--version`` from stored texts (:mod:`._quick`), and otherwise imports only the
-module of the command being run, so that a command starts at once.
+module of the command being run, so that a command starts at once. A plain ``cartridge call
+TARGET CAP`` starts its cartridge before anything else (:mod:`._early`), so that the
+cartridge's start and the command's own overlap.
 """
 
 from __future__ import annotations

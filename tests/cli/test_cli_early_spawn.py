@@ -235,3 +235,27 @@ def test_with_a_standard_descriptor_closed_the_engine_starts_the_cartridge() -> 
 
 def test_an_early_process_is_an_early_process() -> None:
     assert "taken=False" in repr(EarlyProcess(("x",), 1, -1, (-1, -1, -1)))
+
+
+def test_without_a_pidfd_the_end_is_still_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_pidfd(pid: int, flags: int = 0) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    early = spawn_for_call([INTEROP, "echo"])
+    assert early is not None
+    assert early.pidfd == -1
+    placement = EarlyPlacement(early)
+
+    async def run() -> int | None:
+        spec = LaunchSpec(name="x", replica=0, target=Subprocess().resolve(INTEROP))
+        async with anyio.create_task_group() as tg:
+            instance = await placement.launch(spec, tg)
+            instance.stdin.close()  # end of input: the cartridge exits on its own
+            with anyio.fail_after(30):
+                await instance.wait()
+            await instance.aclose()
+        return instance.returncode
+
+    assert anyio.run(run) == 0
+    assert _gone(early.pid)
