@@ -18,8 +18,11 @@ alike; each figure is the median of its rounds:
 3. ``cartridge list ROOT`` over ``--count`` installed cartridges, warm manifest cache (whole
    process; target: <= 0.3 s).
 
-``--compare TREE`` runs the help and listing commands of another checkout (its package on
-``PYTHONPATH``, this environment's dependencies) in the same rounds, as a before/after.
+``--compare TREE`` runs the help, echo and listing commands of another checkout (its package
+on ``PYTHONPATH``, this environment's dependencies) in the same rounds, as a before/after.
+Compile both trees' modules first (``python -m compileall -q cartridge_runtime``) when
+``PYTHONDONTWRITEBYTECODE`` is set: a module compiled from source in every round weighs on
+the side that has it.
 A benchmark, not a test: nothing asserts a time.
 """
 
@@ -115,9 +118,11 @@ async def _engine_echo(path: Path, size: int, rounds: int) -> list[tuple[float, 
     return times
 
 
-def _cli_echo(path: Path) -> float:
+def _cli_echo(path: Path, env: dict[str, str] | None = None) -> float:
     with path.open("rb") as stdin:
-        return _wall([*CLI, "call", str(INTEROP), "echo"], stdin=stdin, stderr=subprocess.PIPE)
+        return _wall(
+            [*CLI, "call", str(INTEROP), "echo"], stdin=stdin, stderr=subprocess.PIPE, env=env
+        )
 
 
 def _rounds(rounds: int, sides: dict[str, Callable[[], float]]) -> dict[str, tuple[float, float]]:
@@ -141,9 +146,13 @@ def _echo_figures(tmp: Path, args: argparse.Namespace) -> None:
             handle.write(block)
     engine_times: list[tuple[float, float]] = []
     cli_times: list[tuple[float, float]] = []
+    other_times: list[tuple[float, float]] = []
+    other = {**os.environ, "PYTHONPATH": str(args.compare)} if args.compare else None
     for _ in range(args.rounds):  # interleaved: a busy spell weighs on both sides alike
         engine_times += anyio.run(_engine_echo, big, args.echo_mib * BLOCK, 1)
         cli_times.append((_cli_echo(big), _LAST_CPU[0]))
+        if other is not None:
+            other_times.append((_cli_echo(big, other), _LAST_CPU[0]))
     mib = float(args.echo_mib)
     engine_rate = mib / statistics.median(t for t, _ in engine_times)
     cli_rate = mib / statistics.median(t for t, _ in cli_times)
@@ -157,6 +166,11 @@ def _echo_figures(tmp: Path, args: argparse.Namespace) -> None:
     )
     print(f"  cartridge call (whole process) {cli_rate:8.0f} MiB/s   CPU {cli_cpu:6.0f} MiB/s"
           f"   {ratio:5.2f}x wall, {cli_cpu / engine_cpu:5.2f}x CPU")  # fmt: skip
+    if other_times:
+        other_rate = mib / statistics.median(t for t, _ in other_times)
+        other_cpu = mib / statistics.median(c for _, c in other_times)
+        print(f"  --compare: cartridge call      {other_rate:8.0f} MiB/s   CPU {other_cpu:6.0f} MiB/s"
+              f"   {other_rate / engine_rate:5.2f}x wall, {other_cpu / engine_cpu:5.2f}x CPU")  # fmt: skip
     print(f"  target: >= {ECHO_TARGET}x: {'met' if ratio >= ECHO_TARGET else 'MISSED'}")
 
 

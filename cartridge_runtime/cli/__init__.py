@@ -4,7 +4,9 @@ Each sub-command lives in its own module (``call``, ``manifest``, ``conform``, `
 ``tee``, ``new``, ``machine``, ``run``, ``runs``, ``log``, ``report``, ``cache``, ``list``,
 ``plan``), which registers itself on the typer application of :mod:`._app`. ``main`` answers
 help and ``--version`` from stored texts (:mod:`._quick`), and otherwise imports only the
-module of the command being run, so that a command starts at once.
+module of the command being run, so that a command starts at once. A plain ``cartridge call
+TARGET CAP`` starts its cartridge before anything else (:mod:`._early`), so that the
+cartridge's start and the command's own overlap.
 """
 
 from __future__ import annotations
@@ -37,10 +39,23 @@ def main() -> None:
             sys.stdout.flush()
             raise SystemExit(status)
     elif first == "call":
-        # So does a plain call, TARGET and CAP alone (see _call_run).
-        from ._call_run import quick_call
+        # So does a plain call, TARGET and CAP alone (see _call_run); its cartridge starts
+        # first, so that it starts while the command imports (see _early). What a call's start
+        # allocates lives on: no collection runs until the cartridge started (see _call_run).
+        import gc
 
-        status = quick_call(argv[1:])
+        from ._early import spawn_for_call
+
+        gc.disable()
+        early = spawn_for_call(argv[1:])
+        try:
+            from ._call_run import quick_call
+
+            status = quick_call(argv[1:], early)
+        finally:
+            if early is not None:
+                early.discard()  # killed, unless the engine took it
+            gc.enable()
         if status is not None:
             raise SystemExit(status)
     from ._app import build_command

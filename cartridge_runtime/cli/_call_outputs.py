@@ -19,7 +19,6 @@ prints the whole result instead (:func:`result_json`).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -138,6 +137,8 @@ def _jsonable(value: Any) -> Any:
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
+            import base64  # for --json only
+
             return {"base64": base64.b64encode(data).decode("ascii")}
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}

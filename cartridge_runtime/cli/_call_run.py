@@ -10,11 +10,12 @@ whose help and messages stay the command's own.
 from __future__ import annotations
 
 import contextlib
-import difflib
+import gc
 import json
 import logging
 import os
 import signal
+import stat
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ import attrs
 from ..protocol import NetworkPolicy
 from ._call_inputs import _NAME, UsageError, check_before_spawn, plan_call_inputs
 from ._call_outputs import Renderer, StdoutClosed, absent_outputs, plan_outputs, result_json
+from ._early import EarlyProcess
 from ._lines import error_line, start_failure_line
 from ._paths import output_dir_problem, output_file_problem
 
@@ -65,6 +67,8 @@ def _err(text: str) -> None:
 
 
 def _closest(wanted: str, known: list[str]) -> str:
+    import difflib  # only for a mistake: not paid by a call that goes well
+
     near = difflib.get_close_matches(wanted, known, n=CLOSEST, cutoff=0.3)
     return ", ".join(near)
 
@@ -104,6 +108,10 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
         if tail and opts.verbose:
             sys.stderr.write(f"stderr of cartridge {name}:\n{tail.rstrip()}\n")
         return EXIT_CALL_FAILED
+    # What the start made (modules, classes, the engine and the cartridge's connection) lives
+    # as long as the command: the collector need not look at it again, nor at the exit.
+    gc.freeze()
+    gc.enable()
     manifest = engine.manifest(name)
     cap_def = _dispatched(manifest, opts.cap)
     if cap_def is None and not opts.cap.startswith("cap:"):
@@ -126,6 +134,7 @@ async def _call(engine: Any, name: str, opts: CallOptions) -> int:
         abandon_on_cancel=True,
     )
     out = sys.stdout.buffer
+    _grow_pipe(out)
     renderer = Renderer(
         plan,
         out,
@@ -267,6 +276,17 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
+def _grow_pipe(stream: Any) -> None:
+    """Enlarge ``stream``'s pipe as the engine's own (a chunk then goes in one write, instead
+    of four turns of a 64 KiB pipe with its reader); anything but a pipe is left as it is."""
+    from .._plumbing import grow_pipe
+
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        fd = stream.fileno()
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            grow_pipe(fd)
+
+
 def _silence_stdout() -> None:
     """Point fd 1 at /dev/null, so the interpreter's last flush of a closed pipe is silent."""
     with contextlib.suppress(OSError):
@@ -296,8 +316,9 @@ async def _watch_signals(engine: Any, outcome: dict[str, int], scope: anyio.Canc
             return
 
 
-async def run_call(opts: CallOptions) -> int:
-    """Run one ``cartridge call`` and return its exit status."""
+async def run_call(opts: CallOptions, early: EarlyProcess | None = None) -> int:
+    """Run one ``cartridge call`` and return its exit status; ``early``: the cartridge's
+    process, started before the command's imports (:mod:`._early`), for the engine to take."""
     from ..engine import CallTimeout, Engine
 
     # The engine also logs a cartridge's death (with its stderr tail) as a warning; here the
@@ -307,7 +328,12 @@ async def run_call(opts: CallOptions) -> int:
         engine_log.addHandler(logging.NullHandler())
     outcome: dict[str, int] = {}
     async with Engine(policy=opts.policy, log_dir=opts.log_dir) as engine:
-        name = engine.add_cartridge(opts.target)
+        if early is None:
+            name = engine.add_cartridge(opts.target)
+        else:
+            from ._early_placement import EarlyPlacement
+
+            name = engine.add_cartridge(opts.target, placement=EarlyPlacement(early))
         for more in opts.cartridges:
             engine.add_cartridge(more)
         async with anyio.create_task_group() as tg:
@@ -329,9 +355,11 @@ async def run_call(opts: CallOptions) -> int:
     return outcome.get("status", EXIT_CALL_FAILED)
 
 
-def run_checked(opts: CallOptions) -> int:
-    """Check what was given (before anything is spawned, when it can be), then run the call;
-    returns the exit status (``EXIT_USAGE`` and one line on stderr for a usage error)."""
+def run_checked(opts: CallOptions, early: EarlyProcess | None = None) -> int:
+    """Check what was given (before anything else is spawned, when it can be), then run the
+    call; returns the exit status (``EXIT_USAGE`` and one line on stderr for a usage error).
+    ``early``: the cartridge, started already, for the engine to take (its caller discards
+    it afterwards, taken or not)."""
     if opts.timeout is not None and not opts.timeout > 0:
         _err("error: --timeout must be a positive number of seconds")
         return EXIT_USAGE
@@ -346,13 +374,14 @@ def run_checked(opts: CallOptions) -> int:
     except UsageError as exc:
         _err(f"error: {exc}")
         return EXIT_USAGE
-    return anyio.run(run_call, opts)
+    return anyio.run(run_call, opts, early)
 
 
-def quick_call(args: Sequence[str]) -> int | None:
+def quick_call(args: Sequence[str], early: EarlyProcess | None = None) -> int | None:
     """``cartridge call TARGET CAP`` run without typer: the exit status, or ``None`` when
-    ``args`` are anything else (an option, a cap flag, a missing CAP), for typer to parse."""
+    ``args`` are anything else (an option, a cap flag, a missing CAP), for typer to parse.
+    ``early``: TARGET's process, started already (:func:`._early.spawn_for_call`)."""
     if len(args) != 2 or any(not arg or arg.startswith("-") for arg in args):
         return None
     target, cap = args
-    return run_checked(CallOptions(target=target, cap=cap, args=(), tokens=()))
+    return run_checked(CallOptions(target=target, cap=cap, args=(), tokens=()), early)

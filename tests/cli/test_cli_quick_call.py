@@ -4,6 +4,7 @@ bytes on stdout and stderr, the same exit status; anything else goes to typer.""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -101,3 +102,45 @@ def test_a_usage_error_is_typer_s_own() -> None:
     status, out, err = _cli(INTEROP)
     assert (status, out) == (2, b"")
     assert b"Missing argument 'CAP'" in err and b"Traceback" not in err
+
+
+@pytest.mark.parametrize("cap", ["echo", "nosuch"])
+def test_the_collector_is_on_again_after_a_plain_call(cap: str) -> None:
+    # A plain call holds collections off while it starts; whatever the outcome, they resume.
+    probe = textwrap.dedent(
+        f"""
+        import gc, sys
+        sys.argv = ["cartridge", "call", {INTEROP!r}, {cap!r}]
+        from cartridge_runtime.cli import main
+        try:
+            main()
+        except SystemExit:
+            pass
+        sys.stderr.write(f"collecting {{gc.isenabled()}}")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], input=b"ping", capture_output=True, timeout=120
+    )
+    assert done.stderr.decode().endswith("collecting True"), done.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_GETPIPE_SZ is Linux's")
+def test_a_call_enlarges_the_pipe_its_output_goes_to() -> None:
+    import fcntl
+
+    read_end, write_end = os.pipe()
+    try:
+        done = subprocess.run(
+            [*CLI, "call", INTEROP, "echo"], input=b"ping", stdout=write_end, timeout=120
+        )
+        os.close(write_end)
+        write_end = -1
+        assert done.returncode == 0
+        assert os.read(read_end, 16) == b"ping"
+        wanted = min(1 << 20, int(Path("/proc/sys/fs/pipe-max-size").read_text()))
+        assert fcntl.fcntl(read_end, getattr(fcntl, "F_GETPIPE_SZ", 1032)) >= wanted
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
