@@ -23,6 +23,7 @@ from cartridge_runtime.protocol import (
     COALESCE_BYTES,
     AttributionClass,
     CartridgeConnection,
+    ErrorReport,
     Frame,
     FrameType,
     Limits,
@@ -228,6 +229,8 @@ class Active:
         self.outputs: list[WireOutput] = []
         self.scope: anyio.CancelScope | None = None
         self.final: tuple[float, str | None] = (1.0, None)
+        #: What a cancelled handler's terminal reports, kept while its worker leaves the scope.
+        self.failure: ErrorReport | None = None
         # 8 random hex digits, as a uuid4's first 8 would be, without building a UUID.
         self.prefix = f"resp-{os.urandom(4).hex()}"
         #: The last whole-CHUNK byte value a handler took, with its wire form (pass-through).
