@@ -156,6 +156,11 @@ class FramePump:
         self._salvaged: list[Frame] = []
         self._failure: ProtocolError | None = None
 
+    def dispatch_by(self, dispatch: Callable[[Frame], None]) -> None:
+        """Hand every frame from now on to ``dispatch`` (a connection that serves differently
+        once its handshake is done)."""
+        self._dispatch = dispatch
+
     def read_size(self) -> int:
         """The size of the next read: a large block at a frame boundary, else just the rest
         of the frame in progress, so that the next read starts on a boundary."""

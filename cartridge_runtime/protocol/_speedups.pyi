@@ -83,3 +83,24 @@ def configure_ids(urandom: Any, /) -> None: ...
 def forget_ids() -> None: ...
 def new_id() -> Any: ...
 def int_id(n: int, /) -> Any: ...
+def configure_delivery(
+    flow_types: tuple[Any, ...],
+    stream_data: type,
+    stream_closed: type,
+    body_ended: type,
+    data_tag: object,
+    end_entry: tuple[object, ...],
+    pass_through_min: int,
+    /,
+) -> None: ...
+def deliver_flow(
+    conn: Any,
+    requests: Any,
+    outbox: Any,
+    ready_table: Any,
+    active: Any,
+    fallback: Any,
+    deliver: Any,
+    frame: Any,
+    /,
+) -> None: ...

@@ -75,4 +75,8 @@ PyObject *configure_numbering(PyObject *module, PyObject *arg);
 PyObject *encode_numbered(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *encode_flow(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* The cartridge session's body frames delivered into a request's input (_deliver.c). */
+PyObject *deliver_flow(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *configure_delivery(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 #endif

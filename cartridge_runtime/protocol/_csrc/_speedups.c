@@ -413,6 +413,11 @@ static PyMethodDef methods[] = {
      "Hand over the frame class and constants of a small request's frames (once)."},
     {"request_frames", (PyCFunction)(void (*)(void))request_frames, METH_FASTCALL,
      "request_frames(rid, xid, cap, inputs, max_chunk, credit, max_total) -> frames | None."},
+    {"configure_delivery", (PyCFunction)(void (*)(void))configure_delivery, METH_FASTCALL,
+     "Hand over the frame types, event classes and mailbox entries of the session's path."},
+    {"deliver_flow", (PyCFunction)(void (*)(void))deliver_flow, METH_FASTCALL,
+     "deliver_flow(conn, requests, outbox, ready_table, active, fallback, deliver, frame): a "
+     "request's body frame received and delivered, else fallback(frame)."},
     {NULL, NULL, 0, NULL},
 };
 

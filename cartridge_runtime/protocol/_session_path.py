@@ -1,0 +1,75 @@
+"""The cartridge session's per-frame path for a request's body frames, compiled.
+
+A small request's STREAM_START, CHUNK, STREAM_END and END each cost the session a dispatch
+(``Session._dispatch``), the connection's routing (:meth:`CartridgeConnection.receive`), the
+receiver's fast path and a delivery into the request's input (``Session._deliver``): four
+Python calls and a few hundred bytecodes a frame. :func:`flow_dispatcher` gives the session
+one C call for all of it (``_speedups.deliver_flow``) on the codec's terms: the compiled code
+takes the common valid case, a frame of an open, running request that the receiver's fast
+path takes whole and whose one event is a value, a stream's end or the body's end, and hands
+everything else, before it changes anything, to the Python dispatch (``fallback``); an event
+it does not deliver itself goes to the Python delivery (``deliver``).
+``CARTRIDGE_RUNTIME_PURE_PYTHON=1`` switches it off (``fallback`` is then the dispatch).
+
+The mailbox entries it queues are the runtime's own (given by the session, which owns them),
+into the ``_box`` of each stream feed, as ``StreamFeed.push_data`` and ``push_end`` do.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from . import _request_state
+from ._cartridge_conn import CartridgeConnection
+from ._conn_state import ConnState
+from ._constants import FrameType
+from ._events import BodyEnded, Event, StreamClosed, StreamData
+from ._frame import Frame, MessageId
+
+#: ``(configure_delivery, deliver_flow)`` of the compiled module, or ``None`` without it.
+_compiled: tuple[Any, Any] | None
+try:
+    from ._speedups import configure_delivery, deliver_flow
+
+    _compiled = (configure_delivery, deliver_flow)
+except ImportError:  # pragma: no cover - the extension is optional
+    _compiled = None
+
+__all__ = ("flow_dispatcher",)
+
+_FLOW = (FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END, FrameType.END)
+
+
+def flow_dispatcher(
+    conn: CartridgeConnection[Any],
+    active: Mapping[MessageId, Any],
+    fallback: Callable[[Frame], None],
+    deliver: Callable[[Any, Frame, list[Event]], None],
+    *,
+    data_tag: object,
+    end_entry: tuple[object, ...],
+    pass_through_min: int,
+) -> Callable[[Frame], None]:
+    """The session's dispatch of one frame: ``fallback`` itself when not compiled, else the
+    compiled body-frame path in front of it (see the module docstring).
+
+    :param conn: the session's connection, in the state it serves requests from now on.
+    :param active: the IO side of each open request by id (each has ``inputs``, a dict of
+        stream feeds by stream id, and ``feed``, the package's feed).
+    :param fallback: the Python dispatch of a frame.
+    :param deliver: the Python delivery of a frame's events to a request's IO side.
+    :param data_tag: the mailbox entry tag of a value.
+    :param end_entry: the mailbox entry of a stream's end.
+    :param pass_through_min: the smallest byte value the Python delivery may keep with its
+        wire form (left to it).
+    """
+    if _compiled is None or _request_state._c_receive is None:
+        return fallback
+    configure, deliver_flow = _compiled
+    configure(_FLOW, StreamData, StreamClosed, BodyEnded, data_tag, end_entry, pass_through_min)
+    ready = conn._tables[ConnState.READY]
+    return functools.partial(
+        deliver_flow, conn, conn.requests, conn.outbox, ready, active, fallback, deliver
+    )

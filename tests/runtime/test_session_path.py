@@ -1,0 +1,171 @@
+"""The session's compiled body-frame path (``protocol._session_path``) against the Python one.
+
+The C code takes a request's common valid body frames whole (received and delivered into the
+handler's input in one call) and hands everything else to the Python dispatch before it has
+changed anything. These tests run the same frame sequences, right and wrong, through a
+cartridge on each path and demand the same frames back, field by field; and that the compiled
+run did take the body frames of a small call itself.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any
+
+import anyio
+import cbor2
+import pytest
+from _runtime_cartridge import CONCAT, ECHO, SECOND, WORDS, build_runtime
+
+from cartridge_runtime.protocol import Frame, FrameType, MessageId, frames
+from cartridge_runtime.runtime._frames import _session
+from cartridge_runtime.testing import CartridgeHarness
+
+BUILT = importlib.util.find_spec("cartridge_runtime.protocol._speedups") is not None
+needs_c = pytest.mark.skipif(
+    not BUILT or os.environ.get("CARTRIDGE_RUNTIME_PURE_PYTHON") is not None,
+    reason="the C fast paths are not built here, or switched off",
+)
+
+_BODY = {FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END, FrameType.END}
+
+
+def _v(value: Any) -> bytes:
+    return cbor2.dumps(value)
+
+
+def _call(rid: MessageId, cap: str, streams: list[tuple[str, str, list[bytes]]]) -> list[Frame]:
+    out = [frames.req(rid, cap)]
+    for sid, media, payloads in streams:
+        out.append(frames.stream_start(rid, sid, media))
+        out += [frames.chunk(rid, sid, i, p) for i, p in enumerate(payloads)]
+        out.append(frames.stream_end(rid, sid, len(payloads)))
+    out.append(frames.end(rid))
+    return out
+
+
+def _scenarios(rid: MessageId) -> dict[str, list[Frame]]:
+    small = _call(rid, ECHO, [("a", "media:", [_v(b"hi")])])
+    bad_crc = frames.chunk(rid, "a", 0, _v(b"hi"))
+    bad_crc = Frame(**{**bad_crc.__dict__, "checksum": (bad_crc.checksum or 0) ^ 1})
+    return {
+        "small": small,
+        "two chunks": _call(rid, ECHO, [("a", "media:", [_v(b"one"), _v(b"two")])]),
+        "two streams": _call(
+            rid, CONCAT, [("a", "media:first", [_v(b"x")]), ("b", SECOND, [_v(b"y")])]
+        ),
+        "a text value": _call(rid, WORDS, [("a", "media:enc=utf-8", [_v("two words")])]),
+        "a value kept for pass-through": _call(rid, ECHO, [("a", "media:", [_v(b"z" * 5000)])]),
+        "a sequence": [
+            frames.req(rid, ECHO),
+            frames.stream_start(rid, "a", "media:", is_sequence=True),
+            frames.chunk(rid, "a", 0, _v(b"i1")),
+            frames.chunk(rid, "a", 1, _v(b"i2")),
+            frames.stream_end(rid, "a", 2),
+            frames.end(rid),
+        ],
+        "a wrong chunk index": [*small[:2], frames.chunk(rid, "a", 1, _v(b"hi")), *small[3:]],
+        "a wrong checksum": [*small[:2], bad_crc, *small[3:]],
+        "a wrong chunk count": [*small[:3], frames.stream_end(rid, "a", 2), small[-1]],
+        "a chunk of an unknown stream": [*small[:2], frames.chunk(rid, "b", 0, _v(b"hi"))],
+        "END before STREAM_END": [*small[:3], small[-1]],
+        "an output name on an argument": [
+            frames.req(rid, ECHO),
+            frames.stream_start(rid, "a", "media:", output="media:"),
+        ],
+        "frames after END": [*small, frames.chunk(rid, "a", 1, _v(b"late")), frames.end(rid)],
+        "a host LOG in the body": [
+            *small[:3],
+            frames.log(rid, "info", "hello", "internal"),
+            *small[3:],
+        ],
+    }
+
+
+def _shape(got: list[Frame]) -> list[tuple[Any, ...]]:
+    """The frames of one request, with the response's random stream ids numbered in order."""
+    names: dict[str, str] = {}
+    out = []
+    for f in got:
+        sid = None if f.stream_id is None else names.setdefault(f.stream_id, f"s{len(names)}")
+        meta = dict(f.meta or {})
+        out.append(
+            (f.frame_type, f.seq, sid, f.payload, f.chunk_index, f.chunk_count, f.media_urn, meta)
+        )
+    return out
+
+
+async def _run(compiled: bool) -> tuple[dict[str, list[tuple[Any, ...]]], int]:
+    fallbacks = 0
+    real = _session.flow_dispatcher
+
+    def dispatcher(conn: Any, active: Any, fallback: Any, deliver: Any, **kw: Any) -> Any:
+        def counted(frame: Frame) -> None:
+            nonlocal fallbacks
+            if frame.frame_type in _BODY:
+                fallbacks += 1
+            fallback(frame)
+
+        if not compiled:
+            return counted
+        return real(conn, active, counted, deliver, **kw)
+
+    results: dict[str, list[tuple[Any, ...]]] = {}
+    _session.flow_dispatcher = dispatcher  # type: ignore[assignment]
+    try:
+        async with CartridgeHarness(build_runtime()) as h:
+            for i, (name, sent) in enumerate(_scenarios(MessageId(1000)).items()):
+                rid = MessageId(1000 + i)
+                for f in _scenarios(rid)[name]:
+                    await h.send_frame(f)
+                await h.heartbeat()  # every frame before it was dispatched
+                with anyio.move_on_after(2):
+                    await h.wait_for(
+                        lambda f, rid=rid: (
+                            f.id == rid and f.frame_type in (FrameType.END, FrameType.ERR)
+                        )
+                    )
+                results[name] = _shape([f for f in h.received if f.id == rid])
+                assert sent  # every scenario sends frames
+    finally:
+        _session.flow_dispatcher = real
+    return results, fallbacks
+
+
+@needs_c
+@pytest.mark.asyncio
+async def test_the_compiled_body_path_answers_every_sequence_as_the_python_one() -> None:
+    pure, pure_fallbacks = await _run(compiled=False)
+    fast, fast_fallbacks = await _run(compiled=True)
+    assert fast == pure
+    assert pure["small"][-1][0] is FrameType.END
+    assert pure["a wrong chunk index"][-1][0] is FrameType.ERR
+    # The compiled run took the valid body frames itself; the Python one took all of them.
+    assert fast_fallbacks < pure_fallbacks / 2
+
+
+@pytest.mark.asyncio
+async def test_without_the_compiled_module_the_dispatch_is_the_python_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cartridge_runtime.protocol import _session_path
+
+    monkeypatch.setattr(_session_path, "_compiled", None)
+
+    def fallback(frame: Frame) -> None:
+        pass
+
+    def deliver(a: Any, frame: Frame, events: list[Any]) -> None:
+        pass
+
+    got = _session_path.flow_dispatcher(
+        None,  # type: ignore[arg-type]
+        {},
+        fallback,
+        deliver,
+        data_tag=0,
+        end_entry=(2, None, None, 0),
+        pass_through_min=4096,
+    )
+    assert got is fallback
