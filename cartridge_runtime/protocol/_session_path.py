@@ -18,26 +18,37 @@ into the ``_box`` of each stream feed, as ``StreamFeed.push_data`` and ``push_en
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _request_state
 from ._cartridge_conn import CartridgeConnection
 from ._conn_state import ConnState
-from ._constants import FrameType
+from ._constants import PURE_PYTHON_ENV, FrameType
 from ._events import BodyEnded, Event, StreamClosed, StreamData
 from ._frame import Frame, MessageId
 
-#: ``(configure_delivery, deliver_flow)`` of the compiled module, or ``None`` without it.
-_compiled: tuple[Any, Any] | None
+#: ``(configure_delivery, deliver_flow, queue_frames)`` of the compiled module, or ``None``
+#: without it (or with ``CARTRIDGE_RUNTIME_PURE_PYTHON`` set).
+_compiled: tuple[Any, Any, Any] | None
 try:
     from ._speedups import configure_delivery, deliver_flow
+    from ._speedups import queue_frames as _c_queue_frames
 
-    _compiled = (configure_delivery, deliver_flow)
+    _compiled = (
+        None
+        if os.environ.get(PURE_PYTHON_ENV)
+        else (
+            configure_delivery,
+            deliver_flow,
+            _c_queue_frames,
+        )
+    )
 except ImportError:  # pragma: no cover - the extension is optional
     _compiled = None
 
-__all__ = ("flow_dispatcher",)
+__all__ = ("flow_dispatcher", "frame_queuer")
 
 _FLOW = (FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END, FrameType.END)
 
@@ -67,9 +78,38 @@ def flow_dispatcher(
     """
     if _compiled is None or _request_state._c_receive is None:
         return fallback
-    configure, deliver_flow = _compiled
+    configure, deliver_flow, _ = _compiled
     configure(_FLOW, StreamData, StreamClosed, BodyEnded, data_tag, end_entry, pass_through_min)
     ready = conn._tables[ConnState.READY]
     return functools.partial(
         deliver_flow, conn, conn.requests, conn.outbox, ready, active, fallback, deliver
     )
+
+
+#: ``queue(outbox, stream, frames, chunk_type) -> int``: see :func:`frame_queuer`.
+FrameQueuer = Callable[[Any, Any, list[Frame], FrameType], int]
+
+
+def queue_frames(outbox: Any, stream: Any, frames: list[Frame], chunk_type: FrameType) -> int:
+    """Queue frames from the front of ``frames`` into ``outbox`` (a ``FrameOutbox`` that
+    encodes at flush time) while ``outbox.try_send`` takes them, spending one of
+    ``stream.credit`` per frame of ``chunk_type`` (``stream`` ``None``: no credit to spend);
+    how many were queued. The rest, from the first CHUNK without credit or the first frame
+    the outbox would make wait, is the caller's to send the waiting way."""
+    try_send = outbox.try_send
+    for i, f in enumerate(frames):
+        if f.frame_type is chunk_type and stream is not None:
+            if stream.credit <= 0 or not try_send(f):
+                return i
+            stream.credit -= 1
+        elif not try_send(f):
+            return i
+    return len(frames)
+
+
+def frame_queuer() -> FrameQueuer:
+    """:func:`queue_frames`, compiled where the extension is (``_speedups.queue_frames``:
+    the same steps in one call, the queue's counters read once and written once, the queue
+    scheduled for writing once at the end; a closed outbox queues nothing there, so that the
+    caller's waiting path drops and counts the frames as ``try_send`` would)."""
+    return queue_frames if _compiled is None else _compiled[2]

@@ -17,6 +17,8 @@ import anyio
 import cbor2
 import pytest
 from _runtime_cartridge import CONCAT, ECHO, SECOND, WORDS, build_runtime
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cartridge_runtime.protocol import Frame, FrameType, MessageId, frames
 from cartridge_runtime.runtime._frames import _session
@@ -169,3 +171,78 @@ async def test_without_the_compiled_module_the_dispatch_is_the_python_one(
         pass_through_min=4096,
     )
     assert got is fallback
+
+
+class _Credit:
+    def __init__(self, credit: int) -> None:
+        self.credit = credit
+
+
+def _outbox_state(box: Any, stream: Any) -> tuple[Any, ...]:
+    return (
+        list(box._frames),
+        box._count,
+        box._unyielded,
+        box._kicked,
+        box.counts.drops,
+        None if stream is None else stream.credit,
+    )
+
+
+@needs_c
+@given(
+    kinds=st.lists(st.sampled_from(["start", "chunk", "big", "end"]), max_size=8),
+    queued=st.integers(0, 6),
+    bound=st.integers(1, 6),
+    unyielded=st.integers(0, 3000),
+    credit=st.none() | st.integers(0, 4),
+    held=st.booleans(),
+    kicked=st.booleans(),
+    closed=st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_compiled_queueing_takes_what_the_python_one_takes(
+    kinds: list[str],
+    queued: int,
+    bound: int,
+    unyielded: int,
+    credit: int | None,
+    held: bool,
+    kicked: bool,
+    closed: bool,
+) -> None:
+    from cartridge_runtime._plumbing import EncodeAt, FrameOutbox
+    from cartridge_runtime.protocol import _session_path
+
+    rid = MessageId(7)
+    make = {
+        "start": lambda: frames.stream_start(rid, "s", "media:"),
+        "chunk": lambda: frames.chunk(rid, "s", 0, _v(b"x" * 100)),
+        "big": lambda: frames.chunk(rid, "s", 0, _v(b"x" * 2000)),
+        "end": lambda: frames.stream_end(rid, "s", 1),
+    }
+    run = [make[k]() for k in kinds]
+    got = []
+    for queue in (_session_path.queue_frames, _session_path.frame_queuer()):
+        box = FrameOutbox(None, lambda: 1 << 20, encode_at=EncodeAt.FLUSH, bound=bound,
+                          yield_bytes=4096)  # fmt: skip
+        box._frames = [frames.end(rid)] * queued
+        box._count, box._unyielded, box._kicked = queued, unyielded, kicked
+        box._hold = int(held)
+        if closed:
+            box.close()
+            box._kicked = kicked
+        stream = None if credit is None else _Credit(credit)
+        n = queue(box, stream, run, FrameType.CHUNK)
+        got.append((n, _outbox_state(box, stream)))
+    pure, fast = got
+    if closed:
+        # A closed outbox: Python's try_send drops and counts each frame it takes; the
+        # compiled path takes none and leaves them to the caller's waiting path, which drops
+        # and counts them so. Neither queues anything.
+        before = ([frames.end(rid)] * queued, queued, unyielded, kicked, 0, credit)
+        assert fast == (0, before)
+        assert pure[1][0] == before[0] and pure[1][4] == pure[0]
+        return
+    assert fast == pure
+    assert _session_path.frame_queuer() is not _session_path.queue_frames

@@ -79,4 +79,7 @@ PyObject *encode_flow(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 PyObject *deliver_flow(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *configure_delivery(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* A run of frames queued into the cartridge's outbox (_queueing.c). */
+PyObject *queue_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 #endif

@@ -418,6 +418,8 @@ static PyMethodDef methods[] = {
     {"deliver_flow", (PyCFunction)(void (*)(void))deliver_flow, METH_FASTCALL,
      "deliver_flow(conn, requests, outbox, ready_table, active, fallback, deliver, frame): a "
      "request's body frame received and delivered, else fallback(frame)."},
+    {"queue_frames", (PyCFunction)(void (*)(void))queue_frames, METH_FASTCALL,
+     "queue_frames(outbox, stream, frames, chunk_type) -> how many were queued in place."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -32,6 +32,7 @@ from cartridge_runtime.protocol import (
     frames,
 )
 from cartridge_runtime.protocol._codec import bytes_head
+from cartridge_runtime.protocol._session_path import frame_queuer
 
 from .._errors import RequestCancelled
 from .._input import InputPackage, PackageFeed, StreamFeed
@@ -41,6 +42,8 @@ from ._served import OpFactory
 from ._writer import FrameWriter
 
 _CHUNK = FrameType.CHUNK
+#: Queues a run of frames into the writer's outbox while nothing waits (compiled or not).
+_queue_frames = frame_queuer()
 
 #: The sans-IO connection of a CBOR-mode session, with its handler type.
 Connection = CartridgeConnection[OpFactory]
@@ -57,6 +60,7 @@ class WireOutput:
 
     def __init__(self, writer: FrameWriter, owner: Active, og: OutgoingStream) -> None:
         self.writer = writer
+        self.outbox = writer.outbox
         self.owner = owner
         self.og = og
         self._event: anyio.Event | None = None
@@ -75,17 +79,8 @@ class WireOutput:
         """Queue the frames of ``out`` that need no wait, in order, and return how many:
         the rest, from the first CHUNK without credit or the first frame the writer would
         make wait, is for :meth:`_emit`. The common case (credit and room for everything)
-        is thus a plain call, with no coroutine."""
-        og = self.og
-        try_send = self.writer.try_send
-        for i, f in enumerate(out):
-            if f.frame_type is _CHUNK:
-                if og.credit <= 0 or not try_send(f):
-                    return i
-                og.credit -= 1
-            elif not try_send(f):
-                return i
-        return len(out)
+        is thus a plain call, with no coroutine (one C call where compiled)."""
+        return _queue_frames(self.outbox, self.og, out, _CHUNK)
 
     async def _emit(self, out: list[Frame]) -> None:
         og = self.og
@@ -117,7 +112,7 @@ class WireOutput:
 
     def _send(self, out: list[Frame]) -> Awaitable[None] | None:
         """Queue ``out`` in place as far as nothing waits; the rest as an awaitable."""
-        if (done := self._queue(out)) < len(out):
+        if (done := _queue_frames(self.outbox, self.og, out, _CHUNK)) < len(out):
             return self._emit(out[done:])
         return None
 
