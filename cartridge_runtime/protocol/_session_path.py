@@ -25,9 +25,10 @@ from typing import Any
 from . import _request_state
 from ._cartridge_conn import CartridgeConnection
 from ._conn_state import ConnState
-from ._constants import PURE_PYTHON_ENV, FrameType
+from ._constants import COALESCE_BYTES, PROTOCOL_VERSION, PURE_PYTHON_ENV, FrameType
 from ._events import BodyEnded, Event, StreamClosed, StreamData
 from ._frame import Frame, MessageId
+from ._outgoing import OutgoingStream, OutState
 
 #: ``(configure_delivery, deliver_flow, queue_frames)`` of the compiled module, or ``None``
 #: without it (or with ``CARTRIDGE_RUNTIME_PURE_PYTHON`` set).
@@ -48,7 +49,7 @@ try:
 except ImportError:  # pragma: no cover - the extension is optional
     _compiled = None
 
-__all__ = ("flow_dispatcher", "frame_queuer")
+__all__ = ("flow_dispatcher", "frame_queuer", "small_output_paths")
 
 _FLOW = (FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END, FrameType.END)
 
@@ -113,3 +114,49 @@ def frame_queuer() -> FrameQueuer:
     scheduled for writing once at the end; a closed outbox queues nothing there, so that the
     caller's waiting path drops and counts the frames as ``try_send`` would)."""
     return queue_frames if _compiled is None else _compiled[2]
+
+
+def _no_open(stream: OutgoingStream, data: bytes | memoryview, now: float) -> list[Frame] | None:
+    return None
+
+
+def _no_close(stream: OutgoingStream) -> list[Frame] | None:
+    return None
+
+
+#: ``open_small(stream, data, now)`` and ``close_small(stream)`` (see :func:`small_output_paths`).
+OpenSmall = Callable[[OutgoingStream, bytes | memoryview, float], list[Frame] | None]
+CloseSmall = Callable[[OutgoingStream], list[Frame] | None]
+
+
+def small_output_paths() -> tuple[OpenSmall, CloseSmall]:
+    """``(open_small, close_small)``: a small response output's frames in one C call each.
+
+    ``open_small(stream, data, now)`` is ``stream.start(is_sequence=False, unbounded=False)``
+    then ``stream.write_bytes(data, now)`` for a new coalescing stream and a byte string
+    shorter than ``COALESCE_BYTES``: ``[STREAM_START]``, the bytes buffered.
+    ``close_small(stream)`` is ``stream.close()`` for an open stream whose buffered bytes fit
+    one CHUNK: ``[CHUNK, STREAM_END]``. Either answers ``None``, having changed nothing, for
+    any other case, and always when not compiled: the caller then calls those methods.
+    """
+    if _outputs is None:
+        return _no_open, _no_close
+    return _outputs
+
+
+def _load_outputs() -> tuple[OpenSmall, CloseSmall] | None:
+    if _compiled is None:
+        return None
+    from ._speedups import close_small, configure_outputs, open_small
+
+    configure_outputs(
+        Frame,
+        (FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END),
+        (OutState.NEW, OutState.OPEN, OutState.CLOSED),
+        PROTOCOL_VERSION,
+        COALESCE_BYTES,
+    )
+    return open_small, close_small
+
+
+_outputs = _load_outputs()

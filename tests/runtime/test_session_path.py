@@ -246,3 +246,99 @@ def test_the_compiled_queueing_takes_what_the_python_one_takes(
         return
     assert fast == pure
     assert _session_path.frame_queuer() is not _session_path.queue_frames
+
+
+def _stream_state(s: Any) -> dict[str, Any]:
+    state = {name: getattr(s, name) for name in type(s).__slots__}
+    state["_buf"] = bytes(state["_buf"])
+    return state
+
+
+def _fields(out: list[Frame] | None) -> Any:
+    """Each frame's fields in their stored order (the builders' wire-key order)."""
+    return None if out is None else [list(f.__dict__.items()) for f in out]
+
+
+@needs_c
+@given(
+    xid=st.none() | st.integers(1, 5),
+    output=st.none() | st.just("media:out"),
+    meta=st.none() | st.just({"k": "v"}),
+    unbounded=st.booleans(),
+    coalesce=st.booleans(),
+    max_chunk=st.integers(1, 300),
+    size=st.integers(0, 5000),
+    writes=st.integers(0, 2),
+    memory=st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_small_outputs_compiled_frames_are_the_methods_own(
+    xid: int | None,
+    output: str | None,
+    meta: dict[str, str] | None,
+    unbounded: bool,
+    coalesce: bool,
+    max_chunk: int,
+    size: int,
+    writes: int,
+    memory: bool,
+) -> None:
+    from cartridge_runtime.protocol import OutgoingStream
+    from cartridge_runtime.protocol import _session_path as sp
+
+    open_small, close_small = sp.small_output_paths()
+    assert open_small is not sp._no_open  # compiled here
+
+    def make() -> OutgoingStream:
+        return OutgoingStream(
+            MessageId(9),
+            "resp-1",
+            "media:",
+            xid=None if xid is None else MessageId(xid),
+            max_chunk=max_chunk,
+            initial_credit=4,
+            unbounded=unbounded,
+            output=output,
+            meta=meta,
+            coalesce=coalesce,
+        )
+
+    data: bytes | memoryview = b"d" * size
+    if memory:
+        data = memoryview(bytes(data))
+    py, c = make(), make()
+    # the opening write: the C answer, or None and the methods (as WireOutput.start_write does)
+    got = open_small(c, data, 5.0)
+    want = py.start(is_sequence=False, unbounded=False) + py.write_bytes(data, 5.0)
+    if got is None:
+        assert _stream_state(c) == _stream_state(make())  # nothing changed
+        got = c.start(is_sequence=False, unbounded=False) + c.write_bytes(data, 5.0)
+    assert _fields(got) == _fields(want)
+    assert _stream_state(c) == _stream_state(py)
+    for _ in range(writes):
+        assert _fields(c.write_bytes(b"more", 6.0)) == _fields(py.write_bytes(b"more", 6.0))
+    # the close
+    before = _stream_state(c)
+    got = close_small(c)
+    want = py.close()
+    if got is None:
+        assert _stream_state(c) == before
+        got = c.close()
+    assert _fields(got) == _fields(want)
+    assert _stream_state(c) == _stream_state(py)
+    assert close_small(c) is None  # closed: the method decides (and answers [])
+
+
+@needs_c
+def test_a_small_answer_is_the_compiled_paths_own() -> None:
+    from cartridge_runtime.protocol import OutgoingStream
+    from cartridge_runtime.protocol import _session_path as sp
+
+    open_small, close_small = sp.small_output_paths()
+    s = OutgoingStream(MessageId(9), "resp-1", "media:", max_chunk=100, initial_credit=4)
+    opened = open_small(s, b"42", 1.0)
+    closed = close_small(s)
+    assert opened is not None and [f.frame_type for f in opened] == [FrameType.STREAM_START]
+    assert closed is not None
+    assert [f.frame_type for f in closed] == [FrameType.CHUNK, FrameType.STREAM_END]
+    assert closed[0].payload == _v(b"42") and closed[1].chunk_count == 1

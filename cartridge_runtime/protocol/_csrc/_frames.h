@@ -82,4 +82,9 @@ PyObject *configure_delivery(PyObject *module, PyObject *const *args, Py_ssize_t
 /* A run of frames queued into the cartridge's outbox (_queueing.c). */
 PyObject *queue_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* A small response output's frames (_outputs.c). */
+PyObject *configure_outputs(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *open_small(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *close_small(PyObject *module, PyObject *stream);
+
 #endif

@@ -420,6 +420,12 @@ static PyMethodDef methods[] = {
      "request's body frame received and delivered, else fallback(frame)."},
     {"queue_frames", (PyCFunction)(void (*)(void))queue_frames, METH_FASTCALL,
      "queue_frames(outbox, stream, frames, chunk_type) -> how many were queued in place."},
+    {"configure_outputs", (PyCFunction)(void (*)(void))configure_outputs, METH_FASTCALL,
+     "Hand over the frame class, types, stream states and constants of a small output."},
+    {"open_small", (PyCFunction)(void (*)(void))open_small, METH_FASTCALL,
+     "open_small(stream, data, now) -> [STREAM_START] with data buffered, or None."},
+    {"close_small", close_small, METH_O,
+     "close_small(stream) -> [CHUNK, STREAM_END] of its buffered bytes, or None."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -32,7 +32,7 @@ from cartridge_runtime.protocol import (
     frames,
 )
 from cartridge_runtime.protocol._codec import bytes_head
-from cartridge_runtime.protocol._session_path import frame_queuer
+from cartridge_runtime.protocol._session_path import frame_queuer, small_output_paths
 
 from .._errors import RequestCancelled
 from .._input import InputPackage, PackageFeed, StreamFeed
@@ -44,6 +44,8 @@ from ._writer import FrameWriter
 _CHUNK = FrameType.CHUNK
 #: Queues a run of frames into the writer's outbox while nothing waits (compiled or not).
 _queue_frames = frame_queuer()
+#: A small output's frames in one call each (answer ``None`` for the methods to decide).
+_open_small, _close_small = small_output_paths()
 
 #: The sans-IO connection of a CBOR-mode session, with its handler type.
 Connection = CartridgeConnection[OpFactory]
@@ -124,8 +126,10 @@ class WireOutput:
         if len(data) > self.step or self.owner.wire_slot[0] is not None:
             return self._start_then_write(data)
         og = self.og
-        out = og.start(is_sequence=False, unbounded=False)
-        out += og.write_bytes(data, time.monotonic())
+        out = _open_small(og, data, time.monotonic())
+        if out is None:
+            out = og.start(is_sequence=False, unbounded=False)
+            out += og.write_bytes(data, time.monotonic())
         return self._send(out)
 
     async def _start_then_write(self, data: bytes | memoryview) -> None:
@@ -199,7 +203,9 @@ class WireOutput:
         await self._emit(self.og.flush())
 
     def close(self) -> Awaitable[None] | None:
-        out = self.og.close()
+        out = _close_small(self.og)
+        if out is None:
+            out = self.og.close()
         return self._send(out) if out else None
 
 
