@@ -151,7 +151,7 @@ def _load_outputs() -> tuple[OpenSmall, CloseSmall] | None:
 
     configure_outputs(
         Frame,
-        (FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END),
+        (FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END, FrameType.END),
         (OutState.NEW, OutState.OPEN, OutState.CLOSED),
         PROTOCOL_VERSION,
         COALESCE_BYTES,

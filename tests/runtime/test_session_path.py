@@ -342,3 +342,22 @@ def test_a_small_answer_is_the_compiled_paths_own() -> None:
     assert closed is not None
     assert [f.frame_type for f in closed] == [FrameType.CHUNK, FrameType.STREAM_END]
     assert closed[0].payload == _v(b"42") and closed[1].chunk_count == 1
+
+
+@needs_c
+@given(
+    xid=st.none() | st.integers(1, 5),
+    progress=st.sampled_from([1.0, 0.5, 1, 0]),
+    message=st.none() | st.just("done"),
+)
+def test_a_responses_compiled_end_is_the_builders_own(
+    xid: int | None, progress: float, message: str | None
+) -> None:
+    from cartridge_runtime.protocol import _cartridge_state, _session_path
+
+    assert _session_path._outputs is not None and _cartridge_state._c_end is not None
+    x = None if xid is None else MessageId(xid)
+    got = _cartridge_state._c_end(MessageId(3), x, progress, message)
+    want = frames.end(MessageId(3), xid=x, progress=progress, message=message)
+    assert _fields([got]) == _fields([want])
+    assert type(got.meta["progress"]) is float

@@ -86,5 +86,6 @@ PyObject *queue_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 PyObject *configure_outputs(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *open_small(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *close_small(PyObject *module, PyObject *stream);
+PyObject *end_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

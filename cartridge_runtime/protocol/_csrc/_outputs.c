@@ -16,13 +16,13 @@
 typedef struct {
     int configured;
     PyObject *frame_class;
-    PyObject *ft_start, *ft_chunk, *ft_stream_end;
+    PyObject *ft_start, *ft_chunk, *ft_stream_end, *ft_end;
     PyObject *st_new, *st_open, *st_closed;
     PyObject *version, *zero;
     Py_ssize_t coalesce_bytes;
     PyObject *s_version, *s_frame_type, *s_id, *s_seq, *s_meta, *s_payload, *s_stream_id,
         *s_media_urn, *s_routing_id, *s_is_sequence, *s_output, *s_chunk_index, *s_checksum,
-        *s_chunk_count;
+        *s_chunk_count, *s_eof, *s_exit_code, *s_progress, *s_message;
     /* OutgoingStream's slots */
     PyObject *a_rid, *a_xid, *a_stream_id, *a_media_urn, *a_max_chunk, *a_is_sequence,
         *a_unbounded, *a_output, *a_meta, *a_coalesce, *a_state, *a_chunks_sent, *a_buf,
@@ -285,14 +285,45 @@ error_buf:
     return NULL;
 }
 
+/* end_frame(rid, xid, progress, message): a response's END as build.end(rid, xid=xid,
+ * progress=progress, message=message) makes it, or None when not configured. */
+PyObject *
+end_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "end_frame(rid, xid, progress, message)");
+        return NULL;
+    }
+    if (!ot.configured)
+        Py_RETURN_NONE;
+    PyObject *rid = args[0], *xid = args[1], *message = args[3], *d = NULL;
+    PyObject *progress = PyNumber_Float(args[2]);
+    if (progress == NULL)
+        return NULL;
+    PyObject *meta = PyDict_New(), *frame = NULL;
+    if (meta == NULL || PyDict_SetItem(meta, ot.s_exit_code, ot.zero) < 0 ||
+        PyDict_SetItem(meta, ot.s_progress, progress) < 0 ||
+        set_present(meta, ot.s_message, message) < 0)
+        goto done;
+    if ((frame = new_frame(ot.ft_end, rid, &d)) == NULL)
+        goto done;
+    if (PyDict_SetItem(d, ot.s_meta, meta) < 0 || PyDict_SetItem(d, ot.s_eof, Py_True) < 0 ||
+        set_present(d, ot.s_routing_id, xid) < 0)
+        Py_CLEAR(frame);
+done:
+    Py_DECREF(progress);
+    Py_XDECREF(meta);
+    return frame;
+}
+
 /* configure_outputs(frame_class, frame_types, states, version, coalesce_bytes): the Frame
- * class, (STREAM_START, CHUNK, STREAM_END), OutState's (NEW, OPEN, CLOSED), the protocol
+ * class, (STREAM_START, CHUNK, STREAM_END, END), OutState's (NEW, OPEN, CLOSED), the protocol
  * version and COALESCE_BYTES. */
 PyObject *
 configure_outputs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 5 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) ||
-        PyTuple_GET_SIZE(args[1]) != 3 || !PyTuple_Check(args[2]) ||
+        PyTuple_GET_SIZE(args[1]) != 4 || !PyTuple_Check(args[2]) ||
         PyTuple_GET_SIZE(args[2]) != 3 || !PyLong_Check(args[3]) || !PyLong_Check(args[4])) {
         PyErr_SetString(PyExc_TypeError, "configure_outputs(frame_class, frame_types, states, "
                                          "version, coalesce_bytes)");
@@ -318,6 +349,10 @@ configure_outputs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         INTERN(s_chunk_index, "chunk_index");
         INTERN(s_checksum, "checksum");
         INTERN(s_chunk_count, "chunk_count");
+        INTERN(s_eof, "eof");
+        INTERN(s_exit_code, "exit_code");
+        INTERN(s_progress, "progress");
+        INTERN(s_message, "message");
         INTERN(a_rid, "rid");
         INTERN(a_xid, "xid");
         INTERN(a_stream_id, "stream_id");
@@ -341,6 +376,7 @@ configure_outputs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_XSETREF(ot.ft_start, Py_NewRef(PyTuple_GET_ITEM(args[1], 0)));
     Py_XSETREF(ot.ft_chunk, Py_NewRef(PyTuple_GET_ITEM(args[1], 1)));
     Py_XSETREF(ot.ft_stream_end, Py_NewRef(PyTuple_GET_ITEM(args[1], 2)));
+    Py_XSETREF(ot.ft_end, Py_NewRef(PyTuple_GET_ITEM(args[1], 3)));
     Py_XSETREF(ot.st_new, Py_NewRef(PyTuple_GET_ITEM(args[2], 0)));
     Py_XSETREF(ot.st_open, Py_NewRef(PyTuple_GET_ITEM(args[2], 1)));
     Py_XSETREF(ot.st_closed, Py_NewRef(PyTuple_GET_ITEM(args[2], 2)));

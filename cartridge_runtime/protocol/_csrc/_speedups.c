@@ -426,6 +426,8 @@ static PyMethodDef methods[] = {
      "open_small(stream, data, now) -> [STREAM_START] with data buffered, or None."},
     {"close_small", close_small, METH_O,
      "close_small(stream) -> [CHUNK, STREAM_END] of its buffered bytes, or None."},
+    {"end_frame", (PyCFunction)(void (*)(void))end_frame, METH_FASTCALL,
+     "end_frame(rid, xid, progress, message) -> a response's END, or None."},
     {NULL, NULL, 0, NULL},
 };
 
