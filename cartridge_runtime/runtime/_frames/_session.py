@@ -60,8 +60,8 @@ from cartridge_runtime.protocol import (
     StreamItem,
     StreamOpened,
     encode_frame,
+    flow_dispatcher,
 )
-from cartridge_runtime.protocol._session_path import flow_dispatcher
 
 from .._input import _DATA, _END, InputStream, StreamFeed
 from ._exit import EXIT_FOR, ExitStatus

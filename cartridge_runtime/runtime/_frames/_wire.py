@@ -29,10 +29,11 @@ from cartridge_runtime.protocol import (
     Limits,
     OutgoingStream,
     ServedRequest,
+    frame_queuer,
     frames,
+    small_output_paths,
 )
 from cartridge_runtime.protocol._codec import bytes_head
-from cartridge_runtime.protocol._session_path import frame_queuer, small_output_paths
 
 from .._errors import RequestCancelled
 from .._input import InputPackage, PackageFeed, StreamFeed
