@@ -190,6 +190,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "SeqAssigner",
     ),
     "_session_path": (
+        "compiled_hold",
         "flow_dispatcher",
         "frame_queuer",
         "small_output_paths",
@@ -299,6 +300,7 @@ __all__ = (
     "ready",
     "request_frames",
     "response_router",
+    "compiled_hold",
     "flow_dispatcher",
     "frame_queuer",
     "small_output_paths",
@@ -544,7 +546,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         StreamState,
     )
     from ._seq import FlowKey, SeqAssigner
-    from ._session_path import flow_dispatcher, frame_queuer, small_output_paths
+    from ._session_path import compiled_hold, flow_dispatcher, frame_queuer, small_output_paths
     from ._telemetry import (
         MAX_TELEMETRY_FIELDS,
         MAX_TELEMETRY_NAME,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from . import _request_state
@@ -49,7 +49,7 @@ try:
 except ImportError:  # pragma: no cover - the extension is optional
     _compiled = None
 
-__all__ = ("flow_dispatcher", "frame_queuer", "small_output_paths")
+__all__ = ("compiled_hold", "flow_dispatcher", "frame_queuer", "small_output_paths")
 
 _FLOW = (FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END, FrameType.END)
 
@@ -160,3 +160,15 @@ def _load_outputs() -> tuple[OpenSmall, CloseSmall] | None:
 
 
 _outputs = _load_outputs()
+
+
+def compiled_hold() -> Callable[[Any, Coroutine[Any, Any, Any]], Awaitable[Any]] | None:
+    """``held_while_running(outbox, coro)``: ``coro`` awaited with ``outbox.hold()`` each time
+    it resumes and ``outbox.release()`` each time it suspends or ends, results, errors and
+    cancellation passed through (a compiled awaitable, no generator frame); ``None`` when not
+    compiled, and the runtime's own Python class does it."""
+    if _compiled is None:
+        return None
+    from ._speedups import held_while_running
+
+    return held_while_running

@@ -88,4 +88,7 @@ PyObject *open_small(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *close_small(PyObject *module, PyObject *stream);
 PyObject *end_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* A coroutine awaited with an outbox held while it runs (_held.c). */
+PyObject *held_while_running(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 #endif

@@ -428,6 +428,8 @@ static PyMethodDef methods[] = {
      "close_small(stream) -> [CHUNK, STREAM_END] of its buffered bytes, or None."},
     {"end_frame", (PyCFunction)(void (*)(void))end_frame, METH_FASTCALL,
      "end_frame(rid, xid, progress, message) -> a response's END, or None."},
+    {"held_while_running", (PyCFunction)(void (*)(void))held_while_running, METH_FASTCALL,
+     "held_while_running(outbox, coro) -> coro awaited with outbox held while it runs."},
     {NULL, NULL, 0, NULL},
 };
 
