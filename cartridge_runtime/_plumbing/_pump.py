@@ -156,6 +156,11 @@ class FramePump:
         self._salvaged: list[Frame] = []
         self._failure: ProtocolError | None = None
 
+    def dispatch_by(self, dispatch: Callable[[Frame], None]) -> None:
+        """Hand every frame from now on to ``dispatch`` (a connection that serves differently
+        once its handshake is done)."""
+        self._dispatch = dispatch
+
     def read_size(self) -> int:
         """The size of the next read: a large block at a frame boundary, else just the rest
         of the frame in progress, so that the next read starts on a boundary."""
@@ -184,15 +189,27 @@ class FramePump:
         boundary = decoder.at_frame_boundary
         try:
             if type(data) is memoryview:
-                got = decoder.take_block(data) if self._room is None and boundary else None
+                room = self._room
+                got = (
+                    decoder.take_block(data)
+                    if boundary and (room is None or room.has_room)
+                    else None
+                )
                 if got is not None:
                     # The block's whole frames at its front in one step; the rest fed below.
                     taken, end = got
                     dispatch = self._dispatch
-                    for frame in taken:
-                        dispatch(frame)
+                    if room is None:
+                        for frame in taken:
+                            dispatch(frame)
+                    else:
+                        for i, frame in enumerate(taken):
+                            if i and not room.has_room:  # the rest waits for room
+                                self._backlog.extend(taken[i:])
+                                break
+                            dispatch(frame)
                     if end == len(data):
-                        return True
+                        return not self._backlog
                     data = data[end:]
                 try:
                     decoder.feed_borrowed(data)

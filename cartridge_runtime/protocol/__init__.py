@@ -189,6 +189,12 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "FlowKey",
         "SeqAssigner",
     ),
+    "_session_path": (
+        "compiled_hold",
+        "flow_dispatcher",
+        "frame_queuer",
+        "small_output_paths",
+    ),
     "_telemetry": (
         "MAX_TELEMETRY_FIELDS",
         "MAX_TELEMETRY_NAME",
@@ -294,6 +300,10 @@ __all__ = (
     "ready",
     "request_frames",
     "response_router",
+    "compiled_hold",
+    "flow_dispatcher",
+    "frame_queuer",
+    "small_output_paths",
     # per-request state
     "BodyReceiver",
     "RequestState",
@@ -536,6 +546,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         StreamState,
     )
     from ._seq import FlowKey, SeqAssigner
+    from ._session_path import compiled_hold, flow_dispatcher, frame_queuer, small_output_paths
     from ._telemetry import (
         MAX_TELEMETRY_FIELDS,
         MAX_TELEMETRY_NAME,

@@ -67,6 +67,20 @@ REQ_RULES: tuple[ReqRule, ...] = (
 )
 
 
+def no_rule_applies(conn: AdmittingSide, frame: Frame) -> bool:
+    """Whether no rule of :data:`REQ_RULES` can apply to REQ ``frame``, told in one step (the
+    common REQ: a new id, a cap, no payload, after POLICY, room for it); when ``False`` the
+    rules themselves decide."""
+    requests = conn.requests
+    return (
+        frame.cap is not None
+        and not frame.payload
+        and conn.policy is not None
+        and frame.id not in requests
+        and len(requests) < conn.max_open_requests
+    )
+
+
 #: The ERR of each refusal: its code, class and message (``{cap}`` and ``{limit}`` filled in).
 _REFUSALS: dict[Admission, tuple[ErrorCode, AttributionClass, str]] = {
     Admission.NO_CAP: (

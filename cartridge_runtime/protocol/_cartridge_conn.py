@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 from . import _builders as frames
 from . import _request_state
 from ._cartridge_admission import REQ_RULES as REQ_RULES  # re-exported by the package
-from ._cartridge_admission import refusal_frame
+from ._cartridge_admission import no_rule_applies, refusal_frame
 from ._cartridge_state import (
     PHASE_TRANSITIONS,
     Admission,
@@ -253,7 +253,7 @@ class CartridgeConnection(Generic[H]):
     # -- requests -----------------------------------------------------------------------------
 
     def _on_req(self, frame: Frame) -> ConnEvent:
-        for outcome, applies in REQ_RULES:
+        for outcome, applies in () if no_rule_applies(self, frame) else REQ_RULES:
             if applies(self, frame):
                 return self._refused(frame, outcome)
         cap = frame.cap or ""

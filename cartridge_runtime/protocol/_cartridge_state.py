@@ -13,14 +13,15 @@ terminal order, REQ-27). A cancel's ERR is :meth:`ErrorReport.for_cancel`.
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import attrs
 
 from . import _builders as frames
 from ._conn_state import ConnState
-from ._constants import AttributionClass
+from ._constants import PURE_PYTHON_ENV, AttributionClass
 from ._errors import ProtocolError
 from ._events import ErrorReport, Event
 from ._frame import Frame, MessageId
@@ -303,4 +304,20 @@ def terminal_frame(
             arg_urn=failure.arg_urn,
             xid=xid,
         )
+    if _c_end is not None and (end := _c_end(rid, xid, progress, message)) is not None:
+        return cast("Frame", end)  # the same frame, in one C call once the session set it up
     return frames.end(rid, xid=xid, progress=progress, message=message)
+
+
+def _compiled_end() -> Any:
+    """``_speedups.end_frame``, or ``None`` when not built or switched off."""
+    if os.environ.get(PURE_PYTHON_ENV):
+        return None
+    try:
+        from ._speedups import end_frame
+    except ImportError:  # pragma: no cover - the extension is optional
+        return None
+    return end_frame
+
+
+_c_end = _compiled_end()

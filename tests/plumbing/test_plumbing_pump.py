@@ -536,3 +536,28 @@ def test_a_paused_block_is_let_go_so_its_buffer_may_be_refilled() -> None:
     gate.room = 10
     assert pump.drain()
     assert got == payloads
+
+
+def test_a_block_taken_whole_keeps_what_the_room_does_not_take_in_order() -> None:
+    # A reader's block of whole frames and a partial one, with room for two frames: the two
+    # are dispatched, the rest (whole frames and the tail) waits, and comes out in order.
+    data, payloads = wire(5, 100)
+    cut = len(data) - 50
+    gate = Gate(room=2)
+    got: list[bytes] = []
+
+    def dispatch(frame: Frame) -> None:
+        assert frame.payload is not None
+        got.append(frame.payload)
+        gate.room -= 1
+
+    pump = FramePump(FrameDecoder(), dispatch, room=gate)
+    buffer = bytearray(data[:cut])
+    assert pump.on_block(memoryview(buffer)) is False
+    assert got == payloads[:2]
+    buffer[:] = b"\xff" * len(buffer)  # the reader reuses its buffer: nothing may refer to it
+    gate.room = 100
+    assert pump.drain() is True
+    assert got == payloads[:4]
+    assert pump.on_block(memoryview(bytearray(data[cut:]))) is True
+    assert got == payloads

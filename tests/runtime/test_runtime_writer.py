@@ -9,7 +9,11 @@ import pytest
 import sniffio
 
 from cartridge_runtime.protocol import FrameDecoder, MessageId, SeqAssigner, frames
+from cartridge_runtime.runtime._frames import _writer
 from cartridge_runtime.runtime._frames._writer import FrameWriter
+
+#: The compiled hold (where built) and the Python class, each run through the same tests.
+HOLDS = ["compiled", "python"] if _writer._C_HELD is not None else ["python"]
 
 
 class _Stream(anyio.abc.ByteSendStream):
@@ -158,8 +162,17 @@ def test_try_send_queues_only_what_send_would_queue_without_waiting_or_yielding(
     assert [f.chunk_index for f in writer._q] == [0]
 
 
+@pytest.fixture(params=HOLDS)
+def hold(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "python":
+        monkeypatch.setattr(_writer, "_C_HELD", None)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_held_while_running_writes_on_suspension_and_passes_the_result(backend: str) -> None:
+def test_held_while_running_writes_on_suspension_and_passes_the_result(
+    backend: str, hold: str
+) -> None:
     stream = _Stream(nonblocking=True)
     anyio.run(_held_run, stream, backend=backend)
     got = _frames_in(stream.writes)
@@ -199,7 +212,7 @@ async def _held_run(stream: _Stream) -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_held_while_running_lets_errors_and_cancellation_through_and_releases(
-    backend: str,
+    backend: str, hold: str
 ) -> None:
     stream = _Stream(nonblocking=True)
     anyio.run(_held_errors, stream, backend=backend)

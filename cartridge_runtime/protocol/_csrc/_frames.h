@@ -75,4 +75,20 @@ PyObject *configure_numbering(PyObject *module, PyObject *arg);
 PyObject *encode_numbered(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *encode_flow(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* The cartridge session's body frames delivered into a request's input (_deliver.c). */
+PyObject *deliver_flow(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *configure_delivery(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* A run of frames queued into the cartridge's outbox (_queueing.c). */
+PyObject *queue_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* A small response output's frames (_outputs.c). */
+PyObject *configure_outputs(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *open_small(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *close_small(PyObject *module, PyObject *stream);
+PyObject *end_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* A coroutine awaited with an outbox held while it runs (_held.c). */
+PyObject *held_while_running(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 #endif

@@ -413,6 +413,23 @@ static PyMethodDef methods[] = {
      "Hand over the frame class and constants of a small request's frames (once)."},
     {"request_frames", (PyCFunction)(void (*)(void))request_frames, METH_FASTCALL,
      "request_frames(rid, xid, cap, inputs, max_chunk, credit, max_total) -> frames | None."},
+    {"configure_delivery", (PyCFunction)(void (*)(void))configure_delivery, METH_FASTCALL,
+     "Hand over the frame types, event classes and mailbox entries of the session's path."},
+    {"deliver_flow", (PyCFunction)(void (*)(void))deliver_flow, METH_FASTCALL,
+     "deliver_flow(conn, requests, outbox, ready_table, active, fallback, deliver, frame): a "
+     "request's body frame received and delivered, else fallback(frame)."},
+    {"queue_frames", (PyCFunction)(void (*)(void))queue_frames, METH_FASTCALL,
+     "queue_frames(outbox, stream, frames, chunk_type) -> how many were queued in place."},
+    {"configure_outputs", (PyCFunction)(void (*)(void))configure_outputs, METH_FASTCALL,
+     "Hand over the frame class, types, stream states and constants of a small output."},
+    {"open_small", (PyCFunction)(void (*)(void))open_small, METH_FASTCALL,
+     "open_small(stream, data, now) -> [STREAM_START] with data buffered, or None."},
+    {"close_small", close_small, METH_O,
+     "close_small(stream) -> [CHUNK, STREAM_END] of its buffered bytes, or None."},
+    {"end_frame", (PyCFunction)(void (*)(void))end_frame, METH_FASTCALL,
+     "end_frame(rid, xid, progress, message) -> a response's END, or None."},
+    {"held_while_running", (PyCFunction)(void (*)(void))held_while_running, METH_FASTCALL,
+     "held_while_running(outbox, coro) -> coro awaited with outbox held while it runs."},
     {NULL, NULL, 0, NULL},
 };
 

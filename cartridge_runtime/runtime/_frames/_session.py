@@ -60,9 +60,10 @@ from cartridge_runtime.protocol import (
     StreamItem,
     StreamOpened,
     encode_frame,
+    flow_dispatcher,
 )
 
-from .._input import InputStream, StreamFeed
+from .._input import _DATA, _END, InputStream, StreamFeed
 from ._exit import EXIT_FOR, ExitStatus
 from ._handlers import HandlerRunner
 from ._served import OpFactory, Registrations, ServedCartridge
@@ -106,6 +107,8 @@ class Session:
         self.receive_stream = receive
         #: Reads, decodes and dispatches; pauses while the writer's queue is over its bound.
         self.pump = FramePump(FrameDecoder(), self._dispatch, room=self.writer.outbox)
+        # From the handshake on the pump dispatches a request's body frames compiled, in front
+        # of _dispatch (protocol._session_path.flow_dispatcher).
         self.overruns = 0
         self.conn: Connection | None = None
         self.runner: HandlerRunner | None = None
@@ -145,6 +148,17 @@ class Session:
             return ExitStatus.FAILURE
         self.limits = event.limits
         self.pump.decoder.max_frame = event.limits.max_frame
+        self.pump.dispatch_by(
+            flow_dispatcher(
+                conn,
+                runner.active,
+                self._dispatch,
+                self._deliver,
+                data_tag=_DATA,
+                end_entry=(_END, None, None, 0),
+                pass_through_min=PASS_THROUGH_MIN,
+            )
+        )
         try:
             await self.send_stream.send(encode_frame(event.hello))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:

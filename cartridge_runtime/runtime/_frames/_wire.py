@@ -23,12 +23,15 @@ from cartridge_runtime.protocol import (
     COALESCE_BYTES,
     AttributionClass,
     CartridgeConnection,
+    ErrorReport,
     Frame,
     FrameType,
     Limits,
     OutgoingStream,
     ServedRequest,
+    frame_queuer,
     frames,
+    small_output_paths,
 )
 from cartridge_runtime.protocol._codec import bytes_head
 
@@ -40,6 +43,10 @@ from ._served import OpFactory
 from ._writer import FrameWriter
 
 _CHUNK = FrameType.CHUNK
+#: Queues a run of frames into the writer's outbox while nothing waits (compiled or not).
+_queue_frames = frame_queuer()
+#: A small output's frames in one call each (answer ``None`` for the methods to decide).
+_open_small, _close_small = small_output_paths()
 
 #: The sans-IO connection of a CBOR-mode session, with its handler type.
 Connection = CartridgeConnection[OpFactory]
@@ -56,6 +63,7 @@ class WireOutput:
 
     def __init__(self, writer: FrameWriter, owner: Active, og: OutgoingStream) -> None:
         self.writer = writer
+        self.outbox = writer.outbox
         self.owner = owner
         self.og = og
         self._event: anyio.Event | None = None
@@ -74,17 +82,8 @@ class WireOutput:
         """Queue the frames of ``out`` that need no wait, in order, and return how many:
         the rest, from the first CHUNK without credit or the first frame the writer would
         make wait, is for :meth:`_emit`. The common case (credit and room for everything)
-        is thus a plain call, with no coroutine."""
-        og = self.og
-        try_send = self.writer.try_send
-        for i, f in enumerate(out):
-            if f.frame_type is _CHUNK:
-                if og.credit <= 0 or not try_send(f):
-                    return i
-                og.credit -= 1
-            elif not try_send(f):
-                return i
-        return len(out)
+        is thus a plain call, with no coroutine (one C call where compiled)."""
+        return _queue_frames(self.outbox, self.og, out, _CHUNK)
 
     async def _emit(self, out: list[Frame]) -> None:
         og = self.og
@@ -116,7 +115,7 @@ class WireOutput:
 
     def _send(self, out: list[Frame]) -> Awaitable[None] | None:
         """Queue ``out`` in place as far as nothing waits; the rest as an awaitable."""
-        if (done := self._queue(out)) < len(out):
+        if (done := _queue_frames(self.outbox, self.og, out, _CHUNK)) < len(out):
             return self._emit(out[done:])
         return None
 
@@ -128,8 +127,10 @@ class WireOutput:
         if len(data) > self.step or self.owner.wire_slot[0] is not None:
             return self._start_then_write(data)
         og = self.og
-        out = og.start(is_sequence=False, unbounded=False)
-        out += og.write_bytes(data, time.monotonic())
+        out = _open_small(og, data, time.monotonic())
+        if out is None:
+            out = og.start(is_sequence=False, unbounded=False)
+            out += og.write_bytes(data, time.monotonic())
         return self._send(out)
 
     async def _start_then_write(self, data: bytes | memoryview) -> None:
@@ -203,7 +204,9 @@ class WireOutput:
         await self._emit(self.og.flush())
 
     def close(self) -> Awaitable[None] | None:
-        out = self.og.close()
+        out = _close_small(self.og)
+        if out is None:
+            out = self.og.close()
         return self._send(out) if out else None
 
 
@@ -228,6 +231,8 @@ class Active:
         self.outputs: list[WireOutput] = []
         self.scope: anyio.CancelScope | None = None
         self.final: tuple[float, str | None] = (1.0, None)
+        #: What a cancelled handler's terminal reports, kept while its worker leaves the scope.
+        self.failure: ErrorReport | None = None
         # 8 random hex digits, as a uuid4's first 8 would be, without building a UUID.
         self.prefix = f"resp-{os.urandom(4).hex()}"
         #: The last whole-CHUNK byte value a handler took, with its wire form (pass-through).

@@ -28,7 +28,7 @@ import anyio
 import anyio.abc
 
 from cartridge_runtime._plumbing import YIELD_BYTES, EncodeAt, FrameOutbox, sink_for
-from cartridge_runtime.protocol import Frame, SeqAssigner
+from cartridge_runtime.protocol import Frame, SeqAssigner, compiled_hold
 
 __all__ = ("WRITER_QUEUE", "YIELD_BYTES", "FrameWriter")
 
@@ -36,6 +36,9 @@ __all__ = ("WRITER_QUEUE", "YIELD_BYTES", "FrameWriter")
 WRITER_QUEUE = 256
 
 _T = TypeVar("_T")
+
+#: The compiled :class:`_HeldWhileRunning` (``None``: not built or switched off).
+_C_HELD = compiled_hold()
 
 
 class _HeldWhileRunning:
@@ -123,7 +126,9 @@ class FrameWriter:
 
     def held_while_running(self, coro: Coroutine[Any, Any, _T]) -> Awaitable[_T]:
         """``coro`` as an awaitable that runs it with the queue held while it does not
-        suspend (see :class:`_HeldWhileRunning`)."""
+        suspend (see :class:`_HeldWhileRunning`; compiled where the extension is)."""
+        if _C_HELD is not None:
+            return _C_HELD(self.outbox, coro)
         return _HeldWhileRunning(coro, self.outbox)
 
     def number_by(self, seq: SeqAssigner) -> None:
