@@ -101,6 +101,25 @@ _INPUT_ERRORS = (OSError, P.ProtocolError, TypeError, ValueError, cbor2.CBOREnco
 class CallState:
     """The engine side of one call (internal; the caller sees :class:`Response`)."""
 
+    # The parts a response frame touches live in slots, where the compiled router
+    # (``protocol.compile_response_path``) reads and writes them without a look-up; the
+    # rest in the instance dict, most as class defaults.
+    __slots__ = (
+        "done",
+        "abandoned",
+        "observation",
+        "xid",
+        "receiver",
+        "frames",
+        "_queued",
+        "events",
+        "_outputs",
+        "_waiter",
+        "end_meta",
+        "__dict__",
+        "__weakref__",
+    )
+
     #: The media definitions its outputs are held to when they end (an
     #: ``_output_check.OutputChecks``), set on the calls that have some; None: nothing is
     #: checked (HST-24).
@@ -108,16 +127,10 @@ class CallState:
 
     # What most calls never change is a class default, set on the instance only when it
     # changes: a call is made per request, and each attribute set costs it.
-    done = False
     error: CallError | None = None
-    end_meta: Mapping[str, Any] | None = None
-    abandoned = False
     cancel_requested = False
-    _waiter: Wake | None = None  # the caller, while it waits for events
     _ended: anyio.Event | None = None  # a cancel timer, while it waits for the end
     _sender: InputSender | None = None
-    #: Queue positions of the frames queued at open, while they may still be withdrawn.
-    _queued: tuple[tuple[int, int], tuple[int, int]] | None = None
     #: LOG/progress events queued since the last scan (an upper bound of those unread).
     _logs_queued = 0
     #: LOG/progress events dropped because nobody read them in time.
@@ -125,12 +138,7 @@ class CallState:
     #: When the caller's ``timeout=`` runs out (``anyio.current_time()`` clock), if any.
     deadline: float | None = None
     timeout: float | None = None
-    #: The engine's observer of this call (``Engine.add_observer``), or None: then no
-    #: byte is counted and nothing is recorded.
-    observation: Any = None
     bytes_out = 0
-    #: Frames received for this call (the activity the watchdog looks at).
-    frames = 0
     #: Its activity timeout, seconds, when it has one; and what the watchdog saw of it.
     activity_limit: float | None = None
     silence: Any = None
@@ -147,6 +155,17 @@ class CallState:
         cancel_grace: float,
         max_pending_logs: int = 1000,
     ) -> None:
+        self.done = False
+        self.abandoned = False
+        #: The engine's observer of this call (``Engine.add_observer``), or None: then no
+        #: byte is counted and nothing is recorded.
+        self.observation: Any = None
+        #: Frames received for this call (the activity the watchdog looks at).
+        self.frames = 0
+        #: Queue positions of the frames queued at open, while they may still be withdrawn.
+        self._queued: tuple[tuple[int, int], tuple[int, int]] | None = None
+        self._waiter: Wake | None = None  # the caller, while it waits for events
+        self.end_meta: Mapping[str, Any] | None = None
         self.conn = conn
         self.cap = cap
         self.handler_cap = handler_cap

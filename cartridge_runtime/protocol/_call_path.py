@@ -19,7 +19,9 @@ call. The compiled router takes the common valid case of those four frames whole
 everything else, before it has changed anything, to the Python router it was given, which
 stays the one that decides.
 
-The flow class the engine registers must keep the shape the C code reads and writes:
+The router holds no state of its own: it reads and writes the call's parts where they are,
+in slots, so the flow class the engine registers must keep, as ``__slots__``, the fields the
+C code reads and writes:
 
 * ``done``, ``abandoned`` (both ``False`` to be taken), ``observation`` (``None``),
   ``xid`` (the very object the frame's routing id is: the host shares its ids),
@@ -30,23 +32,25 @@ The flow class the engine registers must keep the shape the C code reads and wri
 * ``_waiter`` (``None``, or a wake-up whose ``set()`` is called once events were queued),
 * ``end_meta`` and ``_finish(None)``, which END sets and calls.
 
-The three output event classes are slotted, with the fields the C code checks at
-registration (an added field switches the path off instead of leaving it unset).
-``CARTRIDGE_RUNTIME_PURE_PYTHON=1`` switches it off too.
+The router applies the receiver's own transitions to the call's receiver (its streams made
+with every slot set, as ``_Stream.__init__`` and the STREAM_START transition leave them) and
+makes the output event straight from the frame, with no receiver event in between. The
+three output event classes and the stream class are slotted with exactly the fields the C
+code sets, which it checks at registration (an added field switches the path off instead
+of leaving it unset). ``CARTRIDGE_RUNTIME_PURE_PYTHON=1`` switches it off too.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import attrs
-
 from ._constants import PROTOCOL_VERSION, PURE_PYTHON_ENV, REQ_CONTENT_TYPE, FrameType
-from ._events import BodyEnded, StreamClosed, StreamData, StreamOpened
 from ._frame import Frame, MessageId
+from ._request_state import BodyReceiver, RequestState, StreamState, _Stream
 
 __all__ = ("compile_response_path", "ready", "request_frames", "response_router")
 
@@ -103,10 +107,14 @@ def compile_response_path(flow_class: type, outputs: tuple[type, type, type]) ->
                 FrameType.STREAM_END,
                 FrameType.END,
             ),
+            frame_class=Frame,
             flow_class=flow_class,
-            received=(StreamOpened, StreamData, StreamClosed, BodyEnded),
+            receiver_class=BodyReceiver,
+            stream_class=_Stream,
+            request_states=(RequestState.OPEN, RequestState.DONE),
+            stream_states=(StreamState.OPEN, StreamState.CLOSED),
+            deque_class=deque,
             outputs=outputs,
-            output_fields=tuple(tuple(f.name for f in attrs.fields(cls)) for cls in outputs),
         )
     except (TypeError, ValueError):
         return False

@@ -59,10 +59,14 @@ def id_hash_method() -> Any: ...
 def configure_response(
     *,
     frame_types: tuple[Any, ...],
+    frame_class: type,
     flow_class: type,
-    received: tuple[type, ...],
+    receiver_class: type,
+    stream_class: type,
+    request_states: tuple[Any, ...],
+    stream_states: tuple[Any, ...],
+    deque_class: type,
     outputs: tuple[type, ...],
-    output_fields: tuple[tuple[str, ...], ...],
 ) -> None: ...
 def route_response(core: Any, fallback: Any, frame: Any, /) -> None: ...
 def configure_request(

@@ -53,6 +53,8 @@ PyObject *receive_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 PyObject *configure_receiver(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *serve_flow_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 int receiver_init(void);
+PyObject *scalar_value(PyObject *payload);
+int receiver_is_configured(void);
 
 /* The host's response path (_response.c). */
 PyObject *route_response(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
