@@ -28,12 +28,8 @@ wait forever). The caller blocks on an :class:`anyio.Event` made only when it ha
 
 Logs nobody reads
 -----------------
-Data is bounded by credit; LOG and progress events are not (a cartridge may send them without
-limit). So a call keeps at most ``EngineConfig.max_pending_logs`` of them unread: a counter
-goes up with each one queued, and when it passes the bound the queue is scanned once: if more
-than half the bound are really waiting, the oldest are dropped (down to half the bound) and
-counted in ``Response.dropped_logs``. A scan happens at most once per half-bound of LOGs, so
-the cost stays O(1) per event, and data events pay nothing. ``collect()`` keeps the newest
+LOG and progress events are bounded per call (``EngineConfig.max_pending_logs``), the oldest
+unread dropped and counted: see :mod:`._call_queue`. ``collect()`` keeps the newest
 ``max_pending_logs`` logs and progress reports in the :class:`Result` and counts the rest.
 
 Timeout
@@ -75,19 +71,16 @@ import cbor2
 from .. import protocol as P
 from .._plumbing import Wake
 from ..protocol import AttributionClass, ErrorCode, Frame, FrameType, MessageId, frames
+from ._call_queue import CallQueue
 from ._connection._gate import Chain
 from ._connection._links import CallLink
 from ._errors import CallError, CallTimeout
 from ._events import (
     CallEvent,
-    Log,
-    Metric,
     OutputData,
     OutputEnded,
     OutputItem,
     OutputStarted,
-    Progress,
-    TraceEvent,
 )
 from ._inputs import Inputs, InputSender, InputValue, normalize_inputs, request_flow
 
@@ -98,26 +91,24 @@ _CREDIT = FrameType.CREDIT
 _INPUT_ERRORS = (OSError, P.ProtocolError, TypeError, ValueError, cbor2.CBOREncodeError)
 
 
-class CallState:
+class CallState(CallQueue):
     """The engine side of one call (internal; the caller sees :class:`Response`)."""
 
     # The parts a response frame touches live in slots, where the compiled router
     # (``protocol.compile_response_path``) reads and writes them without a look-up; the
-    # rest in the instance dict, most as class defaults.
+    # rest in the instance dict (which :class:`CallQueue` brings), most as class defaults.
     __slots__ = (
-        "done",
-        "abandoned",
-        "observation",
-        "xid",
-        "receiver",
-        "frames",
-        "_queued",
-        "events",
         "_outputs",
+        "_queued",
         "_waiter",
+        "abandoned",
+        "done",
         "end_meta",
-        "__dict__",
-        "__weakref__",
+        "events",
+        "frames",
+        "observation",
+        "receiver",
+        "xid",
     )
 
     #: The media definitions its outputs are held to when they end (an
@@ -131,10 +122,6 @@ class CallState:
     cancel_requested = False
     _ended: anyio.Event | None = None  # a cancel timer, while it waits for the end
     _sender: InputSender | None = None
-    #: LOG/progress events queued since the last scan (an upper bound of those unread).
-    _logs_queued = 0
-    #: LOG/progress events dropped because nobody read them in time.
-    dropped_logs = 0
     #: When the caller's ``timeout=`` runs out (``anyio.current_time()`` clock), if any.
     deadline: float | None = None
     timeout: float | None = None
@@ -142,7 +129,6 @@ class CallState:
     #: Its activity timeout, seconds, when it has one; and what the watchdog saw of it.
     activity_limit: float | None = None
     silence: Any = None
-    max_pending_logs = 1000
 
     def __init__(
         self,
@@ -348,66 +334,6 @@ class CallState:
             self.events.append((event, None))
         return cost
 
-    def _on_progress(self, ev: P.ProgressReceived, cost: str | None) -> str | None:
-        self._queue(
-            Progress(progress=ev.progress, message=ev.message, indeterminate=ev.indeterminate),
-            None,
-        )
-        self._count_log()
-        return cost
-
-    def _on_log(self, ev: P.LogReceived, cost: str | None) -> str | None:
-        event: CallEvent | None = None
-        if ev.data is not None:  # a metric or a trace event (REQ-39); malformed: a log line
-            if ev.level == P.METRIC_LEVEL:
-                metric = P.read_metric(ev.data)
-                if metric is not None:
-                    name, value, labels = metric
-                    totals = self.conn.metric_totals
-                    totals[name] = totals.get(name, 0) + value
-                    event = Metric(name=name, value=value, labels=labels)
-            elif ev.level == P.TRACE_LEVEL:
-                trace = P.read_trace(ev.data)
-                if trace is not None:
-                    event = TraceEvent(name=trace[0], attributes=trace[1])
-            if event is not None and self.observation is not None:
-                self.observation.event(event)
-        if event is None:
-            event = Log(
-                level=ev.level,
-                message=ev.message,
-                attribution_class=ev.attribution_class,
-                arg_urn=ev.arg_urn,
-            )
-        self._queue(event, None)
-        self._count_log()
-        return cost
-
-    def _count_log(self) -> None:
-        self._logs_queued += 1
-        if self._logs_queued > self.max_pending_logs:
-            self._trim_logs()
-
-    def _trim_logs(self) -> None:
-        """More LOG/progress events were queued than the bound since the last scan: if more
-        than half the bound are really unread, drop the oldest of them, keeping half. The next
-        scan is then at least half the bound of events away (O(1) per event)."""
-        events = self.events
-        waiting = sum(1 for ev, _ in events if type(ev) in _REPORTS)
-        keep = self.max_pending_logs // 2
-        if waiting > keep:
-            drop = waiting - keep
-            self.dropped_logs += drop
-            kept: deque[tuple[CallEvent, str | None]] = deque()
-            for entry in events:
-                if drop and type(entry[0]) in _REPORTS:
-                    drop -= 1
-                    continue
-                kept.append(entry)
-            self.events = kept
-            waiting = keep
-        self._logs_queued = waiting
-
     def _on_end(self, ev: P.BodyEnded, cost: str | None) -> str | None:
         self.end_meta = ev.meta
         self._finish(None)
@@ -423,13 +349,6 @@ class CallState:
             )
         )
         return cost
-
-    def _queue(self, ev: CallEvent, credit_stream: str | None) -> None:
-        if self.abandoned:
-            if credit_stream is not None:
-                self.receiver.consumed(credit_stream)
-            return
-        self.events.append((ev, credit_stream))
 
     def on_death(self, error: CallError) -> None:
         if self.done:
@@ -608,9 +527,6 @@ class CallState:
 
 #: Event type -> handler(state, event, cost) returning the chunk's credit cost still unspent
 #: (the data handlers return ``None``: their event carries it).
-#: Events that LOG frames make: bounded together (``max_pending_logs``).
-_REPORTS = frozenset((Log, Progress, Metric, TraceEvent))
-
 _HANDLERS: dict[type, Any] = {
     P.StreamData: CallState._on_data,
     P.StreamItem: CallState._on_item,
