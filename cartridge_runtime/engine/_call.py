@@ -82,7 +82,14 @@ from ._events import (
     OutputItem,
     OutputStarted,
 )
-from ._inputs import Inputs, InputSender, InputValue, normalize_inputs, request_flow
+from ._inputs import (
+    Inputs,
+    InputSender,
+    InputValue,
+    normalize_inputs,
+    request_flow,
+    request_wire,
+)
 
 __all__ = ("CallState", "InputValue", "Inputs", "normalize_inputs")
 
@@ -175,11 +182,18 @@ class CallState(CallQueue):
         the whole body) synchronously, so nothing of the call can overtake it; bigger
         inputs are streamed by a task started here."""
         conn = self.conn
-        body = request_flow(self.cap, self.inputs, self.rid, self.xid, conn.limits)
+        limits = conn.limits
+        wire = request_wire(self.cap, self.inputs, self.rid, self.xid, limits)
         conn.add_flow(self.rid, self)
         first = conn.mark()
         conn.hold()
+        if wire is not None and conn.send_wire(wire, 2 + 3 * len(self.inputs)):
+            # A small request, REQ to END, queued as its wire bytes (no frame made).
+            self._queued = (first, conn.mark())
+            conn.release()
+            return
         try:
+            body = request_flow(self.cap, self.inputs, self.rid, self.xid, limits)
             if body is None:
                 conn.send(frames.req(self.rid, self.cap, xid=self.xid))
             else:

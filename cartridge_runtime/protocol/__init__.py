@@ -33,6 +33,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "compile_response_path",
         "ready",
         "request_frames",
+        "request_wire",
         "response_router",
     ),
     "_cartridge_conn": (
@@ -293,6 +294,7 @@ __all__ = (
     "compile_response_path",
     "ready",
     "request_frames",
+    "request_wire",
     "response_router",
     # per-request state
     "BodyReceiver",
@@ -411,7 +413,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         trim_heap,
         tune_allocator,
     )
-    from ._call_path import compile_response_path, ready, request_frames, response_router
+    from ._call_path import (
+        compile_response_path,
+        ready,
+        request_frames,
+        request_wire,
+        response_router,
+    )
     from ._cartridge_conn import REQ_RULES, CartridgeConnection
     from ._cartridge_state import (
         PHASE_TRANSITIONS,

@@ -8,6 +8,8 @@ Request
 :func:`request_frames` makes every frame of a request whose inputs are all small byte
 strings (REQ; STREAM_START, one CHUNK, STREAM_END per input; END), the same frames the frame
 builders make; for anything else it answers ``None`` and the engine builds the request.
+:func:`request_wire` writes the same frames straight to their wire form, for a connection
+that queues encoded bytes (no frame tap watching).
 
 Response
 --------
@@ -52,7 +54,13 @@ from ._constants import PROTOCOL_VERSION, PURE_PYTHON_ENV, REQ_CONTENT_TYPE, Fra
 from ._frame import Frame, MessageId
 from ._request_state import BodyReceiver, RequestState, StreamState, _Stream
 
-__all__ = ("compile_response_path", "ready", "request_frames", "response_router")
+__all__ = (
+    "compile_response_path",
+    "ready",
+    "request_frames",
+    "request_wire",
+    "response_router",
+)
 
 T = TypeVar("T")
 
@@ -84,6 +92,23 @@ def request_frames(
     ``max_chunk`` bytes (``max_total`` at most together; ``credit`` above 0), each sent as
     stream ``arg-<index>`` in one CHUNK; ``None`` for any other request. Compiled, this name
     is ``_speedups.request_frames``; here, always ``None`` (the engine builds the frames)."""
+    return None
+
+
+def request_wire(
+    rid: MessageId,
+    xid: MessageId | None,
+    cap: str,
+    inputs: list[tuple[str, Any]],
+    max_chunk: int,
+    credit: int,
+    max_total: int,
+    max_frame: int,
+) -> bytes | None:
+    """The frames :func:`request_frames` makes, already in their wire form, each with its
+    length prefix and numbered 0, 1, 2... (as a flow queued whole is numbered), with no
+    frame object made; ``None`` for any other request, or a frame body over ``max_frame``.
+    Compiled, this name is ``_speedups.request_wire``; here, always ``None``."""
     return None
 
 
@@ -142,6 +167,7 @@ def _load_request() -> None:
         from ._speedups import configure_request
         from ._speedups import ready as compiled_ready
         from ._speedups import request_frames as compiled_request
+        from ._speedups import request_wire as compiled_wire
     except ImportError:
         return
     configure_request(
@@ -159,6 +185,7 @@ def _load_request() -> None:
     names = globals()
     names["ready"] = compiled_ready
     names["request_frames"] = compiled_request
+    names["request_wire"] = compiled_wire
 
 
 _load_request()

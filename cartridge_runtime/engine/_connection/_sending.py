@@ -65,6 +65,15 @@ class CallSending:
                 tap.on_sent(self.name, frame)
         self.outbox.push_flow(frames)
 
+    def send_wire(self, data: bytes, count: int) -> bool:
+        """Queue ``count`` frames of a flow the caller opens and ends in one go, already in
+        their wire form and numbered 0, 1, 2... (``data``); ``False``, with nothing queued,
+        when a frame tap must see each frame."""
+        if self._tap is not None:
+            return False
+        self.outbox.push_wire(data, count)
+        return True
+
     def hold(self) -> None:
         """Queue frames without writing them until the matching :meth:`release`."""
         self.outbox.hold()

@@ -64,6 +64,7 @@ int response_init(void);
 
 /* A small call's request frames (_request.c). */
 PyObject *request_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *request_wire(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *configure_request(PyObject *module, PyObject *args, PyObject *kw);
 int request_init(void);
 PyObject *configure_ids(PyObject *module, PyObject *urandom);
