@@ -170,6 +170,10 @@ def _load_request() -> None:
         from ._speedups import request_wire as compiled_wire
     except ImportError:
         return
+    from ._speedups import install_id_hash
+
+    # Ids hash as hash(id.value) already (``_frame``): the same, from the type's own slot.
+    install_id_hash(MessageId)
     configure_request(
         frame_class=Frame,
         frame_types=(

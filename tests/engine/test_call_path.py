@@ -428,3 +428,20 @@ def test_streamed_small_calls_give_the_same_events_on_both_backends(backend: str
     assert seen[1] == [OutputStarted, OutputData, 1000, OutputEnded]
     assert seen[2][0] is OutputStarted and seen[2][-1] is OutputEnded
     assert sum(n for n in seen[2] if isinstance(n, int)) == 200_000
+
+
+@needs_c
+def test_ids_hash_by_their_value_from_the_types_own_slot() -> None:
+    from cartridge_runtime.protocol import _speedups
+
+    made = [MessageId.new(), MessageId(7), MessageId(b"\x01" * 16)]
+    assert all(hash(m) == hash(m.value) for m in made)
+    table = {m: i for i, m in enumerate(made)}
+    assert _speedups.install_id_hash(MessageId) is True  # again: the same hashes
+    assert [table[MessageId(m.value)] for m in made] == [0, 1, 2]
+
+    class Other:
+        __slots__ = ("value",)
+
+    assert _speedups.install_id_hash(Other) is False  # its hash is not hash(value): left
+    assert _speedups.install_id_hash(int) is False

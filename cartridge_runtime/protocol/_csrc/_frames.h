@@ -71,6 +71,7 @@ PyObject *configure_ids(PyObject *module, PyObject *urandom);
 PyObject *forget_ids(PyObject *module, PyObject *unused);
 PyObject *new_id(PyObject *module, PyObject *unused);
 PyObject *int_id(PyObject *module, PyObject *value);
+PyObject *install_id_hash(PyObject *module, PyObject *cls);
 
 /* Numbering and encoding a writer's batch (_numbering.c), over encode_small (_speedups.c). */
 PyObject *encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "_frames.h"
+#include "structmember.h"
 
 typedef struct {
     int configured;
@@ -496,6 +497,51 @@ int_id(PyObject *module, PyObject *value)
         return NULL;
     }
     return mid;
+}
+
+/* The offset of MessageId's value slot, once install_id_hash found it. */
+static Py_ssize_t id_value_offset = -1;
+
+/* MessageId's tp_hash: hash(self.value), read from its slot (what id_hash_method gives, with
+ * no method looked up and called per hash). */
+static Py_hash_t
+id_tp_hash(PyObject *self)
+{
+    PyObject *v = *(PyObject **)((char *)self + id_value_offset);
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "value");
+        return -1;
+    }
+    return PyObject_Hash(v);
+}
+
+/* install_id_hash(id_class) -> bool: id_class's hash slot made id_tp_hash, when its __hash__
+ * is already the compiled hash(value) (id_hash_method) and value is a plain slot; the same
+ * hash values, so dicts keyed by ids made before stay valid. False: nothing changed. */
+PyObject *
+install_id_hash(PyObject *module, PyObject *cls)
+{
+    if (!PyType_Check(cls) || !(((PyTypeObject *)cls)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        Py_RETURN_FALSE;
+    PyTypeObject *t = (PyTypeObject *)cls;
+    PyObject *key = PyUnicode_InternFromString("value");
+    if (key == NULL)
+        return NULL;
+    PyObject *d = _PyType_Lookup(t, key);
+    Py_DECREF(key);
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type) ||
+        ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX)
+        Py_RETURN_FALSE;
+    PyObject *h = PyDict_GetItemString(t->tp_dict, "__hash__");
+    PyObject *f = h != NULL && PyInstanceMethod_Check(h) ? PyInstanceMethod_GET_FUNCTION(h) : NULL;
+    const char *doc = f != NULL && PyCFunction_Check(f) ? ((PyCFunctionObject *)f)->m_ml->ml_doc
+                                                        : NULL;
+    if (doc == NULL || strcmp(doc, "hash(self.value)") != 0)
+        Py_RETURN_FALSE; /* not the compiled hash(value) (id_hash_method): leave it */
+    id_value_offset = ((PyMemberDescrObject *)d)->d_member->offset;
+    t->tp_hash = id_tp_hash;
+    PyType_Modified(t);
+    Py_RETURN_TRUE;
 }
 
 /* configure_request(*, frame_class, frame_types, version, content_type). */

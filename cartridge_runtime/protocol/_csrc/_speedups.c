@@ -413,6 +413,8 @@ static PyMethodDef methods[] = {
      "Hand over the frame class and constants of a small request's frames (once)."},
     {"request_frames", (PyCFunction)(void (*)(void))request_frames, METH_FASTCALL,
      "request_frames(rid, xid, cap, inputs, max_chunk, credit, max_total) -> frames | None."},
+    {"install_id_hash", install_id_hash, METH_O,
+     "install_id_hash(MessageId) -> bool: its hash slot reads hash(value) straight."},
     {"request_wire", (PyCFunction)(void (*)(void))request_wire, METH_FASTCALL,
      "request_wire(rid, xid, cap, inputs, max_chunk, credit, max_total, max_frame) -> the "
      "request's frames encoded, numbered 0, 1, 2... | None."},
