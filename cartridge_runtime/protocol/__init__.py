@@ -30,6 +30,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "tune_allocator",
     ),
     "_call_path": (
+        "block_router",
         "compile_response_path",
         "ready",
         "request_frames",
@@ -291,6 +292,7 @@ __all__ = (
     "StartupProgress",
     "FrameRefused",
     "HealthReport",
+    "block_router",
     "compile_response_path",
     "ready",
     "request_frames",
@@ -414,6 +416,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         tune_allocator,
     )
     from ._call_path import (
+        block_router,
         compile_response_path,
         ready,
         request_frames,

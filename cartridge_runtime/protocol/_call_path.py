@@ -55,6 +55,7 @@ from ._frame import Frame, MessageId
 from ._request_state import BodyReceiver, RequestState, StreamState, _Stream
 
 __all__ = (
+    "block_router",
     "compile_response_path",
     "ready",
     "request_frames",
@@ -66,6 +67,8 @@ T = TypeVar("T")
 
 #: ``_speedups.route_response`` once a flow class is registered, else ``None``.
 _route: Any = None
+#: ``_speedups.route_block`` likewise.
+_route_block: Any = None
 
 
 async def _ready_coroutine(value: T) -> T:
@@ -116,12 +119,12 @@ def compile_response_path(flow_class: type, outputs: tuple[type, type, type]) ->
     """Register ``flow_class`` (see the module docstring) and its output events (started,
     data, ended) with the compiled router; ``False`` when it is not built, switched off, or
     refused the classes (then :func:`response_router` gives ``None``)."""
-    global _route
-    _route = None
+    global _route, _route_block
+    _route = _route_block = None
     if os.environ.get(PURE_PYTHON_ENV):
         return False
     try:
-        from ._speedups import configure_response, route_response
+        from ._speedups import configure_response, route_block, route_response
     except ImportError:
         return False
     try:
@@ -144,6 +147,7 @@ def compile_response_path(flow_class: type, outputs: tuple[type, type, type]) ->
     except (TypeError, ValueError):
         return False
     _route = route_response
+    _route_block = route_block
     return True
 
 
@@ -156,6 +160,16 @@ def response_router(
     if _route is None:
         return None
     return functools.partial(_route, core, fallback)
+
+
+def block_router() -> Callable[[object, memoryview, int], int] | None:
+    """``route_block(core, block, max_frame)``: the whole frames at the front of a block the
+    cartridge wrote (nothing pending before it), read and routed in one C call as
+    :func:`response_router` routes the frames the decoder makes of them, but with no frame
+    made, up to the first frame it does not take whole; it returns that frame's offset, and
+    the caller feeds the rest to the decoder. ``None`` when no flow class is registered."""
+    route: Callable[[object, memoryview, int], int] | None = _route_block
+    return route
 
 
 def _load_request() -> None:

@@ -48,7 +48,7 @@ import anyio
 import anyio.abc
 
 from ... import protocol as P
-from ..._plumbing import FrameOutbox, FramePump, Wake, source_for, wake_factory
+from ..._plumbing import Block, FrameOutbox, FramePump, Wake, source_for, wake_factory
 from ...protocol import (
     ConnState,
     Frame,
@@ -388,9 +388,29 @@ class Connection(CallSending):
             read_size=self.config.read_size,
             on_error=self._note_stray,
         )
+        on_block = pump.on_block
+        route_block = P.block_router() if tap is None else None
+        if route_block is not None:
+            # A block's plain response frames read and routed in one C call, with no frame
+            # made; from the first it does not take, the pump and the router above.
+            core, decoder, hold, pumped = self.core, self._decoder, self._block, on_block
+
+            def on_block(data: Block) -> bool:
+                if type(data) is memoryview and decoder.at_frame_boundary:
+                    hold.hold()
+                    try:
+                        end = route_block(core, data, decoder.max_frame)
+                    finally:
+                        hold.release()
+                    if end:
+                        if end == len(data):
+                            return True
+                        data = data[end:]
+                return pumped(data)
+
         # Lines of text before the first frame are the cartridge's log, not a death.
         on_line = functools.partial(self._stderr.add_stdout_line, self.name)
-        self._preamble = preamble = StdoutPreamble(pump.on_block, on_line)
+        self._preamble = preamble = StdoutPreamble(on_block, on_line)
         try:
             await pump.run(source_for(self.process.stdout), through=preamble.feed)
         except P.ProtocolError as exc:

@@ -129,6 +129,13 @@ output_of(PyObject *outputs, PyObject *sid)
     return PyTuple_GET_ITEM(entry, 0);
 }
 
+/* The fields of a frame the router reads (borrowed; Py_None when absent), from a Frame's
+ * dict or straight from the wire. */
+typedef struct {
+    PyObject *frame_type, *id, *routing_id, *stream_id, *chunk_index, *checksum, *payload,
+        *chunk_count, *meta, *media_urn, *is_sequence, *unbounded, *output;
+} Fields;
+
 /* What one taken frame left for its output event (borrowed, except value and wire). */
 typedef struct {
     PyObject *sid, *media, *output, *meta, *seq, *unbounded, *count, *value, *wire;
@@ -136,9 +143,9 @@ typedef struct {
 
 /* The open scalar stream a CHUNK or STREAM_END names (borrowed), or NULL: Python decides. */
 static PyObject *
-open_stream(PyObject *streams, PyObject *fd, PyObject **sid_out)
+open_stream(PyObject *streams, const Fields *fr, PyObject **sid_out)
 {
-    PyObject *sid = field(fd, rp.s_stream_id);
+    PyObject *sid = fr->stream_id;
     if (!PyUnicode_CheckExact(sid) || PyUnicode_GET_LENGTH(sid) == 0)
         return NULL;
     PyObject *stream = PyDict_GetItemWithError(streams, sid);
@@ -154,17 +161,17 @@ open_stream(PyObject *streams, PyObject *fd, PyObject **sid_out)
 
 /* STREAM_START of a scalar stream not seen before: 1 taken, 0 not (nothing changed), -1. */
 static int
-take_start(PyObject *rd, PyObject *streams, PyObject *fd, Step *st)
+take_start(PyObject *rd, PyObject *streams, const Fields *fr, Step *st)
 {
-    PyObject *sid = field(fd, rp.s_stream_id);
+    PyObject *sid = fr->stream_id;
     if (!PyUnicode_CheckExact(sid) || PyUnicode_GET_LENGTH(sid) == 0)
         return 0;
     int known = PyDict_Contains(streams, sid);
     if (known != 0) /* a restart (Python names it), or an error */
         return known < 0 ? -1 : 0;
-    PyObject *credit = field(rd, rp.s_credit), *media = field(fd, rp.s_media_urn);
-    int seq = PyObject_IsTrue(field(fd, rp.s_is_sequence));
-    int unb = PyObject_IsTrue(field(fd, rp.s_unbounded));
+    PyObject *credit = field(rd, rp.s_credit), *media = fr->media_urn;
+    int seq = PyObject_IsTrue(fr->is_sequence);
+    int unb = PyObject_IsTrue(fr->unbounded);
     int media_ok = PyObject_IsTrue(media);
     if (seq < 0 || unb < 0 || media_ok < 0)
         return -1;
@@ -190,8 +197,8 @@ take_start(PyObject *rd, PyObject *streams, PyObject *fd, Step *st)
         return -1;
     st->sid = sid;
     st->media = media_ok ? media : rp.empty_str;
-    st->output = field(fd, rp.s_output);
-    st->meta = field(fd, rp.s_meta);
+    st->output = fr->output;
+    st->meta = fr->meta;
     st->seq = Py_False;
     st->unbounded = unb_b;
     return 1;
@@ -199,23 +206,23 @@ take_start(PyObject *rd, PyObject *streams, PyObject *fd, Step *st)
 
 /* A scalar CHUNK in order, in the window, its checksum right. */
 static int
-take_chunk(PyObject *rd, PyObject *streams, PyObject *fd, Step *st)
+take_chunk(PyObject *rd, PyObject *streams, const Fields *fr, Step *st)
 {
     PyObject *sid = NULL;
-    PyObject *stream = open_stream(streams, fd, &sid);
+    PyObject *stream = open_stream(streams, fr, &sid);
     if (stream == NULL)
         return 0;
     Py_ssize_t chunks = small_int(SLOT(stream, rp.stream[S_CHUNKS]));
     Py_ssize_t window = small_int(SLOT(stream, rp.stream[S_WINDOW]));
-    if (chunks < 0 || window <= 0 || small_int(field(fd, rp.s_chunk_index)) != chunks)
+    if (chunks < 0 || window <= 0 || small_int(fr->chunk_index) != chunks)
         return 0;
-    PyObject *payload = field(fd, rp.s_payload);
+    PyObject *payload = fr->payload;
     if (!PyBytes_CheckExact(payload) || PyBytes_GET_SIZE(payload) == 0)
         return 0;
     int verify = PyObject_IsTrue(field(rd, rp.s_verify));
     if (verify < 0)
         return -1;
-    PyObject *held = field(fd, rp.s_checksum);
+    PyObject *held = fr->checksum;
     if (verify) {
         if (!PyLong_CheckExact(held))
             return 0;
@@ -256,14 +263,14 @@ take_chunk(PyObject *rd, PyObject *streams, PyObject *fd, Step *st)
 
 /* STREAM_END with the stream's own chunk count. */
 static int
-take_stream_end(PyObject *streams, PyObject *fd, Step *st)
+take_stream_end(PyObject *streams, const Fields *fr, Step *st)
 {
     PyObject *sid = NULL;
-    PyObject *stream = open_stream(streams, fd, &sid);
+    PyObject *stream = open_stream(streams, fr, &sid);
     if (stream == NULL)
         return 0;
     Py_ssize_t chunks = small_int(SLOT(stream, rp.stream[S_CHUNKS]));
-    PyObject *count = field(fd, rp.s_chunk_count);
+    PyObject *count = fr->chunk_count;
     if (chunks < 0 || small_int(count) != chunks)
         return 0;
     slot_set(stream, rp.stream[S_STATE], rp.ss_closed);
@@ -274,7 +281,7 @@ take_stream_end(PyObject *streams, PyObject *fd, Step *st)
 
 /* END with every stream closed. */
 static int
-take_end(PyObject *receiver, PyObject *streams, PyObject *fd, Step *st)
+take_end(PyObject *receiver, PyObject *streams, const Fields *fr, Step *st)
 {
     Py_ssize_t pos = 0;
     PyObject *key, *stream;
@@ -285,7 +292,7 @@ take_end(PyObject *receiver, PyObject *streams, PyObject *fd, Step *st)
     }
     if (PyObject_SetAttr(receiver, rp.s_state, rp.rs_done) < 0)
         return -1;
-    st->meta = field(fd, rp.s_meta);
+    st->meta = fr->meta;
     return 1;
 }
 
@@ -309,14 +316,14 @@ queue(PyObject *events, PyObject *ev, PyObject *cost)
 
 /* The flow's part: 1 handled, 0 not taken (nothing changed), -1 an exception. */
 static int
-flow_frame(PyObject *flow, PyObject *fd, PyObject *ft, PyObject *fid)
+flow_frame(PyObject *flow, const Fields *fr, PyObject *ft, PyObject *fid)
 {
     PyObject *f[F_COUNT];
     for (int i = 0; i < F_COUNT; i++)
         if ((f[i] = SLOT(flow, rp.flow[i])) == NULL)
             return 0; /* a slot not set: Python raises its AttributeError */
     if (f[F_DONE] != Py_False || f[F_ABANDONED] != Py_False || f[F_OBSERVATION] != Py_None ||
-        field(fd, rp.s_routing_id) != f[F_XID] /* ids the host shares: the same object */ ||
+        fr->routing_id != f[F_XID] /* ids the host shares: the same object */ ||
         Py_TYPE(f[F_RECEIVER]) != (PyTypeObject *)rp.receiver_class ||
         Py_TYPE(f[F_EVENTS]) != (PyTypeObject *)rp.deque_class ||
         !PyDict_CheckExact(f[F_OUTPUTS]) || !PyLong_CheckExact(f[F_FRAMES]))
@@ -336,13 +343,13 @@ flow_frame(PyObject *flow, PyObject *fd, PyObject *ft, PyObject *fid)
         !PyDict_CheckExact(streams))
         goto done;
     if (ft == rp.ft_chunk)
-        rc = take_chunk(rd, streams, fd, &st);
+        rc = take_chunk(rd, streams, fr, &st);
     else if (ft == rp.ft_start)
-        rc = take_start(rd, streams, fd, &st);
+        rc = take_start(rd, streams, fr, &st);
     else if (ft == rp.ft_stream_end)
-        rc = take_stream_end(streams, fd, &st);
+        rc = take_stream_end(streams, fr, &st);
     else
-        rc = take_end(receiver, streams, fd, &st);
+        rc = take_end(receiver, streams, fr, &st);
     if (rc != 1)
         goto done;
     /* Taken: from here on the frame is this flow's, as in CallState.on_frame. */
@@ -400,10 +407,14 @@ done:
     return rc;
 }
 
-/* The routing of HostConnection.receive_frame for a response frame of one of our calls. */
+/* The routing of HostConnection.receive_frame for a response frame of one of our calls: 1
+ * taken, 0 not (nothing changed), -1 an exception. */
 static int
-route(PyObject *core, PyObject *fd, PyObject *ft)
+route(PyObject *core, const Fields *fr)
 {
+    PyObject *ft = fr->frame_type;
+    if (ft != rp.ft_chunk && ft != rp.ft_start && ft != rp.ft_stream_end && ft != rp.ft_end)
+        return 0;
     PyObject *on = PyObject_GetAttr(core, rp.s_routing);
     if (on == NULL)
         return -1;
@@ -418,7 +429,7 @@ route(PyObject *core, PyObject *fd, PyObject *ft)
     taken = 0;
     if (!PyDict_CheckExact(calls) || !PyDict_CheckExact(origins))
         goto done;
-    PyObject *fid = field(fd, rp.s_id);
+    PyObject *fid = fr->id;
     PyObject *flow = PyDict_GetItemWithError(calls, fid);
     if (flow == NULL) {
         taken = PyErr_Occurred() ? -1 : 0;
@@ -433,7 +444,7 @@ route(PyObject *core, PyObject *fd, PyObject *ft)
     }
     Py_INCREF(flow);
     Py_INCREF(fid);
-    taken = flow_frame(flow, fd, ft, fid);
+    taken = flow_frame(flow, fr, ft, fid);
     Py_DECREF(fid);
     Py_DECREF(flow);
 done:
@@ -456,17 +467,238 @@ route_response(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *fd = PyObject_GenericGetDict(frame, NULL);
     if (fd == NULL)
         return NULL;
-    PyObject *ft = field(fd, rp.s_frame_type);
     int taken = 0;
-    if (PyDict_CheckExact(fd) && (ft == rp.ft_chunk || ft == rp.ft_start ||
-                                  ft == rp.ft_stream_end || ft == rp.ft_end))
-        taken = route(core, fd, ft);
+    if (PyDict_CheckExact(fd)) {
+        Fields fr = {field(fd, rp.s_frame_type), field(fd, rp.s_id), field(fd, rp.s_routing_id),
+                     field(fd, rp.s_stream_id), field(fd, rp.s_chunk_index),
+                     field(fd, rp.s_checksum), field(fd, rp.s_payload),
+                     field(fd, rp.s_chunk_count), field(fd, rp.s_meta),
+                     field(fd, rp.s_media_urn), field(fd, rp.s_is_sequence),
+                     field(fd, rp.s_unbounded), field(fd, rp.s_output)};
+        taken = route(core, &fr);
+    }
     Py_DECREF(fd);
     if (taken < 0)
         return NULL;
     if (!taken)
         return PyObject_CallOneArg(fallback, frame);
     Py_RETURN_NONE;
+}
+
+/* Wire keys of the fields a response frame of the four kinds may carry (others: Python). */
+enum { W_VERSION, W_TYPE, W_ID, W_SEQ, W_META, W_PAYLOAD, W_EOF, W_SID, W_MEDIA, W_ROUTING,
+       W_INDEX, W_COUNT, W_SUM, W_ISSEQ, W_UNB, W_OUTPUT, W_FIELDS };
+static const char *wire_names[W_FIELDS] = {"version", "frame_type", "id", "seq", "meta",
+                                           "payload", "eof", "stream_id", "media_urn",
+                                           "routing_id", "chunk_index", "chunk_count",
+                                           "checksum", "is_sequence", "unbounded", "output"};
+/* Wire key -> W_* (or -1: a key this path does not take). */
+static int wire_slot[MAX_KEY];
+static int wire_ready;
+
+/* The wire-key table, from the codec's own names (once, when the codec is configured). */
+static int
+wire_table(void)
+{
+    if (wire_ready)
+        return 1;
+    if (!codec.configured)
+        return 0;
+    for (int k = 0; k < MAX_KEY; k++)
+        wire_slot[k] = -1;
+    for (int i = 0; i < W_FIELDS; i++) {
+        int found = 0;
+        for (int k = 0; k < MAX_KEY; k++) {
+            PyObject *name = codec.key_name[k];
+            if (name != NULL && PyUnicode_CompareWithASCIIString(name, wire_names[i]) == 0) {
+                wire_slot[k] = i;
+                found = 1;
+            }
+        }
+        if (!found)
+            return 0;
+    }
+    wire_ready = 1;
+    return 1;
+}
+
+/* Whether a value read for field w is of the type the codec's reader stores for it (its
+ * put_field, stricter where that is simpler: the path then leaves the frame to Python). */
+static int
+wire_value_ok(int w, PyObject *v)
+{
+    switch (w) {
+    case W_VERSION:
+    case W_TYPE:
+        return PyLong_CheckExact(v);
+    case W_SEQ:
+    case W_INDEX:
+    case W_COUNT:
+        return PyLong_CheckExact(v) && Py_SIZE(v) >= 0;
+    case W_SUM:
+        if (!PyLong_CheckExact(v))
+            return 0;
+        if (PyLong_AsUnsignedLongLong(v) == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        return 1;
+    case W_SID:
+    case W_MEDIA:
+    case W_OUTPUT:
+        return PyUnicode_CheckExact(v);
+    case W_ISSEQ:
+    case W_UNB:
+    case W_EOF:
+        return PyBool_Check(v);
+    case W_ID:
+    case W_ROUTING:
+        return PyBytes_CheckExact(v) || PyLong_CheckExact(v);
+    case W_PAYLOAD:
+        return PyBytes_CheckExact(v);
+    case W_META: {
+        if (!PyDict_CheckExact(v))
+            return 0;
+        Py_ssize_t pos = 0;
+        PyObject *k, *x;
+        while (PyDict_Next(v, &pos, &k, &x))
+            if (!PyUnicode_CheckExact(k))
+                return 0;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* Whether END's meta passes the END check as it is (absent, or exit_code an int, progress a
+ * number, message a str, each absent or null): the codec's reader passes the same. */
+static int
+end_meta_ok(PyObject *meta)
+{
+    if (meta == Py_None)
+        return 1;
+    PyObject *v = PyDict_GetItemString(meta, "exit_code");
+    if (v != NULL && v != Py_None && !PyLong_CheckExact(v))
+        return 0;
+    v = PyDict_GetItemString(meta, "progress");
+    if (v != NULL && v != Py_None && !PyLong_CheckExact(v) && !PyFloat_CheckExact(v))
+        return 0;
+    v = PyDict_GetItemString(meta, "message");
+    return v == NULL || v == Py_None || PyUnicode_CheckExact(v);
+}
+
+/* One frame body read straight into values[] (new references), as the codec's reader would
+ * read it, and the frame's fields: 1 read, 0 not this path's (Python reads it). */
+static int
+wire_read(const unsigned char *p, const unsigned char *end, PyObject **values, Fields *fr)
+{
+    if (p >= end || (*p >> 5) != 5 || (*p & 31) >= 24)
+        return 0;
+    int count = *p & 31, last = -1;
+    CborReader r = {p + 1, end};
+    for (int i = 0; i < count; i++) {
+        if (r.p >= r.end || (*r.p >> 5) != 0 || (*r.p & 31) >= 24)
+            return 0;
+        int key = *r.p & 31;
+        r.p++;
+        int w = key < MAX_KEY ? wire_slot[key] : -1;
+        if (w < 0 || key <= last) /* a key this path does not take, or out of order */
+            return 0;
+        last = key;
+        PyObject *v = cbor_read_item(&r, 1);
+        if (v == NULL || v == CBOR_GIVE_UP) {
+            PyErr_Clear();
+            return 0;
+        }
+        values[w] = v;
+        if (!wire_value_ok(w, v))
+            return 0;
+        if (w == W_ID || w == W_ROUTING) { /* ids the host shares: in the decoder's cache */
+            PyObject *mid = PyDict_GetItemWithError(codec.id_cache, v);
+            if (mid == NULL) {
+                PyErr_Clear();
+                return 0;
+            }
+            Py_SETREF(values[w], Py_NewRef(mid));
+        }
+    }
+    if (r.p != r.end || values[W_VERSION] == NULL || values[W_TYPE] == NULL ||
+        values[W_ID] == NULL || values[W_SEQ] == NULL)
+        return 0;
+    PyObject *ft = PyDict_GetItemWithError(codec.frame_types, values[W_TYPE]);
+    if (ft == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+#define OR_NONE(w) (values[w] != NULL ? values[w] : Py_None)
+    Fields got = {ft, values[W_ID], OR_NONE(W_ROUTING), OR_NONE(W_SID), OR_NONE(W_INDEX),
+                  OR_NONE(W_SUM), OR_NONE(W_PAYLOAD), OR_NONE(W_COUNT), OR_NONE(W_META),
+                  OR_NONE(W_MEDIA), OR_NONE(W_ISSEQ), OR_NONE(W_UNB), OR_NONE(W_OUTPUT)};
+#undef OR_NONE
+    /* The presence the codec's checks demand of the four kinds (PRESENCE_CHECKED, END's). */
+    if (ft == rp.ft_start)
+        *fr = got;
+    else if (got.output != Py_None) /* only a STREAM_START carries one */
+        return 0;
+    if (ft == rp.ft_start)
+        return got.stream_id != Py_None && got.media_urn != Py_None;
+    *fr = got;
+    if (ft == rp.ft_chunk)
+        return got.stream_id != Py_None && got.chunk_index != Py_None && got.checksum != Py_None;
+    if (ft == rp.ft_stream_end)
+        return got.stream_id != Py_None;
+    if (ft == rp.ft_end)
+        return end_meta_ok(got.meta);
+    return 0;
+}
+
+/* route_block(core, data, max_frame) -> int: the frames at the front of data (a block the
+ * cartridge wrote, nothing pending before it) read and routed as route_response routes the
+ * Frames the decoder would make of them, with no Frame made, up to the first frame this path
+ * does not take whole; the offset of that frame (len(data): every one). The caller gives the
+ * rest to the decoder as usual. */
+PyObject *
+route_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "route_block(core, data, max_frame)");
+        return NULL;
+    }
+    Py_ssize_t max_frame = PyLong_AsSsize_t(args[2]);
+    if (max_frame == -1 && PyErr_Occurred())
+        return NULL;
+    if (!rp.configured || !wire_table())
+        return PyLong_FromLong(0);
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *base = (const unsigned char *)view.buf;
+    Py_ssize_t off = 0;
+    int failed = 0;
+    while (view.len - off >= PREFIX_LEN) {
+        const unsigned char *p = base + off;
+        Py_ssize_t n = ((Py_ssize_t)p[0] << 24) | ((Py_ssize_t)p[1] << 16) |
+                       ((Py_ssize_t)p[2] << 8) | (Py_ssize_t)p[3];
+        if (n > max_frame || n > codec.hard_cap || n > view.len - off - PREFIX_LEN)
+            break;
+        PyObject *values[W_FIELDS] = {NULL};
+        Fields fr;
+        int taken = wire_read(p + PREFIX_LEN, p + PREFIX_LEN + n, values, &fr);
+        if (taken == 1)
+            taken = route(args[0], &fr);
+        for (int i = 0; i < W_FIELDS; i++)
+            Py_XDECREF(values[i]);
+        if (taken < 0)
+            failed = 1;
+        if (taken != 1)
+            break;
+        off += PREFIX_LEN + n;
+    }
+    PyBuffer_Release(&view);
+    if (failed)
+        return NULL;
+    return PyLong_FromSsize_t(off);
 }
 
 /* A value already there, as an awaitable: awaiting it gives the value at once, with no

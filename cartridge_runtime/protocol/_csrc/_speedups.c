@@ -402,6 +402,9 @@ static PyMethodDef methods[] = {
     {"route_response", (PyCFunction)(void (*)(void))route_response, METH_FASTCALL,
      "route_response(core, fallback, frame): a response's common valid frame delivered, "
      "else fallback(frame)."},
+    {"route_block", (PyCFunction)(void (*)(void))route_block, METH_FASTCALL,
+     "route_block(core, data, max_frame) -> the offset of the first frame it left to the "
+     "decoder (the frames before it read and routed as route_response routes them)."},
     {"ready", ready_value, METH_O, "ready(value) -> an awaitable that gives value at once."},
     {"configure_ids", configure_ids, METH_O,
      "Hand over the OS's random source for new ids (os.urandom)."},
