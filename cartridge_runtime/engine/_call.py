@@ -183,15 +183,17 @@ class CallState(CallQueue):
         inputs are streamed by a task started here."""
         conn = self.conn
         limits = conn.limits
-        wire = request_wire(self.cap, self.inputs, self.rid, self.xid, limits)
+        inputs = self.inputs
+        wire = request_wire(self.cap, inputs, self.rid, self.xid, limits)
         conn.add_flow(self.rid, self)
+        if wire is not None:
+            # A small request, REQ to END, queued as its wire bytes (no frame made).
+            queued = conn.send_wire(wire, 2 + 3 * len(inputs))
+            if queued is not None:
+                self._queued = queued
+                return
         first = conn.mark()
         conn.hold()
-        if wire is not None and conn.send_wire(wire, 2 + 3 * len(self.inputs)):
-            # A small request, REQ to END, queued as its wire bytes (no frame made).
-            self._queued = (first, conn.mark())
-            conn.release()
-            return
         try:
             body = request_flow(self.cap, self.inputs, self.rid, self.xid, limits)
             if body is None:

@@ -65,14 +65,20 @@ class CallSending:
                 tap.on_sent(self.name, frame)
         self.outbox.push_flow(frames)
 
-    def send_wire(self, data: bytes, count: int) -> bool:
+    def send_wire(self, data: bytes, count: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
         """Queue ``count`` frames of a flow the caller opens and ends in one go, already in
-        their wire form and numbered 0, 1, 2... (``data``); ``False``, with nothing queued,
+        their wire form and numbered 0, 1, 2... (``data``), and write them now unless a hold
+        is on: their queue positions (for :meth:`withdraw`); ``None``, with nothing queued,
         when a frame tap must see each frame."""
         if self._tap is not None:
-            return False
-        self.outbox.push_wire(data, count)
-        return True
+            return None
+        outbox = self.outbox
+        first = outbox.mark()
+        outbox.hold()
+        outbox.push_wire(data, count)
+        stop = outbox.mark()
+        outbox.release()
+        return first, stop
 
     def hold(self) -> None:
         """Queue frames without writing them until the matching :meth:`release`."""

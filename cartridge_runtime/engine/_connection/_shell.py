@@ -392,16 +392,13 @@ class Connection(CallSending):
         route_block = P.block_router() if tap is None else None
         if route_block is not None:
             # A block's plain response frames read and routed in one C call, with no frame
-            # made; from the first it does not take, the pump and the router above.
-            core, decoder, hold, pumped = self.core, self._decoder, self._block, on_block
+            # made; from the first it does not take, the pump and the router above. (The
+            # frames it takes queue nothing to send: no hold is needed around them.)
+            core, decoder, pumped = self.core, self._decoder, on_block
 
             def on_block(data: Block) -> bool:
                 if type(data) is memoryview and decoder.at_frame_boundary:
-                    hold.hold()
-                    try:
-                        end = route_block(core, data, decoder.max_frame)
-                    finally:
-                        hold.release()
+                    end = route_block(core, data, decoder.max_frame)
                     if end:
                         if end == len(data):
                             return True
