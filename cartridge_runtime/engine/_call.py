@@ -167,9 +167,7 @@ class CallState(CallQueue):
         self.inputs = inputs
         self._chain = chain
         self._cancel_grace = cancel_grace
-        self.receiver = P.BodyReceiver(
-            self.rid, xid=self.xid, initial_credit=conn.limits.initial_credit, expect_req=False
-        )
+        self.receiver = _new_receiver(self.rid, self.xid, conn.limits.initial_credit)
         self.events: deque[tuple[CallEvent, str | None]] = deque()
         self._outputs: dict[str, tuple[str | None, str, bool]] = {}
         if max_pending_logs != 1000:
@@ -556,3 +554,5 @@ _HANDLERS: dict[type, Any] = {
 
 # The four frames of a plain response routed, received and queued in one C call (when built).
 P.compile_response_path(CallState, (OutputStarted, OutputData, OutputEnded))
+#: Makes a call's response receiver (compiled once the path above is registered).
+_new_receiver = P.receiver_factory()

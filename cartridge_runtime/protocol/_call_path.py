@@ -50,7 +50,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ._constants import PROTOCOL_VERSION, PURE_PYTHON_ENV, REQ_CONTENT_TYPE, FrameType
+from ._constants import (
+    PROTOCOL_VERSION,
+    PURE_PYTHON_ENV,
+    REQ_CONTENT_TYPE,
+    CreditDirection,
+    FrameType,
+)
 from ._frame import Frame, MessageId
 from ._request_state import BodyReceiver, RequestState, StreamState, _Stream
 
@@ -58,6 +64,7 @@ __all__ = (
     "block_router",
     "compile_response_path",
     "ready",
+    "receiver_factory",
     "request_frames",
     "request_wire",
     "response_router",
@@ -69,6 +76,8 @@ T = TypeVar("T")
 _route: Any = None
 #: ``_speedups.route_block`` likewise.
 _route_block: Any = None
+#: ``_speedups.new_receiver`` likewise.
+_new_receiver: Any = None
 
 
 async def _ready_coroutine(value: T) -> T:
@@ -119,12 +128,12 @@ def compile_response_path(flow_class: type, outputs: tuple[type, type, type]) ->
     """Register ``flow_class`` (see the module docstring) and its output events (started,
     data, ended) with the compiled router; ``False`` when it is not built, switched off, or
     refused the classes (then :func:`response_router` gives ``None``)."""
-    global _route, _route_block
-    _route = _route_block = None
+    global _route, _route_block, _new_receiver
+    _route = _route_block = _new_receiver = None
     if os.environ.get(PURE_PYTHON_ENV):
         return False
     try:
-        from ._speedups import configure_response, route_block, route_response
+        from ._speedups import configure_response, new_receiver, route_block, route_response
     except ImportError:
         return False
     try:
@@ -143,12 +152,29 @@ def compile_response_path(flow_class: type, outputs: tuple[type, type, type]) ->
             stream_states=(StreamState.OPEN, StreamState.CLOSED),
             deque_class=deque,
             outputs=outputs,
+            credit_dir=CreditDirection.RESPONSE,
         )
     except (TypeError, ValueError):
         return False
     _route = route_response
     _route_block = route_block
+    _new_receiver = new_receiver
     return True
+
+
+def _python_receiver(rid: MessageId, xid: MessageId | None, initial_credit: int) -> BodyReceiver:
+    return BodyReceiver(rid, xid=xid, initial_credit=initial_credit, expect_req=False)
+
+
+def receiver_factory() -> Callable[[MessageId, MessageId | None, int], BodyReceiver]:
+    """What makes the receiver of a call's response, ``(rid, xid, initial_credit)``:
+    ``BodyReceiver(rid, xid=xid, initial_credit=initial_credit, expect_req=False)``, made in
+    one C call once a flow class is registered (its instance dict filled as ``__init__``
+    fills it, without running it)."""
+    make: Callable[[MessageId, MessageId | None, int], BodyReceiver] = (
+        _new_receiver if _new_receiver is not None else _python_receiver
+    )
+    return make
 
 
 def response_router(

@@ -445,3 +445,15 @@ def test_ids_hash_by_their_value_from_the_types_own_slot() -> None:
 
     assert _speedups.install_id_hash(Other) is False  # its hash is not hash(value): left
     assert _speedups.install_id_hash(int) is False
+
+
+@pytest.mark.parametrize("credit", [0, 1, 3, 16, 1 << 40])
+def test_a_calls_receiver_is_made_as_its_class_makes_it(credit: int) -> None:
+    # Compiled, the receiver's dict is filled without running __init__: the same fields, in
+    # the same order, as BodyReceiver's own (on the pure path, it is BodyReceiver's own).
+    rid, xid = MessageId.new(), MessageId(5)
+    made = P.receiver_factory()(rid, xid, credit)
+    own = P.BodyReceiver(rid, xid=xid, initial_credit=credit, expect_req=False)
+    assert type(made) is P.BodyReceiver
+    assert list(vars(made).items()) == list(vars(own).items())
+    assert made.data_to_send() == [] and made.stream_state("x") is P.StreamState.NEW

@@ -59,6 +59,7 @@ int receiver_is_configured(void);
 /* The host's response path (_response.c). */
 PyObject *route_response(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *route_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *new_receiver(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *configure_response(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *ready_value(PyObject *module, PyObject *value);
 int response_init(void);

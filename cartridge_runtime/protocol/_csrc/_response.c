@@ -51,13 +51,13 @@ typedef struct {
     PyObject *ft_start, *ft_chunk, *ft_stream_end, *ft_end;
     PyObject *frame_class, *flow_class, *receiver_class, *stream_class, *deque_class;
     PyObject *deque_append;
-    PyObject *rs_open, *rs_done, *ss_open, *ss_closed;
+    PyObject *rs_open, *rs_done, *ss_open, *ss_closed, *credit_dir;
     PyObject *out_started, *out_data, *out_ended;
     Py_ssize_t flow[F_COUNT], stream[S_COUNT], started[6], data[4], ended[3];
     PyObject *s_routing, *s_calls, *s_origins, *s_frame_type, *s_id, *s_routing_id, *s_rid,
         *s_state, *s_streams, *s_outgoing, *s_verify, *s_credit, *s_stream_id, *s_chunk_index,
         *s_checksum, *s_payload, *s_chunk_count, *s_meta, *s_media_urn, *s_is_sequence,
-        *s_unbounded, *s_output, *s_finish, *s_set;
+        *s_unbounded, *s_output, *s_finish, *s_set, *s_xid, *s_batch, *s_credit_dir;
     PyObject *empty_str, *zero;
 } ResponseTables;
 
@@ -701,6 +701,61 @@ route_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(off);
 }
 
+/* new_receiver(rid, xid, initial_credit) -> BodyReceiver: the receiver of a call's response,
+ * as BodyReceiver(rid, xid=xid, initial_credit=initial_credit, expect_req=False) makes it
+ * (its instance dict filled in the order __init__ sets it), without running __init__. */
+PyObject *
+new_receiver(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "new_receiver(rid, xid, initial_credit)");
+        return NULL;
+    }
+    PyObject *credit = args[2];
+    if (!rp.configured || !PyLong_CheckExact(credit)) {
+        if (rp.receiver_class == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "new_receiver: not configured");
+            return NULL;
+        }
+        PyObject *kw = Py_BuildValue("{sOsOsO}", "xid", args[1], "initial_credit", credit,
+                                     "expect_req", Py_False);
+        if (kw == NULL)
+            return NULL;
+        PyObject *pos = PyTuple_Pack(1, args[0]);
+        PyObject *r = pos != NULL ? PyObject_Call(rp.receiver_class, pos, kw) : NULL;
+        Py_XDECREF(pos);
+        Py_DECREF(kw);
+        return r;
+    }
+    Py_ssize_t c = PyLong_AsSsize_t(credit);
+    if (c == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t half = c >= 0 ? c / 2 : -((-c + 1) / 2); /* Python's floor division */
+    PyObject *batch = PyLong_FromSsize_t(half > 1 ? half : 1);
+    PyObject *d = PyDict_New(), *streams = PyDict_New(), *outgoing = PyList_New(0);
+    PyObject *r = NULL;
+    if (batch == NULL || d == NULL || streams == NULL || outgoing == NULL)
+        goto done;
+    if (PyDict_SetItem(d, rp.s_rid, args[0]) < 0 || PyDict_SetItem(d, rp.s_xid, args[1]) < 0 ||
+        PyDict_SetItem(d, rp.s_state, rp.rs_open) < 0 ||
+        PyDict_SetItem(d, rp.s_credit, credit) < 0 || PyDict_SetItem(d, rp.s_batch, batch) < 0 ||
+        PyDict_SetItem(d, rp.s_credit_dir, rp.credit_dir) < 0 ||
+        PyDict_SetItem(d, rp.s_verify, Py_True) < 0 ||
+        PyDict_SetItem(d, rp.s_streams, streams) < 0 ||
+        PyDict_SetItem(d, rp.s_outgoing, outgoing) < 0)
+        goto done;
+    PyTypeObject *t = (PyTypeObject *)rp.receiver_class;
+    r = t->tp_alloc(t, 0);
+    if (r != NULL && PyObject_GenericSetDict(r, d, NULL) < 0)
+        Py_CLEAR(r);
+done:
+    Py_XDECREF(batch);
+    Py_XDECREF(d);
+    Py_XDECREF(streams);
+    Py_XDECREF(outgoing);
+    return r;
+}
+
 /* A value already there, as an awaitable: awaiting it gives the value at once, with no
  * coroutine (ready(value); the response iterator's queued events). */
 typedef struct {
@@ -839,15 +894,15 @@ configure_response(PyObject *module, PyObject *args, PyObject *kw)
 {
     static char *kwnames[] = {"frame_types", "frame_class", "flow_class", "receiver_class",
                               "stream_class", "request_states", "stream_states", "deque_class",
-                              "outputs", NULL};
+                              "outputs", "credit_dir", NULL};
     PyObject *fts, *frame_class, *flow_class, *receiver_class, *stream_class, *rstates,
-        *sstates, *deque_class, *outputs;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!O!O!O!O!O!O!", kwnames, &PyTuple_Type,
+        *sstates, *deque_class, *outputs, *credit_dir;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!O!O!O!O!O!O!O", kwnames, &PyTuple_Type,
                                      &fts, &PyType_Type, &frame_class, &PyType_Type,
                                      &flow_class, &PyType_Type, &receiver_class, &PyType_Type,
                                      &stream_class, &PyTuple_Type, &rstates, &PyTuple_Type,
                                      &sstates, &PyType_Type, &deque_class, &PyTuple_Type,
-                                     &outputs))
+                                     &outputs, &credit_dir))
         return NULL;
     rp.configured = 0;
     if (PyTuple_GET_SIZE(fts) != 4 || PyTuple_GET_SIZE(rstates) != 2 ||
@@ -917,6 +972,7 @@ configure_response(PyObject *module, PyObject *args, PyObject *kw)
     KEEP(rp.rs_done, AT(rstates, 1));
     KEEP(rp.ss_open, AT(sstates, 0));
     KEEP(rp.ss_closed, AT(sstates, 1));
+    KEEP(rp.credit_dir, credit_dir);
     KEEP(rp.out_started, AT(outputs, 0));
     KEEP(rp.out_data, AT(outputs, 1));
     KEEP(rp.out_ended, AT(outputs, 2));
@@ -957,6 +1013,9 @@ response_init(void)
     INTERN(s_output, "output");
     INTERN(s_finish, "_finish");
     INTERN(s_set, "set");
+    INTERN(s_xid, "xid");
+    INTERN(s_batch, "batch");
+    INTERN(s_credit_dir, "credit_dir");
     INTERN(empty_str, "");
 #undef INTERN
     if ((rp.zero = PyLong_FromLong(0)) == NULL)

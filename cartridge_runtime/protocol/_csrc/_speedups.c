@@ -405,6 +405,8 @@ static PyMethodDef methods[] = {
     {"route_block", (PyCFunction)(void (*)(void))route_block, METH_FASTCALL,
      "route_block(core, data, max_frame) -> the offset of the first frame it left to the "
      "decoder (the frames before it read and routed as route_response routes them)."},
+    {"new_receiver", (PyCFunction)(void (*)(void))new_receiver, METH_FASTCALL,
+     "new_receiver(rid, xid, initial_credit) -> the BodyReceiver of a call's response."},
     {"ready", ready_value, METH_O, "ready(value) -> an awaitable that gives value at once."},
     {"configure_ids", configure_ids, METH_O,
      "Hand over the OS's random source for new ids (os.urandom)."},
