@@ -30,14 +30,13 @@ class CallSending:
     outbox: FrameOutbox
     _tap: Any
     _tg: anyio.abc.TaskGroup | None
-
-    def next_xid(self) -> MessageId:
-        """A fresh small-uint routing id for a request sent on this connection."""
-        return self.core.next_xid()
-
-    def add_flow(self, rid: MessageId, flow: Flow) -> None:
-        """Route the response frames of a request (by rid) to its flow."""
-        self.core.add_flow(rid, flow)
+    # The core's own methods, bound once (each call made per request skips a forwarding
+    # frame): a fresh small-uint routing id for a request sent on this connection; route the
+    # response frames of a request (by rid) to its flow; a flow of a rid ended, so later
+    # frames for it are stragglers.
+    next_xid: Callable[[], MessageId]
+    add_flow: Callable[[MessageId, Flow], None]
+    forget: Callable[[MessageId], None]
 
     def add_origin(self, rid: MessageId, origin: PeerOrigin) -> None:
         """Route the frames of this cartridge's peer call (by its rid) to its origin."""

@@ -129,6 +129,10 @@ class Connection(CallSending):
             counters=counters,
             misses_to_kill=config.heartbeat_misses_to_kill,
         )
+        core = self.core
+        self.next_xid = core.next_xid
+        self.add_flow = core.add_flow
+        self.forget = core.forget
         #: The negotiated max_frame (the outbox reads it per frame, from C: no Python frame).
         self.max_frame = config.limits.max_frame
         #: The frame queue and its writer; frames are numbered by the core.
@@ -444,10 +448,6 @@ class Connection(CallSending):
                 self.counters.drops += 1
         elif isinstance(event, FrameRefused):
             log.warning("%s: %s dropped", self.name, event.reason)
-
-    def forget(self, rid: MessageId) -> None:
-        """A flow of a rid ended: later frames for it are stragglers."""
-        self.core.forget(rid)
 
     # -- health ----------------------------------------------------------------------------
 
