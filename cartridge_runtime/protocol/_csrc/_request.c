@@ -294,22 +294,34 @@ request_wire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (total > max_total)
             Py_RETURN_NONE;
     }
-    long k_ct = wire_key(rq.s_content_type), k_payload = wire_key(rq.s_payload),
-         k_eof = wire_key(rq.s_eof), k_cap = wire_key(rq.s_cap),
-         k_sid = wire_key(rq.s_stream_id), k_media = wire_key(rq.s_media_urn),
-         k_routing = wire_key(rq.s_routing_id), k_index = wire_key(rq.s_chunk_index),
-         k_count = wire_key(rq.s_chunk_count), k_sum = wire_key(rq.s_checksum),
-         k_seq = wire_key(rq.s_is_sequence);
-    if (PyErr_Occurred())
-        return NULL;
-    PyObject *fts[5] = {rq.ft_req, rq.ft_start, rq.ft_chunk, rq.ft_stream_end, rq.ft_end};
-    PyObject *ft_int[5];
-    for (int i = 0; i < 5; i++) {
-        ft_int[i] = PyDict_GetItemWithError(codec.frame_type_ints, fts[i]);
-        if (ft_int[i] == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetObject(PyExc_KeyError, fts[i]);
+    /* The wire keys and type codes, looked up once (the codec's tables do not change). */
+    static long k_ct, k_payload, k_eof, k_cap, k_sid, k_media, k_routing, k_index, k_count,
+        k_sum, k_seq;
+    static PyObject *ft_int[5];
+    static PyObject *arg_ids[WIRE_INPUTS];
+    if (ft_int[0] == NULL) {
+        k_ct = wire_key(rq.s_content_type), k_payload = wire_key(rq.s_payload),
+        k_eof = wire_key(rq.s_eof), k_cap = wire_key(rq.s_cap),
+        k_sid = wire_key(rq.s_stream_id), k_media = wire_key(rq.s_media_urn),
+        k_routing = wire_key(rq.s_routing_id), k_index = wire_key(rq.s_chunk_index),
+        k_count = wire_key(rq.s_chunk_count), k_sum = wire_key(rq.s_checksum),
+        k_seq = wire_key(rq.s_is_sequence);
+        if (PyErr_Occurred())
             return NULL;
+        for (Py_ssize_t i = 0; i < WIRE_INPUTS; i++)
+            if ((arg_ids[i] = PyUnicode_FromFormat("arg-%zd", i)) == NULL)
+                return NULL;
+        PyObject *fts[5] = {rq.ft_req, rq.ft_start, rq.ft_chunk, rq.ft_stream_end, rq.ft_end};
+        for (int i = 0; i < 5; i++) {
+            PyObject *code = PyDict_GetItemWithError(codec.frame_type_ints, fts[i]);
+            if (code == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetObject(PyExc_KeyError, fts[i]);
+                for (int j = 0; j < i; j++)
+                    Py_CLEAR(ft_int[j]);
+                return NULL;
+            }
+            ft_int[i] = Py_NewRef(code);
         }
     }
     PyObject *rid_v = PyObject_GetAttr(rid, codec.s_value), *xid_v = NULL, *result = NULL;
@@ -330,8 +342,8 @@ request_wire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     ends[nf++] = w.len;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *pair = PyList_GET_ITEM(inputs, i);
-        PyObject *sid = PyUnicode_FromFormat("arg-%zd", i);
-        PyObject *payload = sid != NULL ? bstr_payload(PyTuple_GET_ITEM(pair, 1)) : NULL;
+        PyObject *sid = arg_ids[i];
+        PyObject *payload = bstr_payload(PyTuple_GET_ITEM(pair, 1));
         PyObject *sum = payload != NULL ? PyLong_FromUnsignedLongLong(fnv1a64(
                             (const unsigned char *)PyBytes_AS_STRING(payload),
                             PyBytes_GET_SIZE(payload)))
@@ -353,7 +365,6 @@ request_wire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
              (!routed || w_field(&w, k_routing, xid_v)) && w_field(&w, k_count, rq.one);
         if (ok)
             ends[nf++] = w.len;
-        Py_XDECREF(sid);
         Py_XDECREF(payload);
         Py_XDECREF(sum);
         CHECK(ok);

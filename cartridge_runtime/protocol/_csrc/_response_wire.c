@@ -17,6 +17,8 @@ static const char *wire_names[W_FIELDS] = {"version", "frame_type", "id", "seq",
                                            "payload", "eof", "stream_id", "media_urn",
                                            "routing_id", "chunk_index", "chunk_count",
                                            "checksum", "is_sequence", "unbounded", "output"};
+/* The names END's meta is checked for (interned with the table). */
+static PyObject *s_exit_code, *s_progress, *s_message;
 /* Wire key -> W_* (or -1: a key this path does not take). */
 static int wire_slot[MAX_KEY];
 static int wire_ready;
@@ -29,6 +31,12 @@ wire_table(void)
         return 1;
     if (!codec.configured)
         return 0;
+    if ((s_exit_code = PyUnicode_InternFromString("exit_code")) == NULL ||
+        (s_progress = PyUnicode_InternFromString("progress")) == NULL ||
+        (s_message = PyUnicode_InternFromString("message")) == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
     for (int k = 0; k < MAX_KEY; k++)
         wire_slot[k] = -1;
     for (int i = 0; i < W_FIELDS; i++) {
@@ -103,13 +111,17 @@ end_meta_ok(PyObject *meta)
 {
     if (meta == Py_None)
         return 1;
-    PyObject *v = PyDict_GetItemString(meta, "exit_code");
+    PyObject *v = PyDict_GetItemWithError(meta, s_exit_code);
     if (v != NULL && v != Py_None && !PyLong_CheckExact(v))
         return 0;
-    v = PyDict_GetItemString(meta, "progress");
+    v = v == NULL && PyErr_Occurred() ? NULL : PyDict_GetItemWithError(meta, s_progress);
     if (v != NULL && v != Py_None && !PyLong_CheckExact(v) && !PyFloat_CheckExact(v))
         return 0;
-    v = PyDict_GetItemString(meta, "message");
+    v = v == NULL && PyErr_Occurred() ? NULL : PyDict_GetItemWithError(meta, s_message);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
     return v == NULL || v == Py_None || PyUnicode_CheckExact(v);
 }
 
