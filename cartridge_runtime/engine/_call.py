@@ -18,9 +18,12 @@ inputs the whole request body with it (see :mod:`._inputs`), so every later fram
 
 The connection's reader hands the call every response frame; it runs them through a sans-IO
 :class:`BodyReceiver` (which validates the response and decodes chunks) and queues the
-resulting events. (The common valid frames of a plain call do all of this in one C call
-each, :func:`~cartridge_runtime.protocol.response_router`, registered below; every other
-frame comes to :meth:`CallState.on_frame`.) The caller takes events from :class:`Response`;
+resulting events. (The common valid frames of a plain call do all of this in C, straight
+from the bytes of the block they came in, with no frame made,
+:func:`~cartridge_runtime.protocol.block_router`, or one call per frame,
+:func:`~cartridge_runtime.protocol.response_router`, both registered below; every other frame
+comes to :meth:`CallState.on_frame`. A small request is likewise written straight to its wire
+bytes, :func:`~cartridge_runtime.protocol.request_wire`.) The caller takes events from :class:`Response`;
 each data event it takes is reported as consumed, so CREDIT goes back to the cartridge only as
 fast as the caller reads: memory stays bounded whatever the size. Before the caller blocks on
 an empty queue, pending credit is flushed (otherwise a cartridge holding a half window would

@@ -1,7 +1,8 @@
-"""The host's call path compiled: a small call's request frames made in one C call
-(``_csrc/_request.c``), and its response frames each routed to the call, run through the
-call's receiver and queued as the output event they make in one C call
-(``_csrc/_response.c``).
+"""The host's call path compiled: a small call's request frames made, or written straight to
+their wire bytes, in one C call (``_csrc/_request.c``), and its response frames each routed
+to the call, run through the call's receiver and queued as the output event they make in one
+C call (``_csrc/_response.c``), or a block's worth of them read from the bytes and routed in
+one (``_csrc/_response_wire.c``), with no frame made.
 
 Request
 -------
@@ -40,6 +41,14 @@ makes the output event straight from the frame, with no receiver event in betwee
 three output event classes and the stream class are slotted with exactly the fields the C
 code sets, which it checks at registration (an added field switches the path off instead
 of leaving it unset). ``CARTRIDGE_RUNTIME_PURE_PYTHON=1`` switches it off too.
+
+Block
+-----
+:func:`block_router` gives the same routing one step earlier: the frames at the front of a
+block are read from its bytes as the codec's reader reads them (only the keys of those four
+kinds, in wire order, of the types the reader stores; ids the decoder's cache holds) and
+routed as above, up to the first frame it does not take whole, from which the decoder and the
+routers carry on. No frame object is made for the frames it takes.
 """
 
 from __future__ import annotations
