@@ -29,7 +29,8 @@ typedef struct {
     PyObject *s_frame_type, *s_id, *s_value, *s_rid, *s_state, *s_streams, *s_verify,
         *s_credit, *s_stream_id, *s_chunk_index, *s_checksum, *s_payload, *s_window,
         *s_chunks, *s_assembler, *s_chunk_count, *s_meta, *s_media_urn, *s_is_sequence,
-        *s_unbounded, *s_output, *s_routing_id, *s_cap, *s_xid, *s_wire;
+        *s_unbounded, *s_output, *s_routing_id, *s_cap, *s_xid, *s_wire, *s_input_error,
+        *s_receiver, *s_outgoing;
     PyObject *empty_str;
 } ReceiverTables;
 
@@ -447,6 +448,63 @@ done:
 }
 
 /* Whether names (a tuple of str) is exactly the space-separated list want. */
+/* serve_flow_fast(requests, fallback, frame): CartridgeConnection._on_flow for a frame of an
+ * open request that receive_fast takes whole (no input error, no output name on a
+ * STREAM_START, no credit waiting to be sent); fallback(frame) for everything else. */
+PyObject *
+serve_flow_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyDict_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "serve_flow_fast(requests, fallback, frame)");
+        return NULL;
+    }
+    PyObject *requests = args[0], *fallback = args[1], *frame = args[2];
+    if (!rt.configured)
+        return PyObject_CallOneArg(fallback, frame);
+    PyObject *fid = attr(frame, rt.s_id);
+    if (fid == NULL)
+        return NULL;
+    PyObject *request = PyDict_GetItemWithError(requests, fid);
+    Py_DECREF(fid);
+    if (request == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        return PyObject_CallOneArg(fallback, frame);
+    }
+    Py_INCREF(request);
+    PyObject *result = NULL, *receiver = NULL, *outgoing = NULL, *v = NULL;
+    if ((v = attr(request, rt.s_input_error)) == NULL)
+        goto done;
+    int plain = v == Py_None;
+    Py_CLEAR(v);
+    if (plain) {
+        if ((v = attr(frame, rt.s_output)) == NULL)
+            goto done;
+        plain = v == Py_None; /* only a STREAM_START carries one */
+        Py_CLEAR(v);
+    }
+    if (plain) {
+        if ((receiver = attr(request, rt.s_receiver)) == NULL ||
+            (outgoing = attr(receiver, rt.s_outgoing)) == NULL)
+            goto done;
+        plain = PyList_CheckExact(outgoing) && PyList_GET_SIZE(outgoing) == 0;
+    }
+    if (plain) {
+        PyObject *call[2] = {receiver, frame};
+        result = receive_fast(module, call, 2);
+        if (result == NULL || result != Py_None)
+            goto done;
+        Py_CLEAR(result);
+    }
+    result = PyObject_CallOneArg(fallback, frame);
+done:
+    Py_XDECREF(v);
+    Py_XDECREF(receiver);
+    Py_XDECREF(outgoing);
+    Py_DECREF(request);
+    return result;
+}
+
 static int
 names_are(PyObject *names, const char *want)
 {
@@ -559,6 +617,9 @@ receiver_init(void)
     INTERN(s_cap, "cap");
     INTERN(s_xid, "xid");
     INTERN(s_wire, "wire");
+    INTERN(s_input_error, "input_error");
+    INTERN(s_receiver, "receiver");
+    INTERN(s_outgoing, "_outgoing");
     INTERN(empty_str, "");
 #undef INTERN
     return 0;
