@@ -170,7 +170,9 @@ class CallState(CallQueue):
         self.inputs = inputs
         self._chain = chain
         self._cancel_grace = cancel_grace
-        self.receiver = _new_receiver(self.rid, self.xid, conn.limits.initial_credit)
+        #: The connection's limits when the call opened (what its request is sized by).
+        self.limits = limits = conn.limits
+        self.receiver = _new_receiver(self.rid, self.xid, limits.initial_credit)
         self.events: deque[tuple[CallEvent, str | None]] = deque()
         self._outputs: dict[str, tuple[str | None, str, bool]] = {}
         if max_pending_logs != 1000:
@@ -183,7 +185,7 @@ class CallState(CallQueue):
         the whole body) synchronously, so nothing of the call can overtake it; bigger
         inputs are streamed by a task started here."""
         conn = self.conn
-        limits = conn.limits
+        limits = self.limits
         inputs = self.inputs
         wire = request_wire(self.cap, inputs, self.rid, self.xid, limits)
         conn.add_flow(self.rid, self)
@@ -210,7 +212,7 @@ class CallState(CallQueue):
         finally:
             conn.release()
         if body is None:
-            self._sender = InputSender(self.inputs, self.rid, self.xid, conn.limits, self._send)
+            self._sender = InputSender(self.inputs, self.rid, self.xid, limits, self._send)
             conn.spawn(self._send_inputs)
 
     async def _send_inputs(self) -> None:

@@ -97,7 +97,10 @@ def normalize_inputs(inputs: Inputs | None) -> list[tuple[str, Any]]:
     """
     if inputs is None:
         return []
-    pairs = list(inputs.items()) if isinstance(inputs, Mapping) else list(inputs)
+    if type(inputs) is list:  # the usual shape, without an ABC check
+        pairs = list(inputs)
+    else:
+        pairs = list(inputs.items()) if isinstance(inputs, Mapping) else list(inputs)
     for index, pair in enumerate(pairs):
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
             raise TypeError(
