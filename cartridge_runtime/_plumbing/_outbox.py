@@ -341,6 +341,18 @@ class FrameOutbox:
             if not self._hold and not self._kicked:
                 self._schedule()
 
+    def push_wire(self, data: bytes, count: int) -> None:
+        """Queue ``count`` frames already in their wire form (``data``, length prefixes
+        included) as one buffer: a whole flow the caller opens and ends in one go, numbered
+        by it, bypassing the numbering as :meth:`push_flow` does. EncodeAt.QUEUE only."""
+        if self._closed:
+            self.counts.drops += count
+            return
+        self._out.append(data)
+        self._count += count
+        if not self._hold and not self._kicked:
+            self._schedule()
+
     def _queue_encoded(self, frame: Frame, seq: int | None) -> None:
         """Encode ``frame`` with ``seq`` onto the queue: a small frame as one buffer, prefix
         included; a large payload as a buffer of its own (never copied into a joined frame)."""

@@ -80,9 +80,14 @@ def _rebuild(
     return ArgumentError(cap, reason, arg=arg, index=index, missing=missing)
 
 
+#: What a sequence value is (a tuple, not a union spelled at each call, which makes two
+#: union objects a time).
+_SEQUENCES = (list, tuple, ItemStream)
+
+
 def is_sequence_value(value: Any) -> bool:
     """Whether a call input's value is a sequence (a list/tuple of items, an item stream)."""
-    return isinstance(value, list | tuple | ItemStream)
+    return isinstance(value, _SEQUENCES)
 
 
 def media_problem(media: str, wanted: MediaUrn) -> str | None:
@@ -214,7 +219,7 @@ def plan_call_inputs(
 
     :raises ArgumentError: ``inputs`` do not fit (see :func:`check_call_inputs`).
     """
-    shape = (cap, *[(media, is_sequence_value(value)) for media, value in inputs])
+    shape = (cap, *[(media, isinstance(value, _SEQUENCES)) for media, value in inputs])
     seen = _PLANS.get(id(definition))
     if seen is not None and seen[0] is definition:
         defaults = seen[1].get(shape)

@@ -18,9 +18,12 @@ inputs the whole request body with it (see :mod:`._inputs`), so every later fram
 
 The connection's reader hands the call every response frame; it runs them through a sans-IO
 :class:`BodyReceiver` (which validates the response and decodes chunks) and queues the
-resulting events. (The common valid frames of a plain call do all of this in one C call
-each, :func:`~cartridge_runtime.protocol.response_router`, registered below; every other
-frame comes to :meth:`CallState.on_frame`.) The caller takes events from :class:`Response`;
+resulting events. (The common valid frames of a plain call do all of this in C, straight
+from the bytes of the block they came in, with no frame made,
+:func:`~cartridge_runtime.protocol.block_router`, or one call per frame,
+:func:`~cartridge_runtime.protocol.response_router`, both registered below; every other frame
+comes to :meth:`CallState.on_frame`. A small request is likewise written straight to its wire
+bytes, :func:`~cartridge_runtime.protocol.request_wire`.) The caller takes events from :class:`Response`;
 each data event it takes is reported as consumed, so CREDIT goes back to the cartridge only as
 fast as the caller reads: memory stays bounded whatever the size. Before the caller blocks on
 an empty queue, pending credit is flushed (otherwise a cartridge holding a half window would
@@ -28,12 +31,8 @@ wait forever). The caller blocks on an :class:`anyio.Event` made only when it ha
 
 Logs nobody reads
 -----------------
-Data is bounded by credit; LOG and progress events are not (a cartridge may send them without
-limit). So a call keeps at most ``EngineConfig.max_pending_logs`` of them unread: a counter
-goes up with each one queued, and when it passes the bound the queue is scanned once: if more
-than half the bound are really waiting, the oldest are dropped (down to half the bound) and
-counted in ``Response.dropped_logs``. A scan happens at most once per half-bound of LOGs, so
-the cost stays O(1) per event, and data events pay nothing. ``collect()`` keeps the newest
+LOG and progress events are bounded per call (``EngineConfig.max_pending_logs``), the oldest
+unread dropped and counted: see :mod:`._call_queue`. ``collect()`` keeps the newest
 ``max_pending_logs`` logs and progress reports in the :class:`Result` and counts the rest.
 
 Timeout
@@ -75,21 +74,25 @@ import cbor2
 from .. import protocol as P
 from .._plumbing import Wake
 from ..protocol import AttributionClass, ErrorCode, Frame, FrameType, MessageId, frames
+from ._call_queue import CallQueue
 from ._connection._gate import Chain
 from ._connection._links import CallLink
 from ._errors import CallError, CallTimeout
 from ._events import (
     CallEvent,
-    Log,
-    Metric,
     OutputData,
     OutputEnded,
     OutputItem,
     OutputStarted,
-    Progress,
-    TraceEvent,
 )
-from ._inputs import Inputs, InputSender, InputValue, normalize_inputs, request_flow
+from ._inputs import (
+    Inputs,
+    InputSender,
+    InputValue,
+    normalize_inputs,
+    request_flow,
+    request_wire,
+)
 
 __all__ = ("CallState", "InputValue", "Inputs", "normalize_inputs")
 
@@ -98,8 +101,25 @@ _CREDIT = FrameType.CREDIT
 _INPUT_ERRORS = (OSError, P.ProtocolError, TypeError, ValueError, cbor2.CBOREncodeError)
 
 
-class CallState:
+class CallState(CallQueue):
     """The engine side of one call (internal; the caller sees :class:`Response`)."""
+
+    # The parts a response frame touches live in slots, where the compiled router
+    # (``protocol.compile_response_path``) reads and writes them without a look-up; the
+    # rest in the instance dict (which :class:`CallQueue` brings), most as class defaults.
+    __slots__ = (
+        "_outputs",
+        "_queued",
+        "_waiter",
+        "abandoned",
+        "done",
+        "end_meta",
+        "events",
+        "frames",
+        "observation",
+        "receiver",
+        "xid",
+    )
 
     #: The media definitions its outputs are held to when they end (an
     #: ``_output_check.OutputChecks``), set on the calls that have some; None: nothing is
@@ -108,33 +128,17 @@ class CallState:
 
     # What most calls never change is a class default, set on the instance only when it
     # changes: a call is made per request, and each attribute set costs it.
-    done = False
     error: CallError | None = None
-    end_meta: Mapping[str, Any] | None = None
-    abandoned = False
     cancel_requested = False
-    _waiter: Wake | None = None  # the caller, while it waits for events
     _ended: anyio.Event | None = None  # a cancel timer, while it waits for the end
     _sender: InputSender | None = None
-    #: Queue positions of the frames queued at open, while they may still be withdrawn.
-    _queued: tuple[tuple[int, int], tuple[int, int]] | None = None
-    #: LOG/progress events queued since the last scan (an upper bound of those unread).
-    _logs_queued = 0
-    #: LOG/progress events dropped because nobody read them in time.
-    dropped_logs = 0
     #: When the caller's ``timeout=`` runs out (``anyio.current_time()`` clock), if any.
     deadline: float | None = None
     timeout: float | None = None
-    #: The engine's observer of this call (``Engine.add_observer``), or None: then no
-    #: byte is counted and nothing is recorded.
-    observation: Any = None
     bytes_out = 0
-    #: Frames received for this call (the activity the watchdog looks at).
-    frames = 0
     #: Its activity timeout, seconds, when it has one; and what the watchdog saw of it.
     activity_limit: float | None = None
     silence: Any = None
-    max_pending_logs = 1000
 
     def __init__(
         self,
@@ -147,6 +151,17 @@ class CallState:
         cancel_grace: float,
         max_pending_logs: int = 1000,
     ) -> None:
+        self.done = False
+        self.abandoned = False
+        #: The engine's observer of this call (``Engine.add_observer``), or None: then no
+        #: byte is counted and nothing is recorded.
+        self.observation: Any = None
+        #: Frames received for this call (the activity the watchdog looks at).
+        self.frames = 0
+        #: Queue positions of the frames queued at open, while they may still be withdrawn.
+        self._queued: tuple[tuple[int, int], tuple[int, int]] | None = None
+        self._waiter: Wake | None = None  # the caller, while it waits for events
+        self.end_meta: Mapping[str, Any] | None = None
         self.conn = conn
         self.cap = cap
         self.handler_cap = handler_cap
@@ -155,9 +170,9 @@ class CallState:
         self.inputs = inputs
         self._chain = chain
         self._cancel_grace = cancel_grace
-        self.receiver = P.BodyReceiver(
-            self.rid, xid=self.xid, initial_credit=conn.limits.initial_credit, expect_req=False
-        )
+        #: The connection's limits when the call opened (what its request is sized by).
+        self.limits = limits = conn.limits
+        self.receiver = _new_receiver(self.rid, self.xid, limits.initial_credit)
         self.events: deque[tuple[CallEvent, str | None]] = deque()
         self._outputs: dict[str, tuple[str | None, str, bool]] = {}
         if max_pending_logs != 1000:
@@ -170,11 +185,20 @@ class CallState:
         the whole body) synchronously, so nothing of the call can overtake it; bigger
         inputs are streamed by a task started here."""
         conn = self.conn
-        body = request_flow(self.cap, self.inputs, self.rid, self.xid, conn.limits)
+        limits = self.limits
+        inputs = self.inputs
+        wire = request_wire(self.cap, inputs, self.rid, self.xid, limits)
         conn.add_flow(self.rid, self)
+        if wire is not None:
+            # A small request, REQ to END, queued as its wire bytes (no frame made).
+            queued = conn.send_wire(wire, 2 + 3 * len(inputs))
+            if queued is not None:
+                self._queued = queued
+                return
         first = conn.mark()
         conn.hold()
         try:
+            body = request_flow(self.cap, self.inputs, self.rid, self.xid, limits)
             if body is None:
                 conn.send(frames.req(self.rid, self.cap, xid=self.xid))
             else:
@@ -188,7 +212,7 @@ class CallState:
         finally:
             conn.release()
         if body is None:
-            self._sender = InputSender(self.inputs, self.rid, self.xid, conn.limits, self._send)
+            self._sender = InputSender(self.inputs, self.rid, self.xid, limits, self._send)
             conn.spawn(self._send_inputs)
 
     async def _send_inputs(self) -> None:
@@ -329,66 +353,6 @@ class CallState:
             self.events.append((event, None))
         return cost
 
-    def _on_progress(self, ev: P.ProgressReceived, cost: str | None) -> str | None:
-        self._queue(
-            Progress(progress=ev.progress, message=ev.message, indeterminate=ev.indeterminate),
-            None,
-        )
-        self._count_log()
-        return cost
-
-    def _on_log(self, ev: P.LogReceived, cost: str | None) -> str | None:
-        event: CallEvent | None = None
-        if ev.data is not None:  # a metric or a trace event (REQ-39); malformed: a log line
-            if ev.level == P.METRIC_LEVEL:
-                metric = P.read_metric(ev.data)
-                if metric is not None:
-                    name, value, labels = metric
-                    totals = self.conn.metric_totals
-                    totals[name] = totals.get(name, 0) + value
-                    event = Metric(name=name, value=value, labels=labels)
-            elif ev.level == P.TRACE_LEVEL:
-                trace = P.read_trace(ev.data)
-                if trace is not None:
-                    event = TraceEvent(name=trace[0], attributes=trace[1])
-            if event is not None and self.observation is not None:
-                self.observation.event(event)
-        if event is None:
-            event = Log(
-                level=ev.level,
-                message=ev.message,
-                attribution_class=ev.attribution_class,
-                arg_urn=ev.arg_urn,
-            )
-        self._queue(event, None)
-        self._count_log()
-        return cost
-
-    def _count_log(self) -> None:
-        self._logs_queued += 1
-        if self._logs_queued > self.max_pending_logs:
-            self._trim_logs()
-
-    def _trim_logs(self) -> None:
-        """More LOG/progress events were queued than the bound since the last scan: if more
-        than half the bound are really unread, drop the oldest of them, keeping half. The next
-        scan is then at least half the bound of events away (O(1) per event)."""
-        events = self.events
-        waiting = sum(1 for ev, _ in events if type(ev) in _REPORTS)
-        keep = self.max_pending_logs // 2
-        if waiting > keep:
-            drop = waiting - keep
-            self.dropped_logs += drop
-            kept: deque[tuple[CallEvent, str | None]] = deque()
-            for entry in events:
-                if drop and type(entry[0]) in _REPORTS:
-                    drop -= 1
-                    continue
-                kept.append(entry)
-            self.events = kept
-            waiting = keep
-        self._logs_queued = waiting
-
     def _on_end(self, ev: P.BodyEnded, cost: str | None) -> str | None:
         self.end_meta = ev.meta
         self._finish(None)
@@ -404,13 +368,6 @@ class CallState:
             )
         )
         return cost
-
-    def _queue(self, ev: CallEvent, credit_stream: str | None) -> None:
-        if self.abandoned:
-            if credit_stream is not None:
-                self.receiver.consumed(credit_stream)
-            return
-        self.events.append((ev, credit_stream))
 
     def on_death(self, error: CallError) -> None:
         if self.done:
@@ -589,9 +546,6 @@ class CallState:
 
 #: Event type -> handler(state, event, cost) returning the chunk's credit cost still unspent
 #: (the data handlers return ``None``: their event carries it).
-#: Events that LOG frames make: bounded together (``max_pending_logs``).
-_REPORTS = frozenset((Log, Progress, Metric, TraceEvent))
-
 _HANDLERS: dict[type, Any] = {
     P.StreamData: CallState._on_data,
     P.StreamItem: CallState._on_item,
@@ -605,3 +559,5 @@ _HANDLERS: dict[type, Any] = {
 
 # The four frames of a plain response routed, received and queued in one C call (when built).
 P.compile_response_path(CallState, (OutputStarted, OutputData, OutputEnded))
+#: Makes a call's response receiver (compiled once the path above is registered).
+_new_receiver = P.receiver_factory()

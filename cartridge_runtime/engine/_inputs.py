@@ -97,7 +97,10 @@ def normalize_inputs(inputs: Inputs | None) -> list[tuple[str, Any]]:
     """
     if inputs is None:
         return []
-    pairs = list(inputs.items()) if isinstance(inputs, Mapping) else list(inputs)
+    if type(inputs) is list:  # the usual shape, without an ABC check
+        pairs = list(inputs)
+    else:
+        pairs = list(inputs.items()) if isinstance(inputs, Mapping) else list(inputs)
     for index, pair in enumerate(pairs):
         if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
             raise TypeError(
@@ -214,6 +217,23 @@ def request_flow(
     if body is not None:
         body.insert(0, P.frames.req(rid, cap, xid=xid))
     return body
+
+
+def request_wire(
+    cap: str, inputs: list[tuple[str, Any]], rid: MessageId, xid: MessageId | None, limits: P.Limits
+) -> bytes | None:
+    """The frames :func:`request_flow` makes for small byte-string inputs, in their wire form
+    (numbered 0, 1, 2...) when compiled; ``None`` otherwise (then :func:`request_flow`)."""
+    return P.request_wire(
+        rid,
+        xid,
+        cap,
+        inputs,
+        limits.effective_chunk,
+        limits.initial_credit,
+        INLINE_MAX,
+        limits.max_frame,
+    )
 
 
 class InputSender:

@@ -30,9 +30,12 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "tune_allocator",
     ),
     "_call_path": (
+        "block_router",
         "compile_response_path",
         "ready",
+        "receiver_factory",
         "request_frames",
+        "request_wire",
         "response_router",
     ),
     "_cartridge_conn": (
@@ -296,9 +299,12 @@ __all__ = (
     "StartupProgress",
     "FrameRefused",
     "HealthReport",
+    "block_router",
     "compile_response_path",
     "ready",
+    "receiver_factory",
     "request_frames",
+    "request_wire",
     "response_router",
     "compiled_hold",
     "flow_dispatcher",
@@ -421,7 +427,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         trim_heap,
         tune_allocator,
     )
-    from ._call_path import compile_response_path, ready, request_frames, response_router
+    from ._call_path import (
+        block_router,
+        compile_response_path,
+        ready,
+        receiver_factory,
+        request_frames,
+        request_wire,
+        response_router,
+    )
     from ._cartridge_conn import REQ_RULES, CartridgeConnection
     from ._cartridge_state import (
         PHASE_TRANSITIONS,

@@ -280,6 +280,7 @@ def test_the_router_is_switched_off_on_the_pure_python_path() -> None:
         "from cartridge_runtime import protocol as P\n"
         "import cartridge_runtime.engine._call\n"
         "assert P.response_router(object(), print) is None\n"
+        "assert P.request_wire(P.MessageId(1), None, 'cap:x', [('m', b'x')], 9, 9, 9, 99) is None\n"
     )
     env = dict(os.environ, CARTRIDGE_RUNTIME_PURE_PYTHON="1")
     done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True)
@@ -326,12 +327,17 @@ def test_a_small_request_is_made_the_same_on_both_paths(
     plain = all(type(v) is bytes and 0 < len(v) <= chunk for v in values)
     if not plain:
         assert compiled is None  # the engine builds it in Python
+        assert P.request_wire(rid, xid, "cap:x", inputs, chunk, 16, INLINE_MAX, 1 << 20) is None
         return
     assert compiled is not None
     pure = _python_request(rid, xid, inputs)
     assert pure is not None
     assert compiled == pure
     assert _wire(compiled) == _wire(pure)
+    # Written straight to the wire: the bytes the encoder gives the same frames, numbered
+    # 0, 1, 2... as a flow queued whole.
+    wire = P.request_wire(rid, xid, "cap:x", inputs, chunk, 16, INLINE_MAX, 1 << 20)
+    assert wire == b"".join(P.encode_frame(f, 1 << 20, i) for i, f in enumerate(pure))
 
 
 @needs_c
@@ -341,6 +347,55 @@ def test_a_request_over_its_bounds_is_left_to_python() -> None:
     assert P.request_frames(rid, None, "cap:x", inputs, 16, 0, INLINE_MAX) is None  # no credit
     assert P.request_frames(rid, None, "cap:x", inputs, 16, 4, 15) is None  # over the total
     assert P.request_frames(rid, None, "cap:x", inputs, 16, 4, 20) is not None
+    wire = P.request_wire
+    assert wire(rid, None, "cap:x", inputs, 16, 0, INLINE_MAX, 1 << 20) is None  # no credit
+    assert wire(rid, None, "cap:x", inputs, 16, 4, 15, 1 << 20) is None  # over the total
+    assert wire(rid, None, "cap:x", inputs, 16, 4, 20, 40) is None  # a body over max_frame
+    assert wire(rid, None, "cap:x", inputs, 16, 4, 20, 1 << 20) is not None
+    many = [("media:a", b"x")] * 33  # more inputs than it writes in one go
+    assert wire(rid, None, "cap:x", many, 16, 4, INLINE_MAX, 1 << 20) is None
+    assert P.request_frames(rid, None, "cap:x", many, 16, 4, INLINE_MAX) is not None
+
+
+def test_a_small_calls_request_reaches_the_outbox_as_its_wire_bytes() -> None:
+    # The engine queues a small request as the bytes the encoder gives its frames, on both
+    # paths (compiled: one buffer, numbered 0, 1, 2...; pure: the frames, encoded there).
+    from cartridge_runtime._plumbing import FrameOutbox
+    from cartridge_runtime.engine._connection._sending import CallSending
+
+    class _Sending(CallSending):
+        def __init__(self) -> None:
+            self.name = "fake"
+            self._tap = None
+            self._tg = None
+            self.core = HostConnection(limits=DEFAULT_LIMITS, policy=None, counters=Counters())
+            self.outbox = FrameOutbox(None, lambda: 1 << 20, number=self.core.seq.number)
+
+    class _Conn(_Link):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sending = _Sending()
+            self.outbox = self.sending.outbox
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.sending, name)
+
+    conn = _Conn()
+    state = CallState(
+        conn,  # type: ignore[arg-type]
+        cap="cap:x",
+        handler_cap="cap:x",
+        inputs=[("media:a", b"abc"), ("media:b", b"de")],
+        chain=None,
+        cancel_grace=1.0,
+    )
+    state.start()
+    queued = b"".join(bytes(b) for b in conn.outbox._out)
+    pure = _python_request(state.rid, state.xid, state.inputs)
+    assert pure is not None
+    assert queued == b"".join(P.encode_frame(f, 1 << 20, i) for i, f in enumerate(pure))
+    assert state._queued is not None and conn.outbox.withdraw(*state._queued)
+    assert b"".join(bytes(b) for b in conn.outbox._out) == b""
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -373,3 +428,32 @@ def test_streamed_small_calls_give_the_same_events_on_both_backends(backend: str
     assert seen[1] == [OutputStarted, OutputData, 1000, OutputEnded]
     assert seen[2][0] is OutputStarted and seen[2][-1] is OutputEnded
     assert sum(n for n in seen[2] if isinstance(n, int)) == 200_000
+
+
+@needs_c
+def test_ids_hash_by_their_value_from_the_types_own_slot() -> None:
+    from cartridge_runtime.protocol import _speedups
+
+    made = [MessageId.new(), MessageId(7), MessageId(b"\x01" * 16)]
+    assert all(hash(m) == hash(m.value) for m in made)
+    table = {m: i for i, m in enumerate(made)}
+    assert _speedups.install_id_hash(MessageId) is True  # again: the same hashes
+    assert [table[MessageId(m.value)] for m in made] == [0, 1, 2]
+
+    class Other:
+        __slots__ = ("value",)
+
+    assert _speedups.install_id_hash(Other) is False  # its hash is not hash(value): left
+    assert _speedups.install_id_hash(int) is False
+
+
+@pytest.mark.parametrize("credit", [0, 1, 3, 16, 1 << 40])
+def test_a_calls_receiver_is_made_as_its_class_makes_it(credit: int) -> None:
+    # Compiled, the receiver's dict is filled without running __init__: the same fields, in
+    # the same order, as BodyReceiver's own (on the pure path, it is BodyReceiver's own).
+    rid, xid = MessageId.new(), MessageId(5)
+    made = P.receiver_factory()(rid, xid, credit)
+    own = P.BodyReceiver(rid, xid=xid, initial_credit=credit, expect_req=False)
+    assert type(made) is P.BodyReceiver
+    assert list(vars(made).items()) == list(vars(own).items())
+    assert made.data_to_send() == [] and made.stream_state("x") is P.StreamState.NEW

@@ -6,8 +6,9 @@ A :class:`Connection` is the thin IO shell around a sans-IO
 :class:`~cartridge_runtime.protocol.HostConnection` (its :attr:`~Connection.core`), which
 holds the connection's state, numbers every frame sent and decides where every frame received
 goes. The class reads in the order of a call's life: **state** (what the engine asks about),
-**start** (launch, start-up, ready), **send request** (what a call queues), **receive
-response** (the reader), **health** (probes) and **close** (shutdown, kill, death).
+**start** (launch, start-up, ready), **send request** (what a call queues: its own module,
+:mod:`._sending`), **receive response** (the reader), **health** (probes) and **close**
+(shutdown, kill, death).
 
 The connection owns one cartridge instance, started by its placement (a local subprocess, or
 a runtime in this process: see :mod:`.._placements`), and four tasks in its own task group:
@@ -39,7 +40,7 @@ from __future__ import annotations
 import functools
 import logging
 import operator
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,7 @@ import anyio
 import anyio.abc
 
 from ... import protocol as P
-from ..._plumbing import FrameOutbox, FramePump, Wake, source_for, wake_factory
+from ..._plumbing import Block, FrameOutbox, FramePump, Wake, source_for, wake_factory
 from ...protocol import (
     ConnState,
     Frame,
@@ -72,6 +73,7 @@ from ._health import heartbeat_loop
 from ._health import probe as probe_health
 from ._links import Flow, PeerOrigin
 from ._preamble import StdoutPreamble
+from ._sending import CallSending
 from ._startup import StartupFailure, run_startup
 from ._stderr import StderrLog
 
@@ -96,7 +98,7 @@ class _Reply:
         self.frame: Frame | None = None
 
 
-class Connection:
+class Connection(CallSending):
     """A started (or starting) cartridge instance. Created and driven by the engine."""
 
     def __init__(
@@ -127,6 +129,10 @@ class Connection:
             counters=counters,
             misses_to_kill=config.heartbeat_misses_to_kill,
         )
+        core = self.core
+        self.next_xid = core.next_xid
+        self.add_flow = core.add_flow
+        self.forget = core.forget
         #: The negotiated max_frame (the outbox reads it per frame, from C: no Python frame).
         self.max_frame = config.limits.max_frame
         #: The frame queue and its writer; frames are numbered by the core.
@@ -347,81 +353,6 @@ class Connection:
         with anyio.move_on_after(0.2 if ended else 0.05):
             await self._stderr.done.wait()
 
-    # -- send request ----------------------------------------------------------------------
-
-    def next_xid(self) -> MessageId:
-        """A fresh small-uint routing id for a request sent on this connection."""
-        return self.core.next_xid()
-
-    def add_flow(self, rid: MessageId, flow: Flow) -> None:
-        """Route the response frames of a request (by rid) to its flow."""
-        self.core.add_flow(rid, flow)
-
-    def add_origin(self, rid: MessageId, origin: PeerOrigin) -> None:
-        """Route the frames of this cartridge's peer call (by its rid) to its origin."""
-        self.core.add_origin(rid, origin)
-
-    def send(self, frame: Frame) -> None:
-        """Queue one frame, numbered by the core (a straggler is dropped and counted)."""
-        tap = self._tap
-        if tap is not None:
-            tap.on_sent(self.name, frame)
-        self.outbox.push(frame)
-
-    def send_numbered(self, frame: Frame, seq: int | None) -> None:
-        """Queue a frame of a flow the caller opens and ends in one go, numbered by it."""
-        tap = self._tap
-        if tap is not None:
-            tap.on_sent(self.name, frame)
-        self.outbox.push_numbered(frame, seq)
-
-    def send_flow(self, frames: Sequence[Frame]) -> None:
-        """Queue a whole flow the caller opens and ends in one go, numbered 0, 1, 2..."""
-        tap = self._tap
-        if tap is not None:
-            for frame in frames:
-                tap.on_sent(self.name, frame)
-        self.outbox.push_flow(frames)
-
-    def hold(self) -> None:
-        """Queue frames without writing them until the matching :meth:`release`."""
-        self.outbox.hold()
-
-    def release(self) -> None:
-        """End a :meth:`hold`: what was queued meanwhile leaves in one write."""
-        self.outbox.release()
-
-    def mark(self) -> tuple[int, int]:
-        """The queue position of the next frame (for :meth:`withdraw`)."""
-        return self.outbox.mark()
-
-    def withdraw(self, start: tuple[int, int], stop: tuple[int, int]) -> bool:
-        """Take back the frames queued between two marks if none was written yet."""
-        return self.outbox.withdraw(start, stop)
-
-    def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None:
-        """Drop the numbering of a flow whose frames were withdrawn."""
-        self.core.seq.forget(rid, xid)
-
-    def flush(self) -> None:
-        """Write what is queued now (see :meth:`~cartridge_runtime._plumbing.FrameOutbox.flush`)."""
-        self.outbox.flush()
-
-    def send_raw(self, data: bytes) -> None:
-        """Queue ``data`` as it is, in order with the frames around it: bytes that need not
-        be a frame at all, for tests of how a cartridge meets bad input. Dropped once the
-        connection's output closed."""
-        self.outbox.push_raw(data)
-
-    async def drain(self) -> None:
-        """Wait until everything queued so far was handed to the pipe."""
-        await self.outbox.drain()
-
-    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-        """Run a task that must end with this connection."""
-        if self._tg is not None and not self.core.gone:
-            self._tg.start_soon(fn, *args)
-
     # -- receive response ------------------------------------------------------------------
 
     async def _reader(self) -> None:
@@ -461,9 +392,26 @@ class Connection:
             read_size=self.config.read_size,
             on_error=self._note_stray,
         )
+        on_block = pump.on_block
+        route_block = P.block_router() if tap is None else None
+        if route_block is not None:
+            # A block's plain response frames read and routed in one C call, with no frame
+            # made; from the first it does not take, the pump and the router above. (The
+            # frames it takes queue nothing to send: no hold is needed around them.)
+            core, decoder, pumped = self.core, self._decoder, on_block
+
+            def on_block(data: Block) -> bool:
+                if type(data) is memoryview and decoder.at_frame_boundary:
+                    end = route_block(core, data, decoder.max_frame)
+                    if end:
+                        if end == len(data):
+                            return True
+                        data = data[end:]
+                return pumped(data)
+
         # Lines of text before the first frame are the cartridge's log, not a death.
         on_line = functools.partial(self._stderr.add_stdout_line, self.name)
-        self._preamble = preamble = StdoutPreamble(pump.on_block, on_line)
+        self._preamble = preamble = StdoutPreamble(on_block, on_line)
         try:
             await pump.run(source_for(self.process.stdout), through=preamble.feed)
         except P.ProtocolError as exc:
@@ -500,10 +448,6 @@ class Connection:
                 self.counters.drops += 1
         elif isinstance(event, FrameRefused):
             log.warning("%s: %s dropped", self.name, event.reason)
-
-    def forget(self, rid: MessageId) -> None:
-        """A flow of a rid ended: later frames for it are stragglers."""
-        self.core.forget(rid)
 
     # -- health ----------------------------------------------------------------------------
 

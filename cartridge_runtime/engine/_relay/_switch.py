@@ -114,6 +114,9 @@ class HostCallLink:
         """A whole flow in one go, numbered 0, 1, 2... (the switch core takes each frame)."""
         self._switch.from_app_flow(frames)
 
+    def send_wire(self, data: bytes, count: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        return None  # the switch core takes frames, not bytes
+
     def hold(self) -> None:
         pass
 

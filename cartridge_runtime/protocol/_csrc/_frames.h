@@ -53,21 +53,27 @@ PyObject *receive_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 PyObject *configure_receiver(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *serve_flow_fast(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 int receiver_init(void);
+PyObject *scalar_value(PyObject *payload);
+int receiver_is_configured(void);
 
 /* The host's response path (_response.c). */
 PyObject *route_response(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *route_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *new_receiver(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *configure_response(PyObject *module, PyObject *args, PyObject *kw);
 PyObject *ready_value(PyObject *module, PyObject *value);
 int response_init(void);
 
 /* A small call's request frames (_request.c). */
 PyObject *request_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *request_wire(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *configure_request(PyObject *module, PyObject *args, PyObject *kw);
 int request_init(void);
 PyObject *configure_ids(PyObject *module, PyObject *urandom);
 PyObject *forget_ids(PyObject *module, PyObject *unused);
 PyObject *new_id(PyObject *module, PyObject *unused);
 PyObject *int_id(PyObject *module, PyObject *value);
+PyObject *install_id_hash(PyObject *module, PyObject *cls);
 
 /* Numbering and encoding a writer's batch (_numbering.c), over encode_small (_speedups.c). */
 PyObject *encode_small(PyObject *self, PyObject *const *args, Py_ssize_t nargs);

@@ -87,7 +87,7 @@ fnv1a64(const unsigned char *p, Py_ssize_t n)
 /* A scalar payload's value: a definite byte or text string read here, anything else by
  * decode_scalar. New reference, CBOR_GIVE_UP, or NULL with an exception (cleared: the
  * Python path raises it again in its place). */
-static PyObject *
+PyObject *
 scalar_value(PyObject *payload)
 {
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(payload);
@@ -623,4 +623,11 @@ receiver_init(void)
     INTERN(empty_str, "");
 #undef INTERN
     return 0;
+}
+
+/* Whether configure_receiver ran (the response path reads payloads with scalar_value). */
+int
+receiver_is_configured(void)
+{
+    return rt.configured;
 }

@@ -223,104 +223,190 @@ fail:
     return NULL;
 }
 
-/* Random bytes for new ids, fetched ahead from the OS (os.urandom, handed over by
- * configure_ids); taken 16 at a time under the GIL, so no two ids share bytes. */
-#define ID_POOL 4096
-static PyObject *id_urandom;
-static unsigned char id_pool[ID_POOL];
-static Py_ssize_t id_left;
+/* request_wire: the same frames as request_frames, written straight to their wire form,
+ * frame i numbered i, with no Frame made. At most WIRE_INPUTS inputs (more: None). */
+#define WIRE_INPUTS 32
+#define WIRE_FRAMES (3 * WIRE_INPUTS + 2)
 
-/* configure_ids(urandom): the OS's random source; the pool starts empty. */
-PyObject *
-configure_ids(PyObject *module, PyObject *urandom)
+/* The wire key of field name (a small int), or -1 with an exception set. */
+static long
+wire_key(PyObject *name)
 {
-    if (!PyCallable_Check(urandom)) {
-        PyErr_SetString(PyExc_TypeError, "configure_ids(urandom)");
-        return NULL;
+    PyObject *k = PyDict_GetItemWithError(codec.key_of, name);
+    if (k == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, name);
+        return -1;
     }
-    Py_INCREF(urandom);
-    Py_XSETREF(id_urandom, urandom);
-    id_left = 0;
-    Py_RETURN_NONE;
+    return PyLong_AsLong(k);
 }
 
-/* forget_ids(): drop the pool (a forked child must not hand out its parent's ids). */
-PyObject *
-forget_ids(PyObject *module, PyObject *unused)
+/* One frame's map head and its four head fields: version, type, id, seq. */
+static int
+w_head(CborWriter *w, Py_ssize_t fields, PyObject *ft_int, PyObject *rid_v, Py_ssize_t seq)
 {
-    id_left = 0;
-    Py_RETURN_NONE;
+    return cbor_write_head(w, 5, (uint64_t)fields) && cbor_write_head(w, 0, 0) &&
+           cbor_write_item(w, rq.version, 1) == 1 && cbor_write_head(w, 0, 1) &&
+           cbor_write_item(w, ft_int, 1) == 1 && cbor_write_head(w, 0, 2) &&
+           cbor_write_item(w, rid_v, 1) == 1 && cbor_write_head(w, 0, 3) &&
+           cbor_write_head(w, 0, (uint64_t)seq);
 }
 
-/* new_id() -> MessageId: a fresh random UUID (version 4), put in the decoder's id cache, as
- * MessageId.new does. */
-PyObject *
-new_id(PyObject *module, PyObject *unused)
+/* A field: its key, then its value. */
+static int
+w_field(CborWriter *w, long key, PyObject *v)
 {
-    if (id_urandom == NULL || !codec.configured) {
-        PyErr_SetString(PyExc_RuntimeError, "new_id: not configured");
+    return cbor_write_head(w, 0, (uint64_t)key) && cbor_write_item(w, v, 1) == 1;
+}
+
+/* request_wire(rid, xid, cap, inputs, max_chunk, credit, max_total, max_frame) -> bytes |
+ * None: every frame of the request request_frames would make, each with its length prefix,
+ * numbered 0, 1, 2... as the outbox numbers a flow it queues whole (push_flow). */
+PyObject *
+request_wire(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "request_wire(rid, xid, cap, inputs, max_chunk, "
+                                         "credit, max_total, max_frame)");
         return NULL;
     }
-    if (id_left < 16) {
-        PyObject *fresh = PyObject_CallFunction(id_urandom, "n", (Py_ssize_t)ID_POOL);
-        if (fresh == NULL)
+    PyObject *rid = args[0], *xid = args[1], *cap = args[2], *inputs = args[3];
+    if (!rq.configured || !codec.configured || !PyList_CheckExact(inputs) ||
+        !PyUnicode_CheckExact(cap) || PyList_GET_SIZE(inputs) > WIRE_INPUTS)
+        Py_RETURN_NONE;
+    Py_ssize_t size = PyLong_AsSsize_t(args[4]), credit = PyLong_AsSsize_t(args[5]),
+               max_total = PyLong_AsSsize_t(args[6]), max_frame = PyLong_AsSsize_t(args[7]);
+    if ((size == -1 || credit == -1 || max_total == -1 || max_frame == -1) && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(inputs), total = 0;
+    if (credit <= 0)
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(inputs, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)) ||
+            !PyBytes_CheckExact(PyTuple_GET_ITEM(pair, 1)))
+            Py_RETURN_NONE;
+        Py_ssize_t len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1));
+        if (len == 0 || len > size)
+            Py_RETURN_NONE;
+        total += len;
+        if (total > max_total)
+            Py_RETURN_NONE;
+    }
+    /* The wire keys and type codes, looked up once (the codec's tables do not change). */
+    static long k_ct, k_payload, k_eof, k_cap, k_sid, k_media, k_routing, k_index, k_count,
+        k_sum, k_seq;
+    static PyObject *ft_int[5];
+    static PyObject *arg_ids[WIRE_INPUTS];
+    if (ft_int[0] == NULL) {
+        k_ct = wire_key(rq.s_content_type), k_payload = wire_key(rq.s_payload),
+        k_eof = wire_key(rq.s_eof), k_cap = wire_key(rq.s_cap),
+        k_sid = wire_key(rq.s_stream_id), k_media = wire_key(rq.s_media_urn),
+        k_routing = wire_key(rq.s_routing_id), k_index = wire_key(rq.s_chunk_index),
+        k_count = wire_key(rq.s_chunk_count), k_sum = wire_key(rq.s_checksum),
+        k_seq = wire_key(rq.s_is_sequence);
+        if (PyErr_Occurred())
             return NULL;
-        if (!PyBytes_Check(fresh) || PyBytes_GET_SIZE(fresh) != ID_POOL) {
-            Py_DECREF(fresh);
-            PyErr_SetString(PyExc_RuntimeError, "new_id: the random source gave a short read");
-            return NULL;
+        for (Py_ssize_t i = 0; i < WIRE_INPUTS; i++)
+            if ((arg_ids[i] = PyUnicode_FromFormat("arg-%zd", i)) == NULL)
+                return NULL;
+        PyObject *fts[5] = {rq.ft_req, rq.ft_start, rq.ft_chunk, rq.ft_stream_end, rq.ft_end};
+        for (int i = 0; i < 5; i++) {
+            PyObject *code = PyDict_GetItemWithError(codec.frame_type_ints, fts[i]);
+            if (code == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetObject(PyExc_KeyError, fts[i]);
+                for (int j = 0; j < i; j++)
+                    Py_CLEAR(ft_int[j]);
+                return NULL;
+            }
+            ft_int[i] = Py_NewRef(code);
         }
-        memcpy(id_pool, PyBytes_AS_STRING(fresh), ID_POOL);
-        Py_DECREF(fresh);
-        id_left = ID_POOL;
     }
-    unsigned char b[16];
-    memcpy(b, id_pool + (ID_POOL - id_left), 16);
-    id_left -= 16;
-    b[6] = (unsigned char)((b[6] & 0x0F) | 0x40);
-    b[8] = (unsigned char)((b[8] & 0x3F) | 0x80);
-    PyObject *value = PyBytes_FromStringAndSize((const char *)b, 16);
-    if (value == NULL)
+    PyObject *rid_v = PyObject_GetAttr(rid, codec.s_value), *xid_v = NULL, *result = NULL;
+    if (rid_v == NULL)
         return NULL;
-    PyTypeObject *t = (PyTypeObject *)codec.id_class;
-    PyObject *mid = t->tp_alloc(t, 0);
-    if (mid == NULL || PyObject_GenericSetAttr(mid, codec.s_value, value) < 0) {
-        Py_XDECREF(mid);
-        Py_DECREF(value);
+    if (xid != Py_None && (xid_v = PyObject_GetAttr(xid, codec.s_value)) == NULL) {
+        Py_DECREF(rid_v);
         return NULL;
     }
-    if (PyDict_GET_SIZE(codec.id_cache) >= codec.id_cache_max)
-        PyDict_Clear(codec.id_cache);
-    int rc = PyDict_SetItem(codec.id_cache, value, mid);
-    Py_DECREF(value);
-    if (rc < 0) {
-        Py_DECREF(mid);
-        return NULL;
+    Py_ssize_t routed = xid_v != NULL, ends[WIRE_FRAMES], nf = 0;
+    CborWriter w;
+    cbor_writer_init(&w, 0);
+#define CHECK(x) do { if (!(x)) goto fail; } while (0)
+    /* REQ */
+    CHECK(w_head(&w, 7 + routed, ft_int[0], rid_v, nf) && w_field(&w, k_ct, rq.content_type) &&
+          w_field(&w, k_payload, rq.empty_bytes) && w_field(&w, k_cap, cap) &&
+          (!routed || w_field(&w, k_routing, xid_v)));
+    ends[nf++] = w.len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(inputs, i);
+        PyObject *sid = arg_ids[i];
+        PyObject *payload = bstr_payload(PyTuple_GET_ITEM(pair, 1));
+        PyObject *sum = payload != NULL ? PyLong_FromUnsignedLongLong(fnv1a64(
+                            (const unsigned char *)PyBytes_AS_STRING(payload),
+                            PyBytes_GET_SIZE(payload)))
+                                        : NULL;
+        int ok = sum != NULL;
+        /* STREAM_START, CHUNK, STREAM_END */
+        ok = ok && w_head(&w, 7 + routed, ft_int[1], rid_v, nf) && w_field(&w, k_sid, sid) &&
+             w_field(&w, k_media, PyTuple_GET_ITEM(pair, 0)) &&
+             (!routed || w_field(&w, k_routing, xid_v)) && w_field(&w, k_seq, Py_False);
+        if (ok)
+            ends[nf++] = w.len;
+        ok = ok && w_head(&w, 8 + routed, ft_int[2], rid_v, nf) &&
+             w_field(&w, k_payload, payload) && w_field(&w, k_sid, sid) &&
+             (!routed || w_field(&w, k_routing, xid_v)) && w_field(&w, k_index, rq.zero) &&
+             w_field(&w, k_sum, sum);
+        if (ok)
+            ends[nf++] = w.len;
+        ok = ok && w_head(&w, 6 + routed, ft_int[3], rid_v, nf) && w_field(&w, k_sid, sid) &&
+             (!routed || w_field(&w, k_routing, xid_v)) && w_field(&w, k_count, rq.one);
+        if (ok)
+            ends[nf++] = w.len;
+        Py_XDECREF(payload);
+        Py_XDECREF(sum);
+        CHECK(ok);
     }
-    return mid;
-}
-
-/* int_id(n) -> MessageId(n) for an unsigned integer n, put in the id cache (share_id). */
-PyObject *
-int_id(PyObject *module, PyObject *value)
-{
-    if (!codec.configured || !PyLong_CheckExact(value) || Py_SIZE(value) < 0) {
-        PyErr_SetString(PyExc_TypeError, "int_id(n): n is an unsigned int");
-        return NULL;
+    /* the requester's END */
+    CHECK(w_head(&w, 5 + routed, ft_int[4], rid_v, nf) && w_field(&w, k_eof, Py_True) &&
+          (!routed || w_field(&w, k_routing, xid_v)));
+    ends[nf++] = w.len;
+#undef CHECK
+    Py_ssize_t start = 0;
+    for (Py_ssize_t i = 0; i < nf; i++) {
+        Py_ssize_t body = ends[i] - start;
+        if (body > max_frame || body > codec.hard_cap) {
+            result = Py_NewRef(Py_None); /* Python's path names the error */
+            goto done;
+        }
+        start = ends[i];
     }
-    PyTypeObject *t = (PyTypeObject *)codec.id_class;
-    PyObject *mid = t->tp_alloc(t, 0);
-    if (mid == NULL || PyObject_GenericSetAttr(mid, codec.s_value, value) < 0) {
-        Py_XDECREF(mid);
-        return NULL;
+    result = PyBytes_FromStringAndSize(NULL, w.len + PREFIX_LEN * nf);
+    if (result == NULL)
+        goto done;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(result);
+    start = 0;
+    for (Py_ssize_t i = 0; i < nf; i++) {
+        Py_ssize_t body = ends[i] - start;
+        out[0] = (unsigned char)((body >> 24) & 0xFF);
+        out[1] = (unsigned char)((body >> 16) & 0xFF);
+        out[2] = (unsigned char)((body >> 8) & 0xFF);
+        out[3] = (unsigned char)(body & 0xFF);
+        memcpy(out + PREFIX_LEN, w.buf + start, (size_t)body);
+        out += PREFIX_LEN + body;
+        start = ends[i];
     }
-    if (PyDict_GET_SIZE(codec.id_cache) >= codec.id_cache_max)
-        PyDict_Clear(codec.id_cache);
-    if (PyDict_SetItem(codec.id_cache, value, mid) < 0) {
-        Py_DECREF(mid);
-        return NULL;
-    }
-    return mid;
+    goto done;
+fail:
+    if (!PyErr_Occurred())
+        result = Py_NewRef(Py_None); /* a value the writer gives up on: Python decides */
+done:
+    cbor_writer_free(&w);
+    Py_DECREF(rid_v);
+    Py_XDECREF(xid_v);
+    return result;
 }
 
 /* configure_request(*, frame_class, frame_types, version, content_type). */

@@ -3,61 +3,78 @@
  * them).
  *
  * route_response(core, fallback, frame) routes one frame the cartridge wrote. It takes the
- * common valid case of the four frames a small response is made of (STREAM_START, a scalar
- * CHUNK, STREAM_END, END) for a flow of the configured class that is plain: not ended, not
- * abandoned, unobserved, its routing id copied back, no credit waiting to be sent, no peer
- * call of the cartridge under the same request id. It runs the frame through receive_fast
- * (the receiver's own compiled path), turns the event into the flow's output event, queues
- * it and wakes the caller, as the Python code does. Everything else, every mistake
- * included, goes to fallback(frame) before anything has changed, and Python decides.
+ * common valid case of the four frames a small response is made of (STREAM_START of a scalar
+ * stream, a scalar CHUNK, STREAM_END, END) for a flow of the configured class that is plain:
+ * not ended, not abandoned, unobserved, its routing id copied back, no credit waiting to be
+ * sent, no peer call of the cartridge under the same request id. It applies the receiver's
+ * transitions to the call's BodyReceiver (as receive_fast does), makes the call's output
+ * event straight from the frame (no receiver event in between), queues it and wakes the
+ * caller, as the Python code does. Everything else, every mistake included, goes to
+ * fallback(frame) before anything has changed, and Python decides.
  *
- * Output events are made as the receiver's are: tp_alloc plus one generic setattr per field,
- * the field names checked against the classes at configure time.
+ * The call's parts are read where they are: the flow's, the streams' and the output events'
+ * fields in their slots (offsets found at configure time from the classes' member
+ * descriptors), the frame's and the receiver's in their instance dicts (configure checks no
+ * descriptor of the class stands in front of them).
  */
 #include <string.h>
 
-#include "_frames.h"
+#include "_response.h"
 
-typedef struct {
-    int configured;
-    PyObject *ft_start, *ft_chunk, *ft_stream_end, *ft_end;
-    PyObject *flow_class;
-    PyObject *in_opened, *in_data, *in_closed, *in_ended; /* the receiver's events */
-    PyObject *out_started, *out_data, *out_ended;         /* the flow's events */
-    PyObject *s_routing, *s_calls, *s_origins, *s_frame_type, *s_id, *s_routing_id, *s_xid,
-        *s_done, *s_abandoned, *s_observation, *s_receiver, *s_outgoing, *s_frames, *s_queued,
-        *s_events, *s_outputs, *s_waiter, *s_end_meta, *s_finish, *s_set, *s_append,
-        *s_stream_id, *s_output, *s_media_urn, *s_is_sequence, *s_unbounded, *s_meta,
-        *s_value, *s_wire, *s_chunk_count;
-} ResponseTables;
+ResponseTables rp;
 
-static ResponseTables rp;
+/* Store v (a new reference taken here) in a slot, dropping what it held. */
+static void
+slot_set(PyObject *o, Py_ssize_t off, PyObject *v)
+{
+    PyObject *old = SLOT(o, off);
+    SLOT(o, off) = Py_NewRef(v);
+    Py_XDECREF(old);
+}
 
+/* A frame's or a receiver's field, borrowed from its dict; Py_None when absent (the class
+ * default of every optional frame field). */
+static inline PyObject *
+field(PyObject *d, PyObject *name)
+{
+    PyObject *v = PyDict_GetItemWithError(d, name);
+    return v != NULL ? v : Py_None;
+}
+
+static uint64_t
+fnv1a64(const unsigned char *p, Py_ssize_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* A new instance of a slotted class with its slots offs[i] set to values[i]. */
 static PyObject *
-make(PyObject *cls, int n, PyObject **names, PyObject **values)
+make(PyObject *cls, int n, const Py_ssize_t *offs, PyObject **values)
 {
     PyTypeObject *t = (PyTypeObject *)cls;
     PyObject *ev = t->tp_alloc(t, 0);
     if (ev == NULL)
         return NULL;
-    for (int i = 0; i < n; i++) {
-        if (PyObject_GenericSetAttr(ev, names[i], values[i]) < 0) {
-            Py_DECREF(ev);
-            return NULL;
-        }
-    }
+    for (int i = 0; i < n; i++)
+        SLOT(ev, offs[i]) = Py_NewRef(values[i]);
     return ev;
 }
 
-/* Whether attribute name of o is (identically) want; -1 with an exception. */
-static int
-attr_is(PyObject *o, PyObject *name, PyObject *want)
+/* An exact int slot or field as a C value; -1 when absent, not an exact int, or negative. */
+static Py_ssize_t
+small_int(PyObject *v)
 {
-    PyObject *v = PyObject_GetAttr(o, name);
-    if (v == NULL)
+    if (v == NULL || !PyLong_CheckExact(v))
         return -1;
-    Py_DECREF(v); /* compared by identity only */
-    return v == want;
+    Py_ssize_t n = PyLong_AsSsize_t(v);
+    if (n == -1 && PyErr_Occurred())
+        PyErr_Clear();
+    return n;
 }
 
 /* The output name a stream was opened with (borrowed; None when unknown). */
@@ -70,6 +87,166 @@ output_of(PyObject *outputs, PyObject *sid)
     return PyTuple_GET_ITEM(entry, 0);
 }
 
+/* What one taken frame left for its output event (borrowed, except value and wire). */
+typedef struct {
+    PyObject *sid, *media, *output, *meta, *seq, *unbounded, *count, *value, *wire;
+} Step;
+
+/* The open scalar stream a CHUNK or STREAM_END names (borrowed), or NULL: Python decides. */
+static PyObject *
+open_stream(PyObject *streams, const Fields *fr, PyObject **sid_out)
+{
+    PyObject *sid = fr->stream_id;
+    if (!PyUnicode_CheckExact(sid) || PyUnicode_GET_LENGTH(sid) == 0)
+        return NULL;
+    PyObject *stream = PyDict_GetItemWithError(streams, sid);
+    if (stream == NULL || Py_TYPE(stream) != (PyTypeObject *)rp.stream_class ||
+        SLOT(stream, rp.stream[S_STATE]) != rp.ss_open ||
+        SLOT(stream, rp.stream[S_ASSEMBLER]) != Py_None) {
+        PyErr_Clear();
+        return NULL;
+    }
+    *sid_out = sid;
+    return stream;
+}
+
+/* STREAM_START of a scalar stream not seen before: 1 taken, 0 not (nothing changed), -1. */
+static int
+take_start(PyObject *rd, PyObject *streams, const Fields *fr, Step *st)
+{
+    PyObject *sid = fr->stream_id;
+    if (!PyUnicode_CheckExact(sid) || PyUnicode_GET_LENGTH(sid) == 0)
+        return 0;
+    int known = PyDict_Contains(streams, sid);
+    if (known != 0) /* a restart (Python names it), or an error */
+        return known < 0 ? -1 : 0;
+    PyObject *credit = field(rd, rp.s_credit), *media = fr->media_urn;
+    int seq = PyObject_IsTrue(fr->is_sequence);
+    int unb = PyObject_IsTrue(fr->unbounded);
+    int media_ok = PyObject_IsTrue(media);
+    if (seq < 0 || unb < 0 || media_ok < 0)
+        return -1;
+    if (seq)
+        return 0; /* a sequence stream: Python assembles its items */
+    PyObject *unb_b = unb ? Py_True : Py_False;
+    PyObject *values[S_COUNT];
+    values[S_ASSEMBLER] = Py_None;
+    values[S_CHUNKS] = rp.zero;
+    values[S_IS_SEQUENCE] = Py_False;
+    values[S_ITEM_META] = Py_None;
+    values[S_PENDING] = rp.zero;
+    values[S_STATE] = rp.ss_open;
+    values[S_STREAM_ID] = sid;
+    values[S_UNBOUNDED] = unb_b;
+    values[S_WINDOW] = credit;
+    PyObject *stream = make(rp.stream_class, S_COUNT, rp.stream, values);
+    if (stream == NULL)
+        return -1;
+    int rc = PyDict_SetItem(streams, sid, stream);
+    Py_DECREF(stream);
+    if (rc < 0)
+        return -1;
+    st->sid = sid;
+    st->media = media_ok ? media : rp.empty_str;
+    st->output = fr->output;
+    st->meta = fr->meta;
+    st->seq = Py_False;
+    st->unbounded = unb_b;
+    return 1;
+}
+
+/* A scalar CHUNK in order, in the window, its checksum right. */
+static int
+take_chunk(PyObject *rd, PyObject *streams, const Fields *fr, Step *st)
+{
+    PyObject *sid = NULL;
+    PyObject *stream = open_stream(streams, fr, &sid);
+    if (stream == NULL)
+        return 0;
+    Py_ssize_t chunks = small_int(SLOT(stream, rp.stream[S_CHUNKS]));
+    Py_ssize_t window = small_int(SLOT(stream, rp.stream[S_WINDOW]));
+    if (chunks < 0 || window <= 0 || small_int(fr->chunk_index) != chunks)
+        return 0;
+    PyObject *payload = fr->payload;
+    if (!PyBytes_CheckExact(payload) || PyBytes_GET_SIZE(payload) == 0)
+        return 0;
+    int verify = PyObject_IsTrue(field(rd, rp.s_verify));
+    if (verify < 0)
+        return -1;
+    PyObject *held = fr->checksum;
+    if (verify) {
+        if (!PyLong_CheckExact(held))
+            return 0;
+        unsigned long long want = PyLong_AsUnsignedLongLong(held);
+        if (want == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (want != fnv1a64((const unsigned char *)PyBytes_AS_STRING(payload),
+                            PyBytes_GET_SIZE(payload)))
+            return 0;
+    }
+    PyObject *value = scalar_value(payload);
+    if (value == NULL || value == CBOR_GIVE_UP)
+        return 0;
+    PyObject *wire;
+    if (verify && held != Py_None)
+        wire = Py_BuildValue("(On)", held, PyBytes_GET_SIZE(payload));
+    else
+        wire = Py_NewRef(Py_None);
+    PyObject *w = PyLong_FromSsize_t(window - 1), *c = PyLong_FromSsize_t(chunks + 1);
+    if (wire == NULL || w == NULL || c == NULL) {
+        Py_DECREF(value);
+        Py_XDECREF(wire);
+        Py_XDECREF(w);
+        Py_XDECREF(c);
+        return -1;
+    }
+    slot_set(stream, rp.stream[S_WINDOW], w);
+    slot_set(stream, rp.stream[S_CHUNKS], c);
+    Py_DECREF(w);
+    Py_DECREF(c);
+    st->sid = sid;
+    st->value = value;
+    st->wire = wire;
+    return 1;
+}
+
+/* STREAM_END with the stream's own chunk count. */
+static int
+take_stream_end(PyObject *streams, const Fields *fr, Step *st)
+{
+    PyObject *sid = NULL;
+    PyObject *stream = open_stream(streams, fr, &sid);
+    if (stream == NULL)
+        return 0;
+    Py_ssize_t chunks = small_int(SLOT(stream, rp.stream[S_CHUNKS]));
+    PyObject *count = fr->chunk_count;
+    if (chunks < 0 || small_int(count) != chunks)
+        return 0;
+    slot_set(stream, rp.stream[S_STATE], rp.ss_closed);
+    st->sid = sid;
+    st->count = count;
+    return 1;
+}
+
+/* END with every stream closed. */
+static int
+take_end(PyObject *receiver, PyObject *streams, const Fields *fr, Step *st)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key, *stream;
+    while (PyDict_Next(streams, &pos, &key, &stream)) {
+        if (Py_TYPE(stream) != (PyTypeObject *)rp.stream_class ||
+            SLOT(stream, rp.stream[S_STATE]) != rp.ss_closed)
+            return 0; /* END while a stream is open: Python names them */
+    }
+    if (PyObject_SetAttr(receiver, rp.s_state, rp.rs_done) < 0)
+        return -1;
+    st->meta = fr->meta;
+    return 1;
+}
+
 static int
 queue(PyObject *events, PyObject *ev, PyObject *cost)
 {
@@ -79,7 +256,8 @@ queue(PyObject *events, PyObject *ev, PyObject *cost)
     Py_DECREF(ev);
     if (pair == NULL)
         return -1;
-    PyObject *r = PyObject_CallMethodOneArg(events, rp.s_append, pair);
+    PyObject *call[2] = {events, pair};
+    PyObject *r = PyObject_Vectorcall(rp.deque_append, call, 2, NULL);
     Py_DECREF(pair);
     if (r == NULL)
         return -1;
@@ -87,159 +265,143 @@ queue(PyObject *events, PyObject *ev, PyObject *cost)
     return 0;
 }
 
-/* One receiver event turned into the flow's output event and queued (or, for END, the call
- * finished). 0, or -1 with an exception. */
+/* The flow's part: 1 handled, 0 not taken (nothing changed), -1 an exception. */
 static int
-deliver(PyObject *flow, PyObject *ev, PyObject *cost, PyObject *events, PyObject *outputs)
+flow_frame(PyObject *flow, const Fields *fr, PyObject *ft, PyObject *fid)
 {
-    PyTypeObject *t = Py_TYPE(ev);
-    PyObject *a[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    PyObject *f[F_COUNT];
+    for (int i = 0; i < F_COUNT; i++)
+        if ((f[i] = SLOT(flow, rp.flow[i])) == NULL)
+            return 0; /* a slot not set: Python raises its AttributeError */
+    if (f[F_DONE] != Py_False || f[F_ABANDONED] != Py_False || f[F_OBSERVATION] != Py_None ||
+        fr->routing_id != f[F_XID] /* ids the host shares: the same object */ ||
+        Py_TYPE(f[F_RECEIVER]) != (PyTypeObject *)rp.receiver_class ||
+        Py_TYPE(f[F_EVENTS]) != (PyTypeObject *)rp.deque_class ||
+        !PyDict_CheckExact(f[F_OUTPUTS]) || !PyLong_CheckExact(f[F_FRAMES]))
+        return 0;
+    PyObject *flow_keep[3] = {Py_NewRef(f[F_RECEIVER]), Py_NewRef(f[F_EVENTS]),
+                              Py_NewRef(f[F_OUTPUTS])};
+    PyObject *receiver = flow_keep[0], *events = flow_keep[1], *outputs = flow_keep[2];
+    PyObject *rd = PyObject_GenericGetDict(receiver, NULL);
+    Step st = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     int rc = -1;
-    if ((PyObject *)t == rp.in_data) {
-        if ((a[0] = PyObject_GetAttr(ev, rp.s_stream_id)) == NULL ||
-            (a[1] = PyObject_GetAttr(ev, rp.s_value)) == NULL ||
-            (a[2] = PyObject_GetAttr(ev, rp.s_wire)) == NULL)
+    if (rd == NULL || !PyDict_CheckExact(rd))
+        goto done;
+    PyObject *outgoing = field(rd, rp.s_outgoing), *streams = field(rd, rp.s_streams);
+    rc = 0;
+    if (!PyList_CheckExact(outgoing) || PyList_GET_SIZE(outgoing) != 0 ||
+        field(rd, rp.s_rid) != fid || field(rd, rp.s_state) != rp.rs_open ||
+        !PyDict_CheckExact(streams))
+        goto done;
+    if (ft == rp.ft_chunk)
+        rc = take_chunk(rd, streams, fr, &st);
+    else if (ft == rp.ft_start)
+        rc = take_start(rd, streams, fr, &st);
+    else if (ft == rp.ft_stream_end)
+        rc = take_stream_end(streams, fr, &st);
+    else
+        rc = take_end(receiver, streams, fr, &st);
+    if (rc != 1)
+        goto done;
+    /* Taken: from here on the frame is this flow's, as in CallState.on_frame. */
+    rc = -1;
+    PyObject *more = PyLong_FromSsize_t(small_int(f[F_FRAMES]) + 1);
+    if (more == NULL)
+        goto done;
+    slot_set(flow, rp.flow[F_FRAMES], more);
+    Py_DECREF(more);
+    slot_set(flow, rp.flow[F_QUEUED], Py_None);
+    if (ft == rp.ft_chunk) {
+        PyObject *values[] = {output_of(outputs, st.sid), st.sid, st.value, st.wire};
+        if (queue(events, make(rp.out_data, 4, rp.data, values), st.sid) < 0)
             goto done;
-        PyObject *names[] = {rp.s_output, rp.s_stream_id, rp.s_value, rp.s_wire};
-        PyObject *values[] = {output_of(outputs, a[0]), a[0], a[1], a[2]};
-        rc = queue(events, make(rp.out_data, 4, names, values), cost);
     }
-    else if ((PyObject *)t == rp.in_opened) {
-        if ((a[0] = PyObject_GetAttr(ev, rp.s_stream_id)) == NULL ||
-            (a[1] = PyObject_GetAttr(ev, rp.s_output)) == NULL ||
-            (a[2] = PyObject_GetAttr(ev, rp.s_media_urn)) == NULL ||
-            (a[3] = PyObject_GetAttr(ev, rp.s_is_sequence)) == NULL ||
-            (a[4] = PyObject_GetAttr(ev, rp.s_unbounded)) == NULL ||
-            (a[5] = PyObject_GetAttr(ev, rp.s_meta)) == NULL)
-            goto done;
-        PyObject *entry = PyTuple_Pack(3, a[1], a[2], a[3]);
+    else if (ft == rp.ft_start) {
+        PyObject *entry = PyTuple_Pack(3, st.output, st.media, st.seq);
         if (entry == NULL)
             goto done;
-        int set = PyDict_SetItem(outputs, a[0], entry);
+        int set = PyDict_SetItem(outputs, st.sid, entry);
         Py_DECREF(entry);
-        if (set < 0)
+        PyObject *values[] = {st.output, st.sid, st.media, st.seq, st.unbounded, st.meta};
+        if (set < 0 || queue(events, make(rp.out_started, 6, rp.started, values), Py_None) < 0)
             goto done;
-        PyObject *names[] = {rp.s_output, rp.s_stream_id, rp.s_media_urn, rp.s_is_sequence,
-                             rp.s_unbounded, rp.s_meta};
-        PyObject *values[] = {a[1], a[0], a[2], a[3], a[4], a[5]};
-        rc = queue(events, make(rp.out_started, 6, names, values), Py_None);
     }
-    else if ((PyObject *)t == rp.in_closed) {
-        if ((a[0] = PyObject_GetAttr(ev, rp.s_stream_id)) == NULL ||
-            (a[1] = PyObject_GetAttr(ev, rp.s_chunk_count)) == NULL)
+    else if (ft == rp.ft_stream_end) {
+        PyObject *values[] = {output_of(outputs, st.sid), st.sid, st.count};
+        if (queue(events, make(rp.out_ended, 3, rp.ended, values), Py_None) < 0)
             goto done;
-        PyObject *names[] = {rp.s_output, rp.s_stream_id, rp.s_chunk_count};
-        PyObject *values[] = {output_of(outputs, a[0]), a[0], a[1]};
-        rc = queue(events, make(rp.out_ended, 3, names, values), Py_None);
     }
-    else if ((PyObject *)t == rp.in_ended) {
-        if ((a[0] = PyObject_GetAttr(ev, rp.s_meta)) == NULL ||
-            PyObject_SetAttr(flow, rp.s_end_meta, a[0]) < 0)
-            goto done;
+    else {
+        slot_set(flow, rp.flow[F_END_META], st.meta);
         PyObject *r = PyObject_CallMethodOneArg(flow, rp.s_finish, Py_None);
         if (r == NULL)
             goto done;
         Py_DECREF(r);
-        rc = 0;
     }
-    else {
-        PyErr_SetString(PyExc_TypeError, "route_response: an event it does not know");
-    }
-done:
-    for (int i = 0; i < 6; i++)
-        Py_XDECREF(a[i]);
-    return rc;
-}
-
-/* The flow's part: 1 handled, 0 not taken (nothing changed), -1 an exception. */
-static int
-flow_frame(PyObject *flow, PyObject *frame, PyObject *ft)
-{
-    int plain;
-    if ((plain = attr_is(flow, rp.s_done, Py_False)) != 1 ||
-        (plain = attr_is(flow, rp.s_abandoned, Py_False)) != 1 ||
-        (plain = attr_is(flow, rp.s_observation, Py_None)) != 1)
-        return plain;
-    PyObject *xid = PyObject_GetAttr(flow, rp.s_xid);
-    if (xid == NULL)
-        return -1;
-    plain = attr_is(frame, rp.s_routing_id, xid); /* ids the host shares: the same object */
-    Py_DECREF(xid);
-    if (plain != 1)
-        return plain;
-    PyObject *receiver = PyObject_GetAttr(flow, rp.s_receiver);
-    if (receiver == NULL)
-        return -1;
-    PyObject *outgoing = NULL, *events = NULL, *queue_ = NULL, *outputs = NULL, *count = NULL;
-    int rc = -1;
-    if ((outgoing = PyObject_GetAttr(receiver, rp.s_outgoing)) == NULL ||
-        (queue_ = PyObject_GetAttr(flow, rp.s_events)) == NULL ||
-        (outputs = PyObject_GetAttr(flow, rp.s_outputs)) == NULL ||
-        (count = PyObject_GetAttr(flow, rp.s_frames)) == NULL)
-        goto done;
-    if (!PyList_CheckExact(outgoing) || PyList_GET_SIZE(outgoing) != 0 ||
-        !PyDict_CheckExact(outputs) || !PyLong_CheckExact(count)) {
-        rc = 0;
-        goto done;
-    }
-    PyObject *call[2] = {receiver, frame};
-    events = receive_fast(NULL, call, 2);
-    if (events == NULL)
-        goto done;
-    if (events == Py_None || !PyList_CheckExact(events)) {
-        rc = 0;
-        goto done;
-    }
-    /* Taken: from here on the frame is this flow's, as in CallState.on_frame. */
-    Py_ssize_t seen = PyLong_AsSsize_t(count);
-    if (seen == -1 && PyErr_Occurred())
-        goto done;
-    PyObject *more = PyLong_FromSsize_t(seen + 1);
-    if (more == NULL)
-        goto done;
-    int set = PyObject_SetAttr(flow, rp.s_frames, more);
-    Py_DECREF(more);
-    if (set < 0 || PyObject_SetAttr(flow, rp.s_queued, Py_None) < 0)
-        goto done;
-    PyObject *cost = Py_None;
-    PyObject *sid = NULL;
-    if (ft == rp.ft_chunk) {
-        if ((sid = PyObject_GetAttr(frame, rp.s_stream_id)) == NULL)
-            goto done;
-        cost = sid;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(events);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (deliver(flow, PyList_GET_ITEM(events, i), cost, queue_, outputs) < 0) {
-            Py_XDECREF(sid);
-            goto done;
-        }
-    }
-    Py_XDECREF(sid);
-    if (n > 0) {
-        PyObject *waiter = PyObject_GetAttr(flow, rp.s_waiter);
-        if (waiter == NULL)
-            goto done;
-        if (waiter != Py_None) {
-            PyObject *r = PyObject_CallMethodNoArgs(waiter, rp.s_set);
-            if (r == NULL || PyObject_SetAttr(flow, rp.s_waiter, Py_None) < 0) {
-                Py_XDECREF(r);
-                Py_DECREF(waiter);
-                goto done;
-            }
-            Py_DECREF(r);
-        }
+    PyObject *waiter = SLOT(flow, rp.flow[F_WAITER]);
+    if (waiter != NULL && waiter != Py_None) {
+        Py_INCREF(waiter);
+        slot_set(flow, rp.flow[F_WAITER], Py_None);
+        PyObject *r = PyObject_CallMethodNoArgs(waiter, rp.s_set);
         Py_DECREF(waiter);
+        if (r == NULL)
+            goto done;
+        Py_DECREF(r);
     }
     rc = 1;
 done:
-    Py_XDECREF(events);
-    Py_XDECREF(outgoing);
-    Py_XDECREF(queue_);
-    Py_XDECREF(outputs);
-    Py_XDECREF(count);
-    Py_DECREF(receiver);
+    Py_XDECREF(st.value);
+    Py_XDECREF(st.wire);
+    Py_XDECREF(rd);
+    for (int i = 0; i < 3; i++)
+        Py_DECREF(flow_keep[i]);
     return rc;
+}
+
+/* The routing of HostConnection.receive_frame for a response frame of one of our calls: 1
+ * taken, 0 not (nothing changed), -1 an exception. */
+int
+response_route(PyObject *core, const Fields *fr)
+{
+    PyObject *ft = fr->frame_type;
+    if (ft != rp.ft_chunk && ft != rp.ft_start && ft != rp.ft_stream_end && ft != rp.ft_end)
+        return 0;
+    PyObject *on = PyObject_GetAttr(core, rp.s_routing);
+    if (on == NULL)
+        return -1;
+    Py_DECREF(on); /* compared by identity */
+    if (on != Py_True)
+        return 0;
+    PyObject *calls = NULL, *origins = NULL;
+    int taken = -1;
+    if ((calls = PyObject_GetAttr(core, rp.s_calls)) == NULL ||
+        (origins = PyObject_GetAttr(core, rp.s_origins)) == NULL)
+        goto done;
+    taken = 0;
+    if (!PyDict_CheckExact(calls) || !PyDict_CheckExact(origins))
+        goto done;
+    PyObject *fid = fr->id;
+    PyObject *flow = PyDict_GetItemWithError(calls, fid);
+    if (flow == NULL) {
+        taken = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    if (Py_TYPE(flow) != (PyTypeObject *)rp.flow_class)
+        goto done;
+    int theirs = PyDict_GET_SIZE(origins) ? PyDict_Contains(origins, fid) : 0;
+    if (theirs != 0) {
+        taken = theirs < 0 ? -1 : 0;
+        goto done;
+    }
+    Py_INCREF(flow);
+    Py_INCREF(fid);
+    taken = flow_frame(flow, fr, ft, fid);
+    Py_DECREF(fid);
+    Py_DECREF(flow);
+done:
+    Py_XDECREF(calls);
+    Py_XDECREF(origins);
+    return taken;
 }
 
 /* route_response(core, fallback, frame) -> None: see the top of the file. */
@@ -251,250 +413,81 @@ route_response(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *core = args[0], *fallback = args[1], *frame = args[2];
-    if (!rp.configured)
+    if (!rp.configured || Py_TYPE(frame) != (PyTypeObject *)rp.frame_class)
         return PyObject_CallOneArg(fallback, frame);
-    PyObject *ft = PyObject_GetAttr(frame, rp.s_frame_type);
-    if (ft == NULL)
+    PyObject *fd = PyObject_GenericGetDict(frame, NULL);
+    if (fd == NULL)
         return NULL;
-    Py_DECREF(ft); /* compared by identity; the enum member outlives this call */
-    if (ft != rp.ft_chunk && ft != rp.ft_start && ft != rp.ft_stream_end && ft != rp.ft_end)
-        return PyObject_CallOneArg(fallback, frame);
-    int taken = attr_is(core, rp.s_routing, Py_True);
+    int taken = 0;
+    if (PyDict_CheckExact(fd)) {
+        Fields fr = {field(fd, rp.s_frame_type), field(fd, rp.s_id), field(fd, rp.s_routing_id),
+                     field(fd, rp.s_stream_id), field(fd, rp.s_chunk_index),
+                     field(fd, rp.s_checksum), field(fd, rp.s_payload),
+                     field(fd, rp.s_chunk_count), field(fd, rp.s_meta),
+                     field(fd, rp.s_media_urn), field(fd, rp.s_is_sequence),
+                     field(fd, rp.s_unbounded), field(fd, rp.s_output)};
+        taken = response_route(core, &fr);
+    }
+    Py_DECREF(fd);
     if (taken < 0)
         return NULL;
     if (!taken)
         return PyObject_CallOneArg(fallback, frame);
-    PyObject *calls = NULL, *origins = NULL, *fid = NULL, *flow = NULL;
-    if ((calls = PyObject_GetAttr(core, rp.s_calls)) == NULL ||
-        (origins = PyObject_GetAttr(core, rp.s_origins)) == NULL ||
-        (fid = PyObject_GetAttr(frame, rp.s_id)) == NULL)
-        goto fail;
-    taken = 0;
-    if (PyDict_CheckExact(calls) && PyDict_CheckExact(origins)) {
-        flow = PyDict_GetItemWithError(calls, fid);
-        if (flow == NULL && PyErr_Occurred())
-            goto fail;
-        if (flow != NULL && (PyObject *)Py_TYPE(flow) == rp.flow_class) {
-            int theirs = PyDict_GET_SIZE(origins) ? PyDict_Contains(origins, fid) : 0;
-            if (theirs < 0)
-                goto fail;
-            if (!theirs) {
-                Py_INCREF(flow);
-                taken = flow_frame(flow, frame, ft);
-                Py_DECREF(flow);
-                if (taken < 0)
-                    goto fail;
-            }
-        }
-    }
-    Py_DECREF(calls);
-    Py_DECREF(origins);
-    Py_DECREF(fid);
-    if (!taken)
-        return PyObject_CallOneArg(fallback, frame);
-    Py_RETURN_NONE;
-fail:
-    Py_XDECREF(calls);
-    Py_XDECREF(origins);
-    Py_XDECREF(fid);
-    return NULL;
-}
-
-/* A value already there, as an awaitable: awaiting it gives the value at once, with no
- * coroutine (ready(value); the response iterator's queued events). */
-typedef struct {
-    PyObject_HEAD
-    PyObject *value;
-} Ready;
-
-static void
-ready_dealloc(PyObject *self)
-{
-    Py_XDECREF(((Ready *)self)->value);
-    Py_TYPE(self)->tp_free(self);
-}
-
-static PyObject *
-ready_await(PyObject *self)
-{
-    return Py_NewRef(self);
-}
-
-/* The value, once: later sends give None. */
-static PyObject *
-ready_take(PyObject *self)
-{
-    Ready *r = (Ready *)self;
-    PyObject *v = r->value;
-    r->value = NULL;
-    return v != NULL ? v : Py_NewRef(Py_None);
-}
-
-static PySendResult
-ready_send(PyObject *self, PyObject *arg, PyObject **result)
-{
-    *result = ready_take(self);
-    return PYGEN_RETURN;
-}
-
-static PyObject *
-ready_next(PyObject *self)
-{
-    PyObject *v = ready_take(self);
-    PyObject *stop = PyObject_CallOneArg(PyExc_StopIteration, v);
-    Py_DECREF(v);
-    if (stop != NULL) {
-        PyErr_SetObject(PyExc_StopIteration, stop);
-        Py_DECREF(stop);
-    }
-    return NULL;
-}
-
-static PyAsyncMethods ready_async = {
-    .am_await = ready_await,
-    .am_send = ready_send,
-};
-
-static PyTypeObject ReadyType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cartridge_runtime.protocol._speedups.Ready",
-    .tp_basicsize = sizeof(Ready),
-    .tp_dealloc = ready_dealloc,
-    .tp_as_async = &ready_async,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A value already there, as an awaitable that gives it at once.",
-    .tp_iter = ready_await,
-    .tp_iternext = ready_next,
-};
-
-/* ready(value) -> an awaitable that gives value at once. */
-PyObject *
-ready_value(PyObject *module, PyObject *value)
-{
-    Ready *r = PyObject_New(Ready, &ReadyType);
-    if (r == NULL)
-        return NULL;
-    r->value = Py_NewRef(value);
-    return (PyObject *)r;
-}
-
-/* Whether names (a tuple of str) is exactly the space-separated list want. */
-static int
-fields_are(PyObject *names, const char *want)
-{
-    if (!PyTuple_Check(names))
-        return 0;
-    const char *p = want;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
-        PyObject *name = PyTuple_GET_ITEM(names, i);
-        const char *s = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
-        if (s == NULL)
-            return 0;
-        size_t len = strlen(s);
-        if (strncmp(p, s, len) != 0 || (p[len] != ' ' && p[len] != '\0'))
-            return 0;
-        p += len + (p[len] == ' ');
-    }
-    return *p == '\0';
-}
-
-/* configure_response(*, frame_types, flow_class, received, outputs, output_fields). */
-PyObject *
-configure_response(PyObject *module, PyObject *args, PyObject *kw)
-{
-    static char *kwnames[] = {"frame_types", "flow_class", "received", "outputs",
-                              "output_fields", NULL};
-    PyObject *fts, *flow_class, *received, *outputs, *fields;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!O!O!", kwnames, &PyTuple_Type, &fts,
-                                     &flow_class, &PyTuple_Type, &received, &PyTuple_Type,
-                                     &outputs, &PyTuple_Type, &fields))
-        return NULL;
-    rp.configured = 0;
-    if (PyTuple_GET_SIZE(fts) != 4 || PyTuple_GET_SIZE(received) != 4 ||
-        PyTuple_GET_SIZE(outputs) != 3 || PyTuple_GET_SIZE(fields) != 3) {
-        PyErr_SetString(PyExc_ValueError, "configure_response: tables of the wrong size");
-        return NULL;
-    }
-    static const char *want[] = {"output stream_id media_urn is_sequence unbounded meta",
-                                 "output stream_id value wire",
-                                 "output stream_id chunk_count"};
-    for (int i = 0; i < 3; i++) {
-        PyObject *cls = PyTuple_GET_ITEM(outputs, i);
-        if (!PyType_Check(cls) || ((PyTypeObject *)cls)->tp_dictoffset != 0 ||
-            !fields_are(PyTuple_GET_ITEM(fields, i), want[i])) {
-            PyErr_Format(PyExc_ValueError,
-                         "configure_response: output %d is not a slotted class with fields %s",
-                         i, want[i]);
-            return NULL;
-        }
-    }
-    for (int i = 0; i < 4; i++) {
-        if (!PyType_Check(PyTuple_GET_ITEM(received, i))) {
-            PyErr_SetString(PyExc_TypeError, "configure_response: events must be classes");
-            return NULL;
-        }
-    }
-    if (!PyType_Check(flow_class)) {
-        PyErr_SetString(PyExc_TypeError, "configure_response: flow_class must be a class");
-        return NULL;
-    }
-#define KEEP(var, val) do { Py_INCREF(val); Py_XSETREF(var, val); } while (0)
-#define AT(t, i) PyTuple_GET_ITEM(t, i)
-    KEEP(rp.ft_start, AT(fts, 0));
-    KEEP(rp.ft_chunk, AT(fts, 1));
-    KEEP(rp.ft_stream_end, AT(fts, 2));
-    KEEP(rp.ft_end, AT(fts, 3));
-    KEEP(rp.flow_class, flow_class);
-    KEEP(rp.in_opened, AT(received, 0));
-    KEEP(rp.in_data, AT(received, 1));
-    KEEP(rp.in_closed, AT(received, 2));
-    KEEP(rp.in_ended, AT(received, 3));
-    KEEP(rp.out_started, AT(outputs, 0));
-    KEEP(rp.out_data, AT(outputs, 1));
-    KEEP(rp.out_ended, AT(outputs, 2));
-#undef AT
-#undef KEEP
-    rp.configured = 1;
     Py_RETURN_NONE;
 }
 
-/* Interns the attribute names (from the module's init). */
-int
-response_init(void)
+/* new_receiver(rid, xid, initial_credit) -> BodyReceiver: the receiver of a call's response,
+ * as BodyReceiver(rid, xid=xid, initial_credit=initial_credit, expect_req=False) makes it
+ * (its instance dict filled in the order __init__ sets it), without running __init__. */
+PyObject *
+new_receiver(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (PyType_Ready(&ReadyType) < 0)
-        return -1;
-#define INTERN(var, text) if ((rp.var = PyUnicode_InternFromString(text)) == NULL) return -1
-    INTERN(s_routing, "_routing");
-    INTERN(s_calls, "calls");
-    INTERN(s_origins, "origins");
-    INTERN(s_frame_type, "frame_type");
-    INTERN(s_id, "id");
-    INTERN(s_routing_id, "routing_id");
-    INTERN(s_xid, "xid");
-    INTERN(s_done, "done");
-    INTERN(s_abandoned, "abandoned");
-    INTERN(s_observation, "observation");
-    INTERN(s_receiver, "receiver");
-    INTERN(s_outgoing, "_outgoing");
-    INTERN(s_frames, "frames");
-    INTERN(s_queued, "_queued");
-    INTERN(s_events, "events");
-    INTERN(s_outputs, "_outputs");
-    INTERN(s_waiter, "_waiter");
-    INTERN(s_end_meta, "end_meta");
-    INTERN(s_finish, "_finish");
-    INTERN(s_set, "set");
-    INTERN(s_append, "append");
-    INTERN(s_stream_id, "stream_id");
-    INTERN(s_output, "output");
-    INTERN(s_media_urn, "media_urn");
-    INTERN(s_is_sequence, "is_sequence");
-    INTERN(s_unbounded, "unbounded");
-    INTERN(s_meta, "meta");
-    INTERN(s_value, "value");
-    INTERN(s_wire, "wire");
-    INTERN(s_chunk_count, "chunk_count");
-#undef INTERN
-    return 0;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "new_receiver(rid, xid, initial_credit)");
+        return NULL;
+    }
+    PyObject *credit = args[2];
+    if (!rp.configured || !PyLong_CheckExact(credit)) {
+        if (rp.receiver_class == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "new_receiver: not configured");
+            return NULL;
+        }
+        PyObject *kw = Py_BuildValue("{sOsOsO}", "xid", args[1], "initial_credit", credit,
+                                     "expect_req", Py_False);
+        if (kw == NULL)
+            return NULL;
+        PyObject *pos = PyTuple_Pack(1, args[0]);
+        PyObject *r = pos != NULL ? PyObject_Call(rp.receiver_class, pos, kw) : NULL;
+        Py_XDECREF(pos);
+        Py_DECREF(kw);
+        return r;
+    }
+    Py_ssize_t c = PyLong_AsSsize_t(credit);
+    if (c == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t half = c >= 0 ? c / 2 : -((-c + 1) / 2); /* Python's floor division */
+    PyObject *batch = PyLong_FromSsize_t(half > 1 ? half : 1);
+    PyObject *d = PyDict_New(), *streams = PyDict_New(), *outgoing = PyList_New(0);
+    PyObject *r = NULL;
+    if (batch == NULL || d == NULL || streams == NULL || outgoing == NULL)
+        goto done;
+    if (PyDict_SetItem(d, rp.s_rid, args[0]) < 0 || PyDict_SetItem(d, rp.s_xid, args[1]) < 0 ||
+        PyDict_SetItem(d, rp.s_state, rp.rs_open) < 0 ||
+        PyDict_SetItem(d, rp.s_credit, credit) < 0 || PyDict_SetItem(d, rp.s_batch, batch) < 0 ||
+        PyDict_SetItem(d, rp.s_credit_dir, rp.credit_dir) < 0 ||
+        PyDict_SetItem(d, rp.s_verify, Py_True) < 0 ||
+        PyDict_SetItem(d, rp.s_streams, streams) < 0 ||
+        PyDict_SetItem(d, rp.s_outgoing, outgoing) < 0)
+        goto done;
+    PyTypeObject *t = (PyTypeObject *)rp.receiver_class;
+    r = t->tp_alloc(t, 0);
+    if (r != NULL && PyObject_GenericSetDict(r, d, NULL) < 0)
+        Py_CLEAR(r);
+done:
+    Py_XDECREF(batch);
+    Py_XDECREF(d);
+    Py_XDECREF(streams);
+    Py_XDECREF(outgoing);
+    return r;
 }
+

@@ -402,6 +402,11 @@ static PyMethodDef methods[] = {
     {"route_response", (PyCFunction)(void (*)(void))route_response, METH_FASTCALL,
      "route_response(core, fallback, frame): a response's common valid frame delivered, "
      "else fallback(frame)."},
+    {"route_block", (PyCFunction)(void (*)(void))route_block, METH_FASTCALL,
+     "route_block(core, data, max_frame) -> the offset of the first frame it left to the "
+     "decoder (the frames before it read and routed as route_response routes them)."},
+    {"new_receiver", (PyCFunction)(void (*)(void))new_receiver, METH_FASTCALL,
+     "new_receiver(rid, xid, initial_credit) -> the BodyReceiver of a call's response."},
     {"ready", ready_value, METH_O, "ready(value) -> an awaitable that gives value at once."},
     {"configure_ids", configure_ids, METH_O,
      "Hand over the OS's random source for new ids (os.urandom)."},
@@ -430,6 +435,11 @@ static PyMethodDef methods[] = {
      "end_frame(rid, xid, progress, message) -> a response's END, or None."},
     {"held_while_running", (PyCFunction)(void (*)(void))held_while_running, METH_FASTCALL,
      "held_while_running(outbox, coro) -> coro awaited with outbox held while it runs."},
+    {"install_id_hash", install_id_hash, METH_O,
+     "install_id_hash(MessageId) -> bool: its hash slot reads hash(value) straight."},
+    {"request_wire", (PyCFunction)(void (*)(void))request_wire, METH_FASTCALL,
+     "request_wire(rid, xid, cap, inputs, max_chunk, credit, max_total, max_frame) -> the "
+     "request's frames encoded, numbered 0, 1, 2... | None."},
     {NULL, NULL, 0, NULL},
 };
 
