@@ -75,4 +75,9 @@ PyObject *configure_numbering(PyObject *module, PyObject *arg);
 PyObject *encode_numbered(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *encode_flow(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* A cartridge host's forwarding (_relay_forward.c). */
+PyObject *relay_to_cartridge(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *relay_to_switch(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *configure_forwarding(PyObject *module, PyObject *fts);
+
 #endif

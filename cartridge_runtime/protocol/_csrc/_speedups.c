@@ -413,6 +413,12 @@ static PyMethodDef methods[] = {
      "Hand over the frame class and constants of a small request's frames (once)."},
     {"request_frames", (PyCFunction)(void (*)(void))request_frames, METH_FASTCALL,
      "request_frames(rid, xid, cap, inputs, max_chunk, credit, max_total) -> frames | None."},
+    {"configure_forwarding", configure_forwarding, METH_O,
+     "Hand over the frame types a cartridge host forwards (once)."},
+    {"relay_to_cartridge", (PyCFunction)(void (*)(void))relay_to_cartridge, METH_FASTCALL,
+     "relay_to_cartridge(forwards, fallback, frame): a host forwards a switch's frame."},
+    {"relay_to_switch", (PyCFunction)(void (*)(void))relay_to_switch, METH_FASTCALL,
+     "relay_to_switch(route, frame): a host forwards a cartridge's frame."},
     {NULL, NULL, 0, NULL},
 };
 
