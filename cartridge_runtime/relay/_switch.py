@@ -13,9 +13,9 @@ Rules first:
 Theory: one slot per host id (kept when its link closes, so a host that comes back with the
 same id is re-attached in place, RLY-7), a request table keyed by ``(xid, rid)`` with the
 request's source (the application or a host, for a peer call) and destination host, and the
-admission counters of each (host, cartridge, pool). Every verb returns the list of
-:class:`ToHost` / :class:`ToApp` / :class:`HostChanged` actions the shell carries out in
-order. Time is an argument; :meth:`SwitchCore.next_deadline` says when to call
+admission counters of each (host, cartridge, pool) (:mod:`._admission`). Every verb returns
+the list of :class:`ToHost` / :class:`ToApp` / :class:`HostChanged` actions the shell carries
+out in order. Time is an argument; :meth:`SwitchCore.next_deadline` says when to call
 :meth:`SwitchCore.handle_timer`. The model (slot states and their transitions, the actions,
 slots, probes and routes) is in :mod:`._switch_model`; the identity probe in :mod:`._probe`.
 """
@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import deque
-from typing import Any
 
 from ..protocol import (
     AttributionClass,
@@ -37,8 +36,9 @@ from ..protocol import (
     NetworkPolicy,
     frames,
 )
+from ._admission import Admission
 from ._errors import HostAttachError, RelayProtocolError
-from ._inventory import CartridgeRecord, pool_chain, read_relay_notify, relay_state
+from ._inventory import CartridgeRecord, read_relay_notify, relay_state
 from ._probe import PROBE_TIMEOUT, probe_frames, read_probe_frame
 from ._switch_model import (
     BODY_FRAMES,
@@ -50,7 +50,6 @@ from ._switch_model import (
     HostInput,
     HostState,
     HostView,
-    PoolKey,
     Probe,
     Route,
     Slot,
@@ -77,7 +76,7 @@ _APP_RESPONSE = frozenset(
 )
 
 
-class SwitchCore:
+class SwitchCore(Admission):
     """Routes frames between the application and attached hosts (see the module docstring).
 
     :param policy: the network policy each host is given first, before anything routed.
@@ -89,22 +88,13 @@ class SwitchCore:
         self._routes: dict[tuple[MessageId, MessageId], Route] = {}
         self._xid_of: dict[MessageId, MessageId] = {}  # rid -> xid of its live route
         self._probes: dict[MessageId, Probe] = {}
-        self._in_use: dict[PoolKey, int] = {}
-        self._waiting: deque[Route] = deque()
+        Admission.__init__(self)
         self._ended: deque[MessageId] = deque(maxlen=RECENT_ENDED)
         self._ended_set: set[MessageId] = set()
         self._next_xid = 0
-        #: (host, record key) of cartridges not announced running that answered a call: the
-        #: one-call-at-a-time start-up rule no longer holds them.
-        self._answered: set[tuple[str, tuple[Any, ...]]] = set()
         #: ``_pick``'s answers by requested cap; emptied whenever a host's state or
         #: inventory changes (cap matching costs far more than a dict look-up).
         self._picks: dict[str, tuple[Slot, str, CartridgeRecord] | None] = {}
-        #: Admission chains by (id of record, cap, answered); the record is kept beside its
-        #: chain, so an id reused by a later record never finds a stale one.
-        self._chains: dict[
-            tuple[int, str, bool], tuple[CartridgeRecord, tuple[tuple[str, int], ...]]
-        ] = {}
         #: The RELAY_STATE payload given for each host id, sent again on every attach.
         self._states: dict[str, bytes] = {}
         #: Frames that found no route and belonged to no request that just ended, by type.
@@ -380,14 +370,6 @@ class SwitchCore:
         """Requests routed and not ended (held ones included)."""
         return len(self._live())
 
-    def admitted(self, host: str) -> dict[str, int]:
-        """Requests holding each pool of ``host`` now (pool names of every cartridge)."""
-        found: dict[str, int] = {}
-        for (h, _record, pool), n in self._in_use.items():
-            if h == host and n:
-                found[pool] = found.get(pool, 0) + n
-        return found
-
     # -- inside: hosts ----------------------------------------------------------------------
 
     def _move(self, slot: Slot, what: HostInput) -> list[SwitchAction]:
@@ -497,50 +479,8 @@ class SwitchCore:
         self._take(route)
         return [ToHost(slot.id, forwarded)]
 
-    def _chain_of(
-        self, record: CartridgeRecord, cap: str, answered: bool
-    ) -> tuple[tuple[str, int], ...]:
-        """:func:`pool_chain`, kept per record (an inventory's records are immutable and a
-        new inventory brings new ones), cap and start-up state: computed once, not per call."""
-        key = (id(record), cap, answered)
-        kept = self._chains.get(key)
-        if kept is not None and kept[0] is record:
-            return kept[1]
-        chain = pool_chain(record, cap, answered=answered)
-        if len(self._chains) >= PICKS_KEPT:
-            self._chains.clear()
-        self._chains[key] = (record, chain)
-        return chain
-
-    def _first_answer(self, route: Route) -> list[SwitchAction]:
-        """A cartridge answered: it runs, so the start-up rule of one call at a time ends."""
-        self._answered.add((route.dest, route.record))
-        for waiting in self._waiting:
-            if waiting.dest == route.dest and waiting.record == route.record:
-                waiting.capacities = dict.fromkeys(waiting.capacities, 0)
-        return self._admit_waiting()
-
     def _live(self) -> list[Route]:
         return list({id(r): r for r in self._routes.values()}.values())
-
-    def _fits(self, route: Route) -> bool:
-        return all(c == 0 or self._in_use.get(k, 0) < c for k, c in route.capacities.items())
-
-    def _take(self, route: Route) -> None:
-        for key in route.pools:
-            self._in_use[key] = self._in_use.get(key, 0) + 1
-
-    def _admit_waiting(self) -> list[SwitchAction]:
-        out: list[SwitchAction] = []
-        while self._waiting:
-            route = self._waiting[0]
-            if not self._fits(route):
-                break
-            self._waiting.popleft()
-            held, route.held = route.held or [], None
-            self._take(route)
-            out += [ToHost(route.dest, f) for f in held]
-        return out
 
     def _cancel_held(self, route: Route, frame: Frame) -> list[SwitchAction]:
         """A request cancelled while waiting for admission ends at once, never sent."""
@@ -581,12 +521,7 @@ class SwitchCore:
                 self._waiting.remove(route)
             route.held = None
         else:
-            for key in route.pools:
-                left = self._in_use.get(key, 0) - 1
-                if left > 0:
-                    self._in_use[key] = left
-                else:
-                    self._in_use.pop(key, None)
+            self._release(route)
         for rid in {route.rid, route.dest_rid}:
             if len(self._ended) == self._ended.maxlen:
                 self._ended_set.discard(self._ended[0])
