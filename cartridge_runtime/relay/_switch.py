@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import deque
+from collections.abc import Sequence
 
 from ..protocol import (
     AttributionClass,
@@ -34,6 +35,7 @@ from ..protocol import (
     Limits,
     MessageId,
     NetworkPolicy,
+    _frame,
     frames,
 )
 from ._admission import Admission
@@ -45,6 +47,7 @@ from ._switch_model import (
     HOST_TRANSITIONS,
     PICKS_KEPT,
     RECENT_ENDED,
+    RESERVED_KEPT,
     WRONG_WAY,
     HostChanged,
     HostInput,
@@ -92,6 +95,8 @@ class SwitchCore(Admission):
         self._ended: deque[MessageId] = deque(maxlen=RECENT_ENDED)
         self._ended_set: set[MessageId] = set()
         self._next_xid = 0
+        #: Routing ids given out by :meth:`reserve_xid` and not used yet (their values).
+        self._reserved: set[int | bytes] = set()
         #: ``_pick``'s answers by requested cap; emptied whenever a host's state or
         #: inventory changes (cap matching costs far more than a dict look-up).
         self._picks: dict[str, tuple[Slot, str, CartridgeRecord] | None] = {}
@@ -257,6 +262,44 @@ class SwitchCore(Admission):
             f"{frame.frame_type.name} is not a frame the application routes through the switch"
         )
 
+    def reserve_xid(self) -> MessageId:
+        """A fresh routing id for a request of the application's to carry from the start:
+        a flow whose REQ carries it can leave through :meth:`send_flow` unchanged."""
+        if len(self._reserved) >= RESERVED_KEPT:
+            self._reserved.clear()  # calls that never sent: their flows go frame by frame
+        xid = self._new_xid()
+        self._reserved.add(xid.value)
+        return xid
+
+    def send_flow(self, flow: Sequence[Frame]) -> tuple[str | None, list[SwitchAction]]:
+        """A whole flow of the application's (its REQ, then its body), numbered 0, 1, 2...
+        on the link. When the REQ carries a routing id from :meth:`reserve_xid`, its body the
+        same rid and routing id, and the request is routed and admitted at once, every frame
+        already is what :meth:`send` would send: ``(host, [])``, the flow goes to ``host``
+        as it is. Otherwise ``(None, actions)``: what :meth:`send` gives for each frame."""
+        req = flow[0]
+        xid = req.routing_id
+        if (
+            req.frame_type is FrameType.REQ
+            and xid is not None
+            and xid.value in self._reserved
+            and not self._waiting
+            and all(f.id is req.id and f.routing_id is xid for f in flow[1:])
+        ):
+            self._reserved.discard(xid.value)
+            actions = self._open(req, None, 0, xid)
+            if len(actions) == 1 and isinstance(actions[0], ToHost):
+                route = self._routes[(xid, req.id)]
+                if route.held is None:
+                    route.next_seq = len(flow)
+                    return actions[0].host, []
+            out = actions
+        else:
+            out = self.send(req, seq=0)
+        for seq in range(1, len(flow)):
+            out += self.send(flow[seq], seq=seq)
+        return None, out
+
     # -- frames from a host -------------------------------------------------------------------
 
     def receive(self, host: str, frame: Frame, now: float = 0.0) -> list[SwitchAction]:
@@ -413,7 +456,9 @@ class SwitchCore(Admission):
 
     def _new_xid(self) -> MessageId:
         self._next_xid += 1
-        return MessageId(self._next_xid)
+        # the id cache's instance: the decoder gives a host's frames this very object back
+        xid: MessageId = _frame.int_id(self._next_xid)
+        return xid
 
     def _pick(self, cap: str) -> tuple[Slot, str, CartridgeRecord] | None:
         """The host, registered cap and record a call to ``cap`` goes to: among healthy hosts'
@@ -426,7 +471,13 @@ class SwitchCore(Admission):
         self._picks[cap] = picked
         return picked
 
-    def _open(self, req: Frame, source: str | None, seq: int | None = None) -> list[SwitchAction]:
+    def _open(
+        self,
+        req: Frame,
+        source: str | None,
+        seq: int | None = None,
+        xid: MessageId | None = None,
+    ) -> list[SwitchAction]:
         cap = req.cap or ""
         picked = self._pick(cap)
         if picked is None:
@@ -450,7 +501,8 @@ class SwitchCore(Admission):
                 xid=req.routing_id if source is not None else None,
             )
             return [ToApp(err)] if source is None else [ToHost(source, err)]
-        xid = self._new_xid()
+        if xid is None:
+            xid = self._new_xid()
         route = Route(
             xid=xid,
             rid=req.id,

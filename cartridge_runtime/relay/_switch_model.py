@@ -19,6 +19,7 @@ __all__ = (
     "HOST_TRANSITIONS",
     "PICKS_KEPT",
     "RECENT_ENDED",
+    "RESERVED_KEPT",
     "WRONG_WAY",
     "HostChanged",
     "HostInput",
@@ -38,6 +39,8 @@ __all__ = (
 RECENT_ENDED = 256
 #: Requested caps whose route is remembered at once (the table restarts when full).
 PICKS_KEPT = 1024
+#: Routing ids reserved for calls and not used yet (the set restarts when full).
+RESERVED_KEPT = 4096
 
 
 class HostState(enum.Enum):

@@ -74,7 +74,6 @@ class HostCallLink:
         self.name = f"{host}/{cartridge}"
         self.gate = PoolGate()  # the switch core holds admission per pool
         self.metric_totals: dict[str, float] = {}
-        self._xids = 0
         self._new_wake: Callable[[], Wake] = wake_factory()
 
     @property
@@ -92,8 +91,9 @@ class HostCallLink:
         return self._new_wake()
 
     def next_xid(self) -> MessageId:
-        self._xids += 1
-        return MessageId(self._xids)
+        """The routing id the switch will give the call's REQ, reserved now: its flow then
+        leaves as the call built it (:meth:`HostSwitch.from_app_flow`)."""
+        return self._switch.core.reserve_xid()
 
     def add_flow(self, rid: MessageId, flow: Flow) -> None:
         self._switch.flows[rid] = flow
@@ -250,11 +250,19 @@ class HostSwitch:
 
     def from_app_flow(self, flow: Sequence[Frame]) -> None:
         """A whole flow of the application's, numbered 0, 1, 2... on the link: what goes
-        to a host is queued under one hold and leaves in one write."""
-        send = self.core.send
-        actions: list[SwitchAction] = []
-        for seq, frame in enumerate(flow):
-            actions += send(frame, seq=seq)
+        to a host is queued under one hold and leaves in one write. A flow the core takes
+        whole (its routing id reserved for the call) is encoded in one call, unchanged."""
+        host, actions = self.core.send_flow(flow)
+        if host is not None:
+            link = self._links.get(host)
+            if link is not None:
+                outbox = link.outbox
+                outbox.hold()
+                try:
+                    outbox.push_flow(flow)
+                finally:
+                    outbox.release()
+            return
         held: list[FrameOutbox] = []
         try:
             for action in actions:
@@ -282,6 +290,8 @@ class HostSwitch:
                 flow = self.flows.get(response.id)
                 if flow is None:
                     self.counters.stragglers += 1
+                elif response.routing_id is flow.xid:  # the xid the switch reserved for it
+                    flow.on_frame(response)
                 else:
                     flow.on_frame(response.replace(routing_id=flow.xid))
                 return
