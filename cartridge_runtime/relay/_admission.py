@@ -39,6 +39,12 @@ class Admission:
         self._chains: dict[
             tuple[int, str, bool], tuple[CartridgeRecord, tuple[tuple[str, int], ...]]
         ] = {}
+        #: Each chain's pool keys and capacities, by (host, id of the chain) (the chain is
+        #: kept beside them, as for ``_chains``).
+        self._pools: dict[
+            tuple[str, int],
+            tuple[tuple[tuple[str, int], ...], tuple[PoolKey, ...], dict[PoolKey, int]],
+        ] = {}
 
     def admitted(self, host: str) -> dict[str, int]:
         """Requests holding each pool of ``host`` now (pool names of every cartridge)."""
@@ -63,6 +69,21 @@ class Admission:
         self._chains[key] = (record, chain)
         return chain
 
+    def _pools_of(
+        self, host: str, key: tuple[Any, ...], chain: tuple[tuple[str, int], ...]
+    ) -> tuple[tuple[PoolKey, ...], dict[PoolKey, int]]:
+        """The pool keys of a route along ``chain`` and their capacities, kept per chain
+        (:meth:`_chain_of` keeps the chains; the capacities are replaced, never changed)."""
+        kept = self._pools.get((host, id(chain)))
+        if kept is not None and kept[0] is chain:
+            return kept[1], kept[2]
+        pools = tuple((host, key, name) for name, _cap in chain)
+        capacities = {k: c for k, (_name, c) in zip(pools, chain, strict=True)}
+        if len(self._pools) >= PICKS_KEPT:
+            self._pools.clear()
+        self._pools[(host, id(chain))] = (chain, pools, capacities)
+        return pools, capacities
+
     def _first_answer(self, route: Route) -> list[SwitchAction]:
         """A cartridge answered: it runs, so the start-up rule of one call at a time ends."""
         self._answered.add((route.dest, route.record))
@@ -72,7 +93,11 @@ class Admission:
         return self._admit_waiting()
 
     def _fits(self, route: Route) -> bool:
-        return all(c == 0 or self._in_use.get(k, 0) < c for k, c in route.capacities.items())
+        in_use = self._in_use
+        for k, c in route.capacities.items():  # noqa: SIM110 (no generator per call)
+            if c and in_use.get(k, 0) >= c:
+                return False
+        return True
 
     def _take(self, route: Route) -> None:
         for key in route.pools:

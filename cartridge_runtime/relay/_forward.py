@@ -22,6 +22,10 @@ reach the peer link's ``on_frame``; :func:`switch_forwarder` gives that one link
 ``relay_to_switch`` in front of its own. Both encode the rewritten frame onto the outbox the
 block being dispatched holds, as the outbox's push would. Without the compiled module (or
 with ``CARTRIDGE_RUNTIME_PURE_PYTHON`` set) neither is used: the Python path does it all.
+
+The switch's side (:func:`app_router`) is the same idea for the responses to its
+application's calls: a host's STREAM_START, CHUNK and STREAM_END go into the call's flow
+through the engine's compiled response router, as a local cartridge's do.
 """
 
 from __future__ import annotations
@@ -31,10 +35,17 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol import Frame, FrameType
+from ..protocol import Frame, FrameType, response_router
 from ..protocol._constants import PURE_PYTHON_ENV
 
-__all__ = ("ToCartridge", "ToSwitch", "compiled", "switch_dispatch", "switch_forwarder")
+__all__ = (
+    "ToCartridge",
+    "ToSwitch",
+    "app_router",
+    "compiled",
+    "switch_dispatch",
+    "switch_forwarder",
+)
 
 #: ``(new id, new routing id, counters, closed, max_closed, outbox, connection, batch)``: a
 #: joined request's route toward its cartridge (the numbering's dicts, keyed by raw values,
@@ -46,15 +57,17 @@ ToSwitch = tuple[Any, Any, Any, Any, Any, Callable[[Any], None], int, Callable[[
 #: The compiled functions, or ``None`` (not built, or the pure-Python path asked for).
 _to_cartridge: Any = None
 _to_switch: Any = None
+_to_app: Any = None
 
 
 def _load() -> None:
-    global _to_cartridge, _to_switch
+    global _to_cartridge, _to_switch, _to_app
     if os.environ.get(PURE_PYTHON_ENV):
         return
     try:
         from ..protocol._speedups import (
             configure_forwarding,
+            relay_to_app,
             relay_to_cartridge,
             relay_to_switch,
         )
@@ -63,7 +76,7 @@ def _load() -> None:
     configure_forwarding(
         (FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END, FrameType.END)
     )
-    _to_cartridge, _to_switch = relay_to_cartridge, relay_to_switch
+    _to_cartridge, _to_switch, _to_app = relay_to_cartridge, relay_to_switch, relay_to_app
 
 
 def compiled() -> bool:
@@ -88,6 +101,17 @@ def switch_forwarder(route: ToSwitch) -> Callable[[Frame], None] | None:
     if _to_switch is None:
         return None
     return functools.partial(_to_switch, route)
+
+
+def app_router(core: object, fallback: Callable[[Frame], None]) -> Callable[[Frame], None]:
+    """A switch's dispatch of one host's frames: a STREAM_START, CHUNK or STREAM_END for a
+    call in ``core.calls`` (the calls routed to that host whose cartridge answered before)
+    goes into the call's flow as a cartridge's own response frame does (the engine's
+    compiled response router, when the call is plain); everything else, and the END (which
+    ends the switch's route first), to ``fallback``."""
+    if _to_app is None or response_router(core, fallback) is None:
+        return fallback
+    return functools.partial(_to_app, core, fallback)
 
 
 _load()

@@ -60,6 +60,7 @@ from ._switch_model import (
     ToApp,
     ToHost,
     best_host,
+    one_flow,
 )
 
 __all__ = ("SwitchCore",)
@@ -279,13 +280,7 @@ class SwitchCore(Admission):
         as it is. Otherwise ``(None, actions)``: what :meth:`send` gives for each frame."""
         req = flow[0]
         xid = req.routing_id
-        if (
-            req.frame_type is FrameType.REQ
-            and xid is not None
-            and xid.value in self._reserved
-            and not self._waiting
-            and all(f.id is req.id and f.routing_id is xid for f in flow[1:])
-        ):
+        if xid is not None and not self._waiting and one_flow(flow, self._reserved):
             self._reserved.discard(xid.value)
             actions = self._open(req, None, 0, xid)
             if len(actions) == 1 and isinstance(actions[0], ToHost):
@@ -299,6 +294,19 @@ class SwitchCore(Admission):
         for seq in range(1, len(flow)):
             out += self.send(flow[seq], seq=seq)
         return None, out
+
+    def answered(self, host: str, rid: MessageId) -> bool:
+        """Whether the application's request ``rid``, routed to ``host``, is served by a
+        cartridge that answered before: its response frames before the last then need
+        nothing of this core (what :meth:`response_for_app` passes)."""
+        xid = self._xid_of.get(rid)
+        route = None if xid is None else self._routes.get((xid, rid))
+        return (
+            route is not None
+            and route.source is None
+            and route.dest == host
+            and (host, route.record) in self._answered
+        )
 
     # -- frames from a host -------------------------------------------------------------------
 
@@ -379,7 +387,7 @@ class SwitchCore(Admission):
             route is None
             or route.source is not None
             or route.dest != host
-            or route.dest_rid != frame.id
+            or (route.dest_rid is not frame.id and route.dest_rid != frame.id)
             or (host, route.record) not in self._answered
         ):
             return None
@@ -490,8 +498,9 @@ class SwitchCore(Admission):
             )
             return [ToApp(err)] if source is None else [ToHost(source, err)]
         slot, registered, record = picked
+        key = record.key
         try:
-            chain = self._chain_of(record, registered, (slot.id, record.key) in self._answered)
+            chain = self._chain_of(record, registered, (slot.id, key) in self._answered)
         except RelayProtocolError as exc:
             err = frames.err(
                 req.id,
@@ -503,6 +512,7 @@ class SwitchCore(Admission):
             return [ToApp(err)] if source is None else [ToHost(source, err)]
         if xid is None:
             xid = self._new_xid()
+        pools, capacities = self._pools_of(slot.id, key, chain)
         route = Route(
             xid=xid,
             rid=req.id,
@@ -511,13 +521,13 @@ class SwitchCore(Admission):
             cap=cap,
             source=source,
             dest=slot.id,
-            pools=tuple((slot.id, record.key, name) for name, _cap in chain),
-            record=record.key,
+            pools=pools,
+            record=key,
         )
-        route.capacities = {k: c for k, (_name, c) in zip(route.pools, chain, strict=True)}
+        route.capacities = capacities
         self._routes[(xid, req.id)] = route
         self._xid_of[req.id] = xid
-        if route.dest_rid != req.id:
+        if source is not None:
             self._routes[(xid, route.dest_rid)] = route
             self._xid_of[route.dest_rid] = xid
         if seq is None:

@@ -5,7 +5,7 @@ host (sans-IO; :mod:`._switch` is the core that uses them)."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -33,6 +33,7 @@ __all__ = (
     "ToApp",
     "ToHost",
     "best_host",
+    "one_flow",
 )
 
 #: Ended requests remembered to tell a straggler from a drop (the reference keeps 64).
@@ -205,3 +206,16 @@ def best_host(slots: Iterable[Slot], cap: str) -> tuple[Slot, str, CartridgeReco
                 if best is None or rank < best[0]:
                     best = (rank, slot, text, record)
     return None if best is None else best[1:]
+
+
+def one_flow(flow: Sequence[Frame], reserved: set[int | bytes]) -> bool:
+    """Whether ``flow`` is a REQ whose routing id is one of ``reserved`` followed by frames
+    of that very rid and routing id (the same objects: the call built them together)."""
+    req = flow[0]
+    xid = req.routing_id
+    if req.frame_type is not FrameType.REQ or xid is None or xid.value not in reserved:
+        return False
+    for frame in flow:  # noqa: SIM110 (no generator per call)
+        if frame.id is not req.id or frame.routing_id is not xid:
+            return False
+    return True

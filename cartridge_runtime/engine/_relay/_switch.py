@@ -39,6 +39,7 @@ from ...relay import (
     ToApp,
     ToHost,
 )
+from ...relay._forward import app_router
 from .._connection._counters import Counters
 from .._connection._gate import PoolGate
 from .._connection._links import Flow
@@ -99,10 +100,10 @@ class HostCallLink:
         self._switch.flows[rid] = flow
 
     def forget(self, rid: MessageId) -> None:
-        self._switch.flows.pop(rid, None)
+        self._switch.forget_call(rid)
 
     def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None:
-        self._switch.flows.pop(rid, None)
+        self._switch.forget_call(rid)
 
     def send(self, frame: Frame) -> None:
         self._switch.from_app(frame)
@@ -133,14 +134,27 @@ class HostCallLink:
         self._switch.drop(self.host, reason)
 
 
+class _Direct:
+    """The calls routed to one host whose response frames need nothing of the switch core
+    but their END, as the compiled response router sees a connection (``_routing``,
+    ``calls``, ``origins``; :func:`~cartridge_runtime.relay._forward.app_router`)."""
+
+    _routing = True
+
+    def __init__(self) -> None:
+        self.calls: dict[MessageId, Flow] = {}
+        self.origins: dict[MessageId, Any] = {}
+
+
 class _Link:
     """One attached host's socket: its outbox and the task reading it (internal)."""
 
-    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+    def __init__(self, stream: anyio.abc.ByteStream, direct: _Direct) -> None:
         self.stream = stream
         self.wire = LinkWire(stream)
         self.outbox = FrameOutbox(self.wire.sink, _link_max_frame)
         self.scope = anyio.CancelScope()
+        self.direct = direct
 
 
 class HostSwitch:
@@ -174,7 +188,8 @@ class HostSwitch:
         :raises HostAttachError: ``name`` is attached already.
         :raises RelayProtocolError: the host's first frame is not a readable RELAY_NOTIFY.
         """
-        pump = FramePump(FrameDecoder(), lambda f: self._from_host(name, f))
+        direct = _Direct()
+        pump = FramePump(FrameDecoder(), app_router(direct, lambda f: self._from_host(name, f)))
         try:
             with anyio.fail_after(ATTACH_TIMEOUT):
                 first = await pump.next_frame(stream)
@@ -194,7 +209,7 @@ class HostSwitch:
         except ProtocolError:
             await stream.aclose()
             raise
-        link = self._links[name] = _Link(stream)
+        link = self._links[name] = _Link(stream, direct)
         assert self._tg is not None
         self._tg.start_soon(self._serve, name, link, pump)
         self._apply(actions)
@@ -225,6 +240,7 @@ class HostSwitch:
     def _lost(self, name: str, link: _Link, reason: str) -> None:
         if self._links.get(name) is link:
             del self._links[name]
+        link.direct.calls.clear()
         link.outbox.close()
         link.wire.stop()
         self._apply(self.core.host_lost(name, reason))
@@ -256,6 +272,10 @@ class HostSwitch:
         if host is not None:
             link = self._links.get(host)
             if link is not None:
+                rid = flow[0].id
+                call = self.flows.get(rid)
+                if call is not None and self.core.answered(host, rid):
+                    link.direct.calls[rid] = call
                 outbox = link.outbox
                 outbox.hold()
                 try:
@@ -279,6 +299,12 @@ class HostSwitch:
         finally:
             for outbox in held:
                 outbox.release()
+
+    def forget_call(self, rid: MessageId) -> None:
+        """The call ``rid`` ended: its flow is routed no more."""
+        self.flows.pop(rid, None)
+        for link in self._links.values():
+            link.direct.calls.pop(rid, None)
 
     def _from_host(self, name: str, frame: Frame) -> None:
         # The time matters only to an inventory, which may start an identity probe (the one
@@ -320,7 +346,7 @@ class HostSwitch:
                     self.counters.stragglers += 1
                     continue
                 if frame.frame_type in _TERMINAL:
-                    self.flows.pop(frame.id, None)
+                    self.forget_call(frame.id)
                 flow.on_frame(frame.replace(routing_id=flow.xid))
             elif isinstance(action, HostChanged):
                 self._changed(action)

@@ -13,6 +13,8 @@
  * connection, batch): the cartridge's numbering (SeqAssigner's dicts, keyed by raw values),
  * its outbox, and the link's batch(connection), which holds that outbox for the block.
  *
+ * to_app(core, fallback, frame), in a switch: see below.
+ *
  * to_switch(route, frame): a frame from the cartridge. route is (link, id, routing id,
  * switch end, outbox, batch, max_frame, fallback); the frame keeps its seq (a host's frames
  * keep theirs on the link).
@@ -313,6 +315,28 @@ error:
     Py_XDECREF(wire);
     Py_XDECREF(count);
     return NULL;
+}
+
+/* to_app(core, fallback, frame) -> None: a host's response frame for a call of the switch's
+ * application: route_response (_response.c) routes it into the call's flow as a cartridge's
+ * own response frame is routed, except the END, which ends the switch's route first (the
+ * fallback's). core holds only the flows of calls routed to that host. */
+PyObject *
+relay_to_app(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "to_app(core, fallback, frame)");
+        return NULL;
+    }
+    if (!fw.configured)
+        return PyObject_CallOneArg(args[1], args[2]);
+    PyObject *ft = PyObject_GetAttr(args[2], fw.s_frame_type);
+    if (ft == NULL)
+        return NULL;
+    Py_DECREF(ft);
+    if (ft == fw.ft_end)
+        return PyObject_CallOneArg(args[1], args[2]);
+    return route_response(module, args, 3);
 }
 
 /* configure_forwarding(frame_types): (STREAM_START, CHUNK, STREAM_END, END). */

@@ -419,6 +419,8 @@ static PyMethodDef methods[] = {
      "relay_to_cartridge(forwards, fallback, frame): a host forwards a switch's frame."},
     {"relay_to_switch", (PyCFunction)(void (*)(void))relay_to_switch, METH_FASTCALL,
      "relay_to_switch(route, frame): a host forwards a cartridge's frame."},
+    {"relay_to_app", (PyCFunction)(void (*)(void))relay_to_app, METH_FASTCALL,
+     "relay_to_app(core, fallback, frame): a switch routes a host's response frame."},
     {NULL, NULL, 0, NULL},
 };
 
