@@ -6,14 +6,14 @@ Rules first:
 1. Toward the cartridge, a STREAM_START, CHUNK, STREAM_END or END of a request the switch
    opened leaves with the host's request id and routing id for that cartridge, and the next
    seq of that flow on the cartridge's pipe; every other field, payload included, unchanged.
-2. Toward the switch, a STREAM_START, CHUNK or STREAM_END of the cartridge's response leaves
-   with the switch's request id and routing id and the seq the cartridge gave it (a host's
-   frames keep their seq on the link, RLY-8).
+2. Toward the switch, a STREAM_START, CHUNK, STREAM_END or END of the cartridge's response
+   leaves with the switch's request id and routing id and the seq the cartridge gave it (a
+   host's frames keep their seq on the link, RLY-8); the END then ends the peer link.
 3. These are exactly the bytes the Python path (the peer link's forwarding, then the
    outbox's numbering and encoding) writes for the same frame: the table is a shortcut, not
-   a second set of rules. Anything else (a REQ, ERR, CANCEL, CREDIT, LOG, the response's
-   END, a frame the codec leaves to Python, a straggler, an outbox not held for the block,
-   a closed link) takes the Python path, before anything has changed.
+   a second set of rules. Anything else (a REQ, ERR, CANCEL, CREDIT, LOG, a frame the codec
+   leaves to Python, a straggler, an outbox not held for the block, a closed link) takes the
+   Python path, before anything has changed.
 
 Theory: the host's switch end keeps ``forwards``, the switch's request id → one
 :data:`ToCartridge` entry per joined request; :func:`switch_dispatch` puts the compiled
@@ -51,8 +51,11 @@ __all__ = (
 #: joined request's route toward its cartridge (the numbering's dicts, keyed by raw values,
 #: the pipe's outbox, and ``batch(connection)``, which holds that outbox for the block).
 ToCartridge = tuple[Any, Any, dict[Any, int], Any, int, Any, Any, Callable[[Any], None]]
-#: ``(link, id, routing id, switch end, outbox, batch, max_frame, fallback)``: its way back.
-ToSwitch = tuple[Any, Any, Any, Any, Any, Callable[[Any], None], int, Callable[[Frame], None]]
+#: ``(link, id, routing id, switch end, outbox, batch, max_frame, fallback, close)``: its way
+#: back (``close()`` after the END, as the link's own ``on_frame`` does).
+ToSwitch = tuple[
+    Any, Any, Any, Any, Any, Callable[[Any], None], int, Callable[[Frame], None], Callable[[], None]
+]
 
 #: The compiled functions, or ``None`` (not built, or the pure-Python path asked for).
 _to_cartridge: Any = None

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from cartridge_runtime._plumbing import FrameOutbox
-from cartridge_runtime.protocol import Frame, MessageId, SeqAssigner, frames
+from cartridge_runtime.protocol import Frame, FrameType, MessageId, SeqAssigner, frames
 from cartridge_runtime.relay import _forward
 
 HERE = Path(__file__).resolve().parent
@@ -99,19 +99,27 @@ def _to_switch(use_c: bool) -> tuple[list[bytes], Any, int]:
     switch_rid, switch_xid = MessageId(b"s" * 16), MessageId(7)
     box = _outbox()
     end = SimpleNamespace(death=None, _flows={})
-    link = SimpleNamespace(done=False, frames=0)
+    link = SimpleNamespace(done=False, frames=0, closed=0)
     python_calls = 0
+
+    def close() -> None:
+        link.closed += 1
+        link.done = True
 
     def python_path(frame: Frame) -> None:
         nonlocal python_calls
         python_calls += 1
+        if link.done:
+            return  # a straggler: the link counts it
         link.frames += 1
         box.push(frame.replace(id=switch_rid, routing_id=switch_xid))
+        if frame.frame_type is FrameType.END:
+            close()
 
-    route = (link, switch_rid, switch_xid, end, box, _no_batch, MAX_FRAME, python_path)
+    route = (link, switch_rid, switch_xid, end, box, _no_batch, MAX_FRAME, python_path, close)
     forward = _forward.switch_forwarder(route) if use_c else python_path
     assert forward is not None
-    for frame in _body(rid, xid, b"\x43abc")[:-1]:
+    for frame in _body(rid, xid, b"\x43abc"):
         forward(frame)
     return [bytes(b) for b in box._out], link, python_calls
 
@@ -122,7 +130,8 @@ def test_the_table_writes_the_python_paths_bytes_toward_the_switch() -> None:
     py_out, py_link, _ = _to_switch(False)
     assert c_out == py_out
     assert c_link.frames == py_link.frames == 6  # the activity watch sees every frame
-    assert c_python == 3  # the large CHUNK, the LOG and the END
+    assert c_link.closed == py_link.closed == 1  # the END ended the link, once
+    assert c_python == 3  # the large CHUNK, the LOG, and the straggler after the END
 
 
 @compiled

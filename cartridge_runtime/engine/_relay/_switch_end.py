@@ -138,6 +138,7 @@ class SwitchEnd:
             conn.batch,
             _LINK_MAX_FRAME,
             link.on_frame,
+            link.close,
         )
         back = switch_forwarder(route)
         if back is None:

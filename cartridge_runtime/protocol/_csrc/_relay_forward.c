@@ -16,8 +16,9 @@
  * to_app(core, fallback, frame), in a switch: see below.
  *
  * to_switch(route, frame): a frame from the cartridge. route is (link, id, routing id,
- * switch end, outbox, batch, max_frame, fallback); the frame keeps its seq (a host's frames
- * keep theirs on the link).
+ * switch end, outbox, batch, max_frame, fallback, close); the frame keeps its seq (a host's
+ * frames keep theirs on the link); after the END, close() ends the link as its own on_frame
+ * would.
  */
 #include "_frames.h"
 
@@ -246,7 +247,7 @@ out:
 PyObject *
 relay_to_switch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 8) {
+    if (nargs != 2 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 9) {
         PyErr_SetString(PyExc_TypeError, "to_switch(route, frame)");
         return NULL;
     }
@@ -254,15 +255,17 @@ relay_to_switch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *link = PyTuple_GET_ITEM(route, 0), *new_id = PyTuple_GET_ITEM(route, 1),
              *new_xid = PyTuple_GET_ITEM(route, 2), *end = PyTuple_GET_ITEM(route, 3),
              *outbox = PyTuple_GET_ITEM(route, 4), *batch = PyTuple_GET_ITEM(route, 5),
-             *max_frame = PyTuple_GET_ITEM(route, 6), *fallback = PyTuple_GET_ITEM(route, 7);
+             *max_frame = PyTuple_GET_ITEM(route, 6), *fallback = PyTuple_GET_ITEM(route, 7),
+             *close = PyTuple_GET_ITEM(route, 8);
     if (!fw.configured)
         return PyObject_CallOneArg(fallback, frame);
     PyObject *ft = PyObject_GetAttr(frame, fw.s_frame_type);
     if (ft == NULL)
         return NULL;
     Py_DECREF(ft);
-    if (ft != fw.ft_chunk && ft != fw.ft_start && ft != fw.ft_stream_end)
-        return PyObject_CallOneArg(fallback, frame); /* the terminal closes the route there */
+    int terminal = ft == fw.ft_end;
+    if (!terminal && ft != fw.ft_chunk && ft != fw.ft_start && ft != fw.ft_stream_end)
+        return PyObject_CallOneArg(fallback, frame);
     PyObject *d = NULL, *flows = NULL, *seq = NULL, *wire = NULL, *count = NULL;
     int taken = 0, ok;
     if ((ok = attr_is(link, fw.s_done, Py_False)) != 1 ||
@@ -298,6 +301,12 @@ relay_to_switch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_DECREF(more);
     if (set < 0 || queue_wire(outbox, wire) < 0)
         goto error;
+    if (terminal) {
+        PyObject *r = PyObject_CallNoArgs(close);
+        if (r == NULL)
+            goto error;
+        Py_DECREF(r);
+    }
     taken = 1;
 done:
     Py_XDECREF(d);
