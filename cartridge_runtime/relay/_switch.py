@@ -59,6 +59,7 @@ from ._switch_model import (
     SwitchAction,
     ToApp,
     ToHost,
+    app_route,
     best_host,
     one_flow,
 )
@@ -273,11 +274,9 @@ class SwitchCore(Admission):
         return xid
 
     def send_flow(self, flow: Sequence[Frame]) -> tuple[str | None, list[SwitchAction]]:
-        """A whole flow of the application's (its REQ, then its body), numbered 0, 1, 2...
-        on the link. When the REQ carries a routing id from :meth:`reserve_xid`, its body the
-        same rid and routing id, and the request is routed and admitted at once, every frame
-        already is what :meth:`send` would send: ``(host, [])``, the flow goes to ``host``
-        as it is. Otherwise ``(None, actions)``: what :meth:`send` gives for each frame."""
+        """A whole flow of the application's (REQ, then body), numbered 0, 1, 2... on the
+        link. ``(host, [])`` when it is :func:`one_flow` of a :meth:`reserve_xid` id and is
+        admitted at once: it goes to ``host`` as it is; else ``(None, send's actions)``."""
         req = flow[0]
         xid = req.routing_id
         if xid is not None and not self._waiting and one_flow(flow, self._reserved):
@@ -374,27 +373,26 @@ class SwitchCore(Admission):
         return []
 
     def response_for_app(self, host: str, frame: Frame) -> Frame | None:
-        """The common case of :meth:`receive`, decided without an action list: a response
-        frame, not the last (STREAM_*, CHUNK, LOG, CREDIT), from the host serving one of the
-        application's requests, whose cartridge answered before. The frame is returned as
-        it came, its routing id still the link's (the caller puts its own there); ``None``:
-        any other case, for :meth:`receive`."""
-        xid = frame.routing_id
-        if xid is None or frame.frame_type not in _APP_RESPONSE:
+        """The common case of :meth:`receive`, without an action list: a response frame
+        before the last (STREAM_*, CHUNK, LOG, CREDIT) of the application's request, from
+        its host (:func:`app_route`), returned as it came; ``None``: for :meth:`receive`."""
+        if frame.frame_type not in _APP_RESPONSE:
             return None
-        route = self._routes.get((xid, frame.id))
-        if (
-            route is None
-            or route.source is not None
-            or route.dest != host
-            or (route.dest_rid is not frame.id and route.dest_rid != frame.id)
-            or (host, route.record) not in self._answered
-        ):
-            return None
-        slot = self._slots.get(host)
-        if slot is None or slot.state is HostState.DETACHED:
+        if app_route(self._routes, self._answered, self._slots, host, frame) is None:
             return None
         return frame
+
+    def end_for_app(self, host: str, frame: Frame) -> list[SwitchAction] | None:
+        """The END of such a response (see :meth:`response_for_app`): the route ends, and
+        what it lets in is returned; the caller hands ``frame`` to the call's flow itself.
+        ``None``: any other case, for :meth:`receive`."""
+        if frame.frame_type is not FrameType.END:
+            return None
+        route = app_route(self._routes, self._answered, self._slots, host, frame)
+        if route is None:
+            return None
+        self._end(route)
+        return self._admit_waiting()
 
     # -- time -----------------------------------------------------------------------------
 
@@ -510,6 +508,7 @@ class SwitchCore(Admission):
                 xid=req.routing_id if source is not None else None,
             )
             return [ToApp(err)] if source is None else [ToHost(source, err)]
+        reserved = xid is not None
         if xid is None:
             xid = self._new_xid()
         pools, capacities = self._pools_of(slot.id, key, chain)
@@ -530,11 +529,15 @@ class SwitchCore(Admission):
         if source is not None:
             self._routes[(xid, route.dest_rid)] = route
             self._xid_of[route.dest_rid] = xid
+        admitted = not self._waiting and self._fits(route)
+        if admitted and reserved:
+            self._take(route)
+            return [ToHost(slot.id, req)]  # it carries the reserved xid: as it is
         if seq is None:
             forwarded = req.replace(id=route.dest_rid, routing_id=xid)
         else:
             forwarded = req.replace(id=route.dest_rid, routing_id=xid, seq=seq)
-        if self._waiting or not self._fits(route):
+        if not admitted:
             route.held = [forwarded]
             self._waiting.append(route)
             return self._admit_waiting()

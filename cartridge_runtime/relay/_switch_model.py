@@ -32,6 +32,7 @@ __all__ = (
     "SwitchAction",
     "ToApp",
     "ToHost",
+    "app_route",
     "best_host",
     "one_flow",
 )
@@ -219,3 +220,30 @@ def one_flow(flow: Sequence[Frame], reserved: set[int | bytes]) -> bool:
         if frame.id is not req.id or frame.routing_id is not xid:
             return False
     return True
+
+
+def app_route(
+    routes: Mapping[tuple[MessageId, MessageId], Route],
+    answered: set[tuple[str, tuple[Any, ...]]],
+    slots: Mapping[str, Slot],
+    host: str,
+    frame: Frame,
+) -> Route | None:
+    """The route of the application's request that ``frame``, from ``host``, answers, when
+    that host serves it, is attached and its cartridge answered before; else ``None``."""
+    xid = frame.routing_id
+    if xid is None:
+        return None
+    route = routes.get((xid, frame.id))
+    if (
+        route is None
+        or route.source is not None
+        or route.dest != host
+        or (route.dest_rid is not frame.id and route.dest_rid != frame.id)
+        or (host, route.record) not in answered
+    ):
+        return None
+    slot = slots.get(host)
+    if slot is None or slot.state is HostState.DETACHED:
+        return None
+    return route

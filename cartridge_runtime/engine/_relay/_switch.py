@@ -321,8 +321,23 @@ class HostSwitch:
                 else:
                     flow.on_frame(response.replace(routing_id=flow.xid))
                 return
+            admitted = self.core.end_for_app(name, frame)
+            if admitted is not None:  # its END: the route ended, the call's flow gets it
+                self._to_call(frame)
+                self._apply(admitted)
+                return
         now = anyio.current_time() if kind is FrameType.RELAY_NOTIFY else 0.0
         self._apply(self.core.receive(name, frame, now))
+
+    def _to_call(self, frame: Frame) -> None:
+        """A frame for one of the application's calls, given the call's routing id."""
+        flow = self.flows.get(frame.id)
+        if flow is None:
+            self.counters.stragglers += 1
+            return
+        if frame.frame_type in _TERMINAL:
+            self.forget_call(frame.id)
+        flow.on_frame(frame if frame.routing_id is flow.xid else frame.replace(routing_id=flow.xid))
 
     def _apply(self, actions: list[SwitchAction]) -> None:
         for action in actions:
@@ -340,14 +355,7 @@ class HostSwitch:
                     else:
                         outbox.push(frame)
             elif isinstance(action, ToApp):
-                frame = action.frame
-                flow = self.flows.get(frame.id)
-                if flow is None:
-                    self.counters.stragglers += 1
-                    continue
-                if frame.frame_type in _TERMINAL:
-                    self.forget_call(frame.id)
-                flow.on_frame(frame.replace(routing_id=flow.xid))
+                self._to_call(action.frame)
             elif isinstance(action, HostChanged):
                 self._changed(action)
 
