@@ -71,6 +71,9 @@ if mode == "host":
     err = open(os.path.join(folder, "host.err"), "w")
     host = subprocess.Popen([sys.executable, cli, "host", "--listen", sock, interop], stderr=err)
     while not os.path.exists(sock):
+        if host.poll() is not None:
+            err.close()
+            raise SystemExit("the host exited: " + open(err.name).read().strip()[-300:])
         time.sleep(0.1)
 try:
     anyio.run(main)
