@@ -1,4 +1,4 @@
-"""A raw switch against a cartridge host (an engine serving ``cartridges/interop.py``): three
+"""A raw switch against a cartridge host (an engine serving ``cartridges/interop.py``): four
 echo requests, their answers printed frame by frame as hex, for test_host_forwarding.py to
 compare between the compiled forwarding and the pure-Python path.
 
@@ -28,12 +28,12 @@ from cartridge_runtime.relay import _forward
 INTEROP = str(Path(__file__).resolve().parents[2] / "cartridges" / "interop.py")
 
 
-def _request(n: int, payload: bytes) -> tuple[MessageId, list[Frame]]:
+def _request(n: int, payload: bytes, chunk_xid: bool = True) -> tuple[MessageId, list[Frame]]:
     rid, xid = MessageId(bytes([n]) * 16), MessageId(n)
     return rid, [
         frames.req(rid, "cap:echo", xid=xid),
         frames.stream_start(rid, "a", "media:", xid=xid, seq=1),
-        frames.chunk(rid, "a", 0, payload, xid=xid, seq=2),
+        frames.chunk(rid, "a", 0, payload, xid=xid if chunk_xid else None, seq=2),
         frames.stream_end(rid, "a", 1, xid=xid, seq=3),
         frames.end(rid, xid=xid, response=False, seq=4),
     ]
@@ -72,13 +72,15 @@ async def main(sock: str) -> None:
                 buf = bytearray()
                 with anyio.fail_after(60):
                     # one write for the whole request; then a large CHUNK (Python's path);
-                    # then the body in a write of its own after the REQ
-                    for n, payload, split in (
-                        (1, b"\x43abc", False),
-                        (2, b"\x59\x30\x00" + b"L" * 12288, False),
-                        (3, b"\x43xyz", True),
+                    # then the body in a write of its own after the REQ; then a CHUNK that
+                    # lacks its routing id (Python's path: the host gives it one)
+                    for n, payload, split, chunk_xid in (
+                        (1, b"\x43abc", False, True),
+                        (2, b"\x59\x30\x00" + b"L" * 12288, False, True),
+                        (3, b"\x43xyz", True, True),
+                        (4, b"\x43uvw", False, False),
                     ):
-                        rid, parts = _request(n, payload)
+                        rid, parts = _request(n, payload, chunk_xid)
                         wire = [encode_frame(f) for f in parts]
                         if split:
                             await stream.send(wire[0])
