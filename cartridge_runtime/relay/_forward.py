@@ -42,7 +42,7 @@ __all__ = (
     "ToCartridge",
     "ToSwitch",
     "app_router",
-    "compiled",
+    "forwarding_compiled",
     "switch_dispatch",
     "switch_forwarder",
 )
@@ -82,7 +82,7 @@ def _load() -> None:
     _to_cartridge, _to_switch, _to_app = relay_to_cartridge, relay_to_switch, relay_to_app
 
 
-def compiled() -> bool:
+def forwarding_compiled() -> bool:
     """Whether the compiled forwarding is in use."""
     return _to_cartridge is not None
 

@@ -23,7 +23,7 @@ from cartridge_runtime.protocol import (
     encode_frame,
     frames,
 )
-from cartridge_runtime.relay import _forward
+from cartridge_runtime.relay import forwarding_compiled
 
 INTEROP = str(Path(__file__).resolve().parents[2] / "cartridges" / "interop.py")
 
@@ -60,7 +60,7 @@ async def _answer(stream: anyio.abc.ByteStream, buf: bytearray, rid: MessageId) 
 
 
 async def main(sock: str) -> None:
-    print(f"compiled {_forward.compiled()}")
+    print(f"compiled {forwarding_compiled()}")
     async with Engine() as engine:
         await engine.start(engine.add_cartridge(INTEROP))
         ready = anyio.Event()

@@ -21,13 +21,13 @@ import pytest
 
 from cartridge_runtime._plumbing import FrameOutbox
 from cartridge_runtime.protocol import Frame, FrameType, MessageId, SeqAssigner, frames
-from cartridge_runtime.relay import _forward
+from cartridge_runtime.relay import forwarding_compiled, switch_dispatch, switch_forwarder
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MAX_FRAME = 1 << 20
 
-compiled = pytest.mark.skipif(not _forward.compiled(), reason="the compiled module is not in use")
+compiled = pytest.mark.skipif(not forwarding_compiled(), reason="the compiled module is not in use")
 
 
 def _outbox(seq: SeqAssigner | None = None) -> FrameOutbox:
@@ -69,7 +69,7 @@ def _to_cartridge(use_c: bool) -> tuple[list[bytes], SeqAssigner, int]:
         switch_rid: (rid, xid, seq._counters, seq._closed, seq.MAX_CLOSED, box, conn, _no_batch)
     }
     dispatch: Callable[[Frame], None] = (
-        _forward.switch_dispatch(forwards, python_path) if use_c else python_path
+        switch_dispatch(forwards, python_path) if use_c else python_path
     )
     for frame in [frames.chunk(MessageId(b"x" * 16), "a", 0, b"\x40", xid=switch_xid)]:
         dispatch(frame)  # another request's frame: not in the table, Python's
@@ -117,7 +117,7 @@ def _to_switch(use_c: bool) -> tuple[list[bytes], Any, int]:
             close()
 
     route = (link, switch_rid, switch_xid, end, box, _no_batch, MAX_FRAME, python_path, close)
-    forward = _forward.switch_forwarder(route) if use_c else python_path
+    forward = switch_forwarder(route) if use_c else python_path
     assert forward is not None
     for frame in _body(rid, xid, b"\x43abc"):
         forward(frame)
@@ -145,7 +145,7 @@ def test_the_table_leaves_a_frame_to_python_when_the_outbox_is_not_held() -> Non
     forwards: dict[Any, Any] = {
         switch_rid: (rid, xid, seq._counters, seq._closed, seq.MAX_CLOSED, box, conn, _no_batch)
     }
-    dispatch = _forward.switch_dispatch(forwards, taken.append)
+    dispatch = switch_dispatch(forwards, taken.append)
     frame = frames.stream_start(switch_rid, "a", "media:", xid=MessageId(7))
     dispatch(frame)
     assert taken == [frame] and not box._out and not seq._counters

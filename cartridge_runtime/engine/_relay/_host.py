@@ -26,8 +26,8 @@ from ...relay import (
     PolicyChanged,
     Refuse,
     encode_inventory,
+    switch_dispatch,
 )
-from ...relay._forward import switch_dispatch
 from .._connection._counters import Counters
 from ._records import inventory_records
 from ._switch_end import SwitchEnd

@@ -38,8 +38,8 @@ from ...relay import (
     SwitchCore,
     ToApp,
     ToHost,
+    app_router,
 )
-from ...relay._forward import app_router
 from .._connection._counters import Counters
 from .._connection._gate import PoolGate
 from .._connection._links import Flow

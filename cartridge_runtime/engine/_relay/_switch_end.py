@@ -15,8 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from ...protocol import AttributionClass, ErrorCode, Frame, Limits, MessageId, SeqAssigner
-from ...relay import HostLink
-from ...relay._forward import ToCartridge, switch_forwarder
+from ...relay import HostLink, ToCartridge, switch_forwarder
 from .._connection._block_hold import BlockHold, Holdable
 from .._connection._counters import Counters
 from .._connection._gate import PoolGate
