@@ -42,16 +42,22 @@ RUN_TIMEOUT_S = 900.0
 
 #: The host: ``cartridge host --listen SOCKET CARTRIDGE`` as the command runs it, with the
 #: start-up steps given as long as the driver's (under valgrind on a loaded machine a
-#: cartridge's HELLO can take longer than the default 10 s).
+#: cartridge's HELLO can take longer than the default 10 s), and ending on SIGTERM as the
+#: engine closes: its cartridge then exits on its own and is counted in every run.
 _HOST = """
-import sys, anyio
+import signal, sys, anyio
 from cartridge_runtime.engine import Engine
 from cartridge_runtime.host import listen
 sock, interop = sys.argv[3], sys.argv[4]
 async def main():
-    async with Engine(step_timeout=600.0) as engine:
+    async with Engine(step_timeout=600.0, shutdown_grace=600.0) as engine:
         await engine.start(engine.add_cartridge(interop))
-        await listen(engine, sock)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listen, engine, sock)
+            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                async for _ in signals:
+                    break
+            tg.cancel_scope.cancel()
 anyio.run(main)
 """
 
