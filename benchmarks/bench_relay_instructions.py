@@ -4,11 +4,12 @@ busy machine cannot skew (the relay's CPU per call from ``/proc`` moves with the
 
 Counts with valgrind's cachegrind, as ``bench_instructions.py`` does, every process of two
 set-ups running ``cartridges/interop.py``'s ``cap:echo`` one small call at a time: *direct*
-(our engine runs the cartridge) and *host* (our engine's switch calls a ``cartridge host``
-process over its Unix socket, which runs the cartridge). Each figure is the difference of
-a run with ``--calls`` more calls than a short one, divided by ``--calls``, so start-up and
-shutdown cancel out. The ratio direct / host is what the host's calls/s would be of the
-direct calls/s on a machine where each call's chain of processes is CPU-bound.
+(our engine runs the cartridge) and *host* (our engine's switch calls a host process, what
+``cartridge host --listen`` runs, over its Unix socket, which runs the cartridge). Each
+figure is the difference of a run with ``--calls`` more calls than a short one, divided by
+``--calls``, so start-up and shutdown cancel out. The ratio direct / host is what the host's
+calls/s would be of the direct calls/s on a machine where each call's chain of processes is
+CPU-bound.
 
 ``--tree PATH`` counts another checkout of this project (its package first on
 ``PYTHONPATH``, for every process), for a before/after beside this one.
@@ -39,6 +40,27 @@ ROOT = Path(__file__).resolve().parent.parent
 SHORT = 20
 RUN_TIMEOUT_S = 900.0
 
+#: The host: ``cartridge host --listen SOCKET CARTRIDGE`` as the command runs it, with the
+#: start-up steps given as long as the driver's (under valgrind on a loaded machine a
+#: cartridge's HELLO can take longer than the default 10 s), and ending on SIGTERM as the
+#: engine closes: its cartridge then exits on its own and is counted in every run.
+_HOST = """
+import signal, sys, anyio
+from cartridge_runtime.engine import Engine
+from cartridge_runtime.host import listen
+sock, interop = sys.argv[3], sys.argv[4]
+async def main():
+    async with Engine(step_timeout=600.0, shutdown_grace=600.0) as engine:
+        await engine.start(engine.add_cartridge(interop))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listen, engine, sock)
+            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                async for _ in signals:
+                    break
+            tg.cancel_scope.cancel()
+anyio.run(main)
+"""
+
 #: The driver, run under valgrind: ``MODE CALLS FOLDER``; the host, when asked, is started by
 #: it (and traced too, as is each cartridge).
 _DRIVER = """
@@ -67,10 +89,13 @@ async def main():
 host = None
 if mode == "host":
     sock = os.path.join(folder, "host.sock")
-    cli = os.path.join(os.path.dirname(sys.executable), "cartridge")
+    script = os.path.join(folder, "host.py")
     err = open(os.path.join(folder, "host.err"), "w")
-    host = subprocess.Popen([sys.executable, cli, "host", "--listen", sock, interop], stderr=err)
+    host = subprocess.Popen([sys.executable, script, "host", "--listen", sock, interop], stderr=err)
     while not os.path.exists(sock):
+        if host.poll() is not None:
+            err.close()
+            raise SystemExit("the host exited: " + open(err.name).read().strip()[-300:])
         time.sleep(0.1)
 try:
     anyio.run(main)
@@ -87,6 +112,7 @@ def _run(tree: Path, mode: str, calls: int) -> dict[str, int]:
     env["PYTHONHASHSEED"] = "0"
     with tempfile.TemporaryDirectory(prefix="bench-relay-instr-", dir="/tmp") as out:
         os.chmod(out, 0o700)
+        Path(out, "host.py").write_text(_HOST)
         command = [
             "valgrind",
             "--tool=cachegrind",
@@ -112,10 +138,10 @@ def _run(tree: Path, mode: str, calls: int) -> dict[str, int]:
         counted = [parse_cachegrind(p.read_text()) for p in Path(out).glob("*.out")]
     found: dict[str, int] = {}
     for cmd, n in counted:
-        if " -c " in f" {cmd} " or cmd.endswith(" -c"):
-            name = "engine"
-        elif " host --listen " in cmd:
+        if " host --listen " in cmd:
             name = "host"
+        elif " -c " in f" {cmd} " or cmd.endswith(" -c"):
+            name = "engine"
         elif "interop.py" in cmd:
             name = "cartridge"
         else:

@@ -4,13 +4,22 @@ RELAY_NOTIFY (10) carries a host's inventory and limits toward the switch; RELAY
 carries the switch's opaque resources payload toward a host. :class:`SwitchCore` decides
 the switch's side (attach, POLICY first, the identity probe, routing by cap and by routing
 id, admission per pool, a lost host's calls); :class:`HostLink` decides the host's side of
-one link. The shells that move the bytes are ``cartridge_runtime.host`` (a host) and the
+one link, and its forwarding table (:func:`switch_dispatch`) the frames it relays unchanged
+but for their ids (RLY-18). The shells that move the bytes are ``cartridge_runtime.host`` (a host) and the
 engine's :meth:`~cartridge_runtime.engine.Engine.add_host` (a switch). Nothing here does IO.
 """
 
 from __future__ import annotations
 
 from ._errors import HostAttachError, RelayProtocolError
+from ._forward import (
+    ToCartridge,
+    ToSwitch,
+    app_router,
+    forwarding_compiled,
+    switch_dispatch,
+    switch_forwarder,
+)
 from ._host_link import (
     Absorbed,
     ForPeerCall,
@@ -71,6 +80,13 @@ __all__ = (
     "ForPeerCall",
     "Refuse",
     "Unrouted",
+    # the host's forwarding table (RLY-18)
+    "ToCartridge",
+    "ToSwitch",
+    "forwarding_compiled",
+    "switch_dispatch",
+    "switch_forwarder",
+    "app_router",
     # inventory
     "CartridgeRecord",
     "Inventory",

@@ -13,9 +13,9 @@ Rules first:
 Theory: one slot per host id (kept when its link closes, so a host that comes back with the
 same id is re-attached in place, RLY-7), a request table keyed by ``(xid, rid)`` with the
 request's source (the application or a host, for a peer call) and destination host, and the
-admission counters of each (host, cartridge, pool). Every verb returns the list of
-:class:`ToHost` / :class:`ToApp` / :class:`HostChanged` actions the shell carries out in
-order. Time is an argument; :meth:`SwitchCore.next_deadline` says when to call
+admission counters of each (host, cartridge, pool) (:mod:`._admission`). Every verb returns
+the list of :class:`ToHost` / :class:`ToApp` / :class:`HostChanged` actions the shell carries
+out in order. Time is an argument; :meth:`SwitchCore.next_deadline` says when to call
 :meth:`SwitchCore.handle_timer`. The model (slot states and their transitions, the actions,
 slots, probes and routes) is in :mod:`._switch_model`; the identity probe in :mod:`._probe`.
 """
@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import deque
-from typing import Any
+from collections.abc import Sequence
 
 from ..protocol import (
     AttributionClass,
@@ -35,29 +35,33 @@ from ..protocol import (
     Limits,
     MessageId,
     NetworkPolicy,
+    _frame,
     frames,
 )
+from ._admission import Admission
 from ._errors import HostAttachError, RelayProtocolError
-from ._inventory import CartridgeRecord, pool_chain, read_relay_notify, relay_state
+from ._inventory import CartridgeRecord, read_relay_notify, relay_state
 from ._probe import PROBE_TIMEOUT, probe_frames, read_probe_frame
 from ._switch_model import (
     BODY_FRAMES,
     HOST_TRANSITIONS,
     PICKS_KEPT,
     RECENT_ENDED,
+    RESERVED_KEPT,
     WRONG_WAY,
     HostChanged,
     HostInput,
     HostState,
     HostView,
-    PoolKey,
     Probe,
     Route,
     Slot,
     SwitchAction,
     ToApp,
     ToHost,
+    app_route,
     best_host,
+    one_flow,
 )
 
 __all__ = ("SwitchCore",)
@@ -77,7 +81,7 @@ _APP_RESPONSE = frozenset(
 )
 
 
-class SwitchCore:
+class SwitchCore(Admission):
     """Routes frames between the application and attached hosts (see the module docstring).
 
     :param policy: the network policy each host is given first, before anything routed.
@@ -89,22 +93,15 @@ class SwitchCore:
         self._routes: dict[tuple[MessageId, MessageId], Route] = {}
         self._xid_of: dict[MessageId, MessageId] = {}  # rid -> xid of its live route
         self._probes: dict[MessageId, Probe] = {}
-        self._in_use: dict[PoolKey, int] = {}
-        self._waiting: deque[Route] = deque()
+        Admission.__init__(self)
         self._ended: deque[MessageId] = deque(maxlen=RECENT_ENDED)
         self._ended_set: set[MessageId] = set()
         self._next_xid = 0
-        #: (host, record key) of cartridges not announced running that answered a call: the
-        #: one-call-at-a-time start-up rule no longer holds them.
-        self._answered: set[tuple[str, tuple[Any, ...]]] = set()
+        #: Routing ids given out by :meth:`reserve_xid` and not used yet (their values).
+        self._reserved: set[int | bytes] = set()
         #: ``_pick``'s answers by requested cap; emptied whenever a host's state or
         #: inventory changes (cap matching costs far more than a dict look-up).
         self._picks: dict[str, tuple[Slot, str, CartridgeRecord] | None] = {}
-        #: Admission chains by (id of record, cap, answered); the record is kept beside its
-        #: chain, so an id reused by a later record never finds a stale one.
-        self._chains: dict[
-            tuple[int, str, bool], tuple[CartridgeRecord, tuple[tuple[str, int], ...]]
-        ] = {}
         #: The RELAY_STATE payload given for each host id, sent again on every attach.
         self._states: dict[str, bytes] = {}
         #: Frames that found no route and belonged to no request that just ended, by type.
@@ -267,6 +264,49 @@ class SwitchCore:
             f"{frame.frame_type.name} is not a frame the application routes through the switch"
         )
 
+    def reserve_xid(self) -> MessageId:
+        """A fresh routing id for a request of the application's to carry from the start:
+        a flow whose REQ carries it can leave through :meth:`send_flow` unchanged."""
+        if len(self._reserved) >= RESERVED_KEPT:
+            self._reserved.clear()  # calls that never sent: their flows go frame by frame
+        xid = self._new_xid()
+        self._reserved.add(xid.value)
+        return xid
+
+    def send_flow(self, flow: Sequence[Frame]) -> tuple[str | None, list[SwitchAction]]:
+        """A whole flow of the application's (REQ, then body), numbered 0, 1, 2... on the
+        link. ``(host, [])`` when it is :func:`one_flow` of a :meth:`reserve_xid` id and is
+        admitted at once: it goes to ``host`` as it is; else ``(None, send's actions)``."""
+        req = flow[0]
+        xid = req.routing_id
+        if xid is not None and not self._waiting and one_flow(flow, self._reserved):
+            self._reserved.discard(xid.value)
+            actions = self._open(req, None, 0, xid)
+            if len(actions) == 1 and isinstance(actions[0], ToHost):
+                route = self._routes[(xid, req.id)]
+                if route.held is None:
+                    route.next_seq = len(flow)
+                    return actions[0].host, []
+            out = actions
+        else:
+            out = self.send(req, seq=0)
+        for seq in range(1, len(flow)):
+            out += self.send(flow[seq], seq=seq)
+        return None, out
+
+    def answered(self, host: str, rid: MessageId) -> bool:
+        """Whether the application's request ``rid``, routed to ``host``, is served by a
+        cartridge that answered before: its response frames before the last then need
+        nothing of this core (what :meth:`response_for_app` passes)."""
+        xid = self._xid_of.get(rid)
+        route = None if xid is None else self._routes.get((xid, rid))
+        return (
+            route is not None
+            and route.source is None
+            and route.dest == host
+            and (host, route.record) in self._answered
+        )
+
     # -- frames from a host -------------------------------------------------------------------
 
     def receive(self, host: str, frame: Frame, now: float = 0.0) -> list[SwitchAction]:
@@ -333,27 +373,26 @@ class SwitchCore:
         return []
 
     def response_for_app(self, host: str, frame: Frame) -> Frame | None:
-        """The common case of :meth:`receive`, decided without an action list: a response
-        frame, not the last (STREAM_*, CHUNK, LOG, CREDIT), from the host serving one of the
-        application's requests, whose cartridge answered before. The frame is returned as
-        it came, its routing id still the link's (the caller puts its own there); ``None``:
-        any other case, for :meth:`receive`."""
-        xid = frame.routing_id
-        if xid is None or frame.frame_type not in _APP_RESPONSE:
+        """The common case of :meth:`receive`, without an action list: a response frame
+        before the last (STREAM_*, CHUNK, LOG, CREDIT) of the application's request, from
+        its host (:func:`app_route`), returned as it came; ``None``: for :meth:`receive`."""
+        if frame.frame_type not in _APP_RESPONSE:
             return None
-        route = self._routes.get((xid, frame.id))
-        if (
-            route is None
-            or route.source is not None
-            or route.dest != host
-            or route.dest_rid != frame.id
-            or (host, route.record) not in self._answered
-        ):
-            return None
-        slot = self._slots.get(host)
-        if slot is None or slot.state is HostState.DETACHED:
+        if app_route(self._routes, self._answered, self._slots, host, frame) is None:
             return None
         return frame
+
+    def end_for_app(self, host: str, frame: Frame) -> list[SwitchAction] | None:
+        """The END of such a response (see :meth:`response_for_app`): the route ends, and
+        what it lets in is returned; the caller hands ``frame`` to the call's flow itself.
+        ``None``: any other case, for :meth:`receive`."""
+        if frame.frame_type is not FrameType.END:
+            return None
+        route = app_route(self._routes, self._answered, self._slots, host, frame)
+        if route is None:
+            return None
+        self._end(route)
+        return self._admit_waiting()
 
     # -- time -----------------------------------------------------------------------------
 
@@ -379,14 +418,6 @@ class SwitchCore:
     def live_requests(self) -> int:
         """Requests routed and not ended (held ones included)."""
         return len(self._live())
-
-    def admitted(self, host: str) -> dict[str, int]:
-        """Requests holding each pool of ``host`` now (pool names of every cartridge)."""
-        found: dict[str, int] = {}
-        for (h, _record, pool), n in self._in_use.items():
-            if h == host and n:
-                found[pool] = found.get(pool, 0) + n
-        return found
 
     # -- inside: hosts ----------------------------------------------------------------------
 
@@ -431,7 +462,9 @@ class SwitchCore:
 
     def _new_xid(self) -> MessageId:
         self._next_xid += 1
-        return MessageId(self._next_xid)
+        # the id cache's instance: the decoder gives a host's frames this very object back
+        xid: MessageId = _frame.int_id(self._next_xid)
+        return xid
 
     def _pick(self, cap: str) -> tuple[Slot, str, CartridgeRecord] | None:
         """The host, registered cap and record a call to ``cap`` goes to: among healthy hosts'
@@ -444,7 +477,13 @@ class SwitchCore:
         self._picks[cap] = picked
         return picked
 
-    def _open(self, req: Frame, source: str | None, seq: int | None = None) -> list[SwitchAction]:
+    def _open(
+        self,
+        req: Frame,
+        source: str | None,
+        seq: int | None = None,
+        xid: MessageId | None = None,
+    ) -> list[SwitchAction]:
         cap = req.cap or ""
         picked = self._pick(cap)
         if picked is None:
@@ -457,8 +496,9 @@ class SwitchCore:
             )
             return [ToApp(err)] if source is None else [ToHost(source, err)]
         slot, registered, record = picked
+        key = record.key
         try:
-            chain = self._chain_of(record, registered, (slot.id, record.key) in self._answered)
+            chain = self._chain_of(record, registered, (slot.id, key) in self._answered)
         except RelayProtocolError as exc:
             err = frames.err(
                 req.id,
@@ -468,7 +508,10 @@ class SwitchCore:
                 xid=req.routing_id if source is not None else None,
             )
             return [ToApp(err)] if source is None else [ToHost(source, err)]
-        xid = self._new_xid()
+        reserved = xid is not None
+        if xid is None:
+            xid = self._new_xid()
+        pools, capacities = self._pools_of(slot.id, key, chain)
         route = Route(
             xid=xid,
             rid=req.id,
@@ -477,70 +520,32 @@ class SwitchCore:
             cap=cap,
             source=source,
             dest=slot.id,
-            pools=tuple((slot.id, record.key, name) for name, _cap in chain),
-            record=record.key,
+            pools=pools,
+            record=key,
         )
-        route.capacities = {k: c for k, (_name, c) in zip(route.pools, chain, strict=True)}
+        route.capacities = capacities
         self._routes[(xid, req.id)] = route
         self._xid_of[req.id] = xid
-        if route.dest_rid != req.id:
+        if source is not None:
             self._routes[(xid, route.dest_rid)] = route
             self._xid_of[route.dest_rid] = xid
+        admitted = not self._waiting and self._fits(route)
+        if admitted and reserved:
+            self._take(route)
+            return [ToHost(slot.id, req)]  # it carries the reserved xid: as it is
         if seq is None:
             forwarded = req.replace(id=route.dest_rid, routing_id=xid)
         else:
             forwarded = req.replace(id=route.dest_rid, routing_id=xid, seq=seq)
-        if self._waiting or not self._fits(route):
+        if not admitted:
             route.held = [forwarded]
             self._waiting.append(route)
             return self._admit_waiting()
         self._take(route)
         return [ToHost(slot.id, forwarded)]
 
-    def _chain_of(
-        self, record: CartridgeRecord, cap: str, answered: bool
-    ) -> tuple[tuple[str, int], ...]:
-        """:func:`pool_chain`, kept per record (an inventory's records are immutable and a
-        new inventory brings new ones), cap and start-up state: computed once, not per call."""
-        key = (id(record), cap, answered)
-        kept = self._chains.get(key)
-        if kept is not None and kept[0] is record:
-            return kept[1]
-        chain = pool_chain(record, cap, answered=answered)
-        if len(self._chains) >= PICKS_KEPT:
-            self._chains.clear()
-        self._chains[key] = (record, chain)
-        return chain
-
-    def _first_answer(self, route: Route) -> list[SwitchAction]:
-        """A cartridge answered: it runs, so the start-up rule of one call at a time ends."""
-        self._answered.add((route.dest, route.record))
-        for waiting in self._waiting:
-            if waiting.dest == route.dest and waiting.record == route.record:
-                waiting.capacities = dict.fromkeys(waiting.capacities, 0)
-        return self._admit_waiting()
-
     def _live(self) -> list[Route]:
         return list({id(r): r for r in self._routes.values()}.values())
-
-    def _fits(self, route: Route) -> bool:
-        return all(c == 0 or self._in_use.get(k, 0) < c for k, c in route.capacities.items())
-
-    def _take(self, route: Route) -> None:
-        for key in route.pools:
-            self._in_use[key] = self._in_use.get(key, 0) + 1
-
-    def _admit_waiting(self) -> list[SwitchAction]:
-        out: list[SwitchAction] = []
-        while self._waiting:
-            route = self._waiting[0]
-            if not self._fits(route):
-                break
-            self._waiting.popleft()
-            held, route.held = route.held or [], None
-            self._take(route)
-            out += [ToHost(route.dest, f) for f in held]
-        return out
 
     def _cancel_held(self, route: Route, frame: Frame) -> list[SwitchAction]:
         """A request cancelled while waiting for admission ends at once, never sent."""
@@ -581,12 +586,7 @@ class SwitchCore:
                 self._waiting.remove(route)
             route.held = None
         else:
-            for key in route.pools:
-                left = self._in_use.get(key, 0) - 1
-                if left > 0:
-                    self._in_use[key] = left
-                else:
-                    self._in_use.pop(key, None)
+            self._release(route)
         for rid in {route.rid, route.dest_rid}:
             if len(self._ended) == self._ended.maxlen:
                 self._ended_set.discard(self._ended[0])

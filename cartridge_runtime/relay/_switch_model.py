@@ -5,7 +5,7 @@ host (sans-IO; :mod:`._switch` is the core that uses them)."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -19,6 +19,7 @@ __all__ = (
     "HOST_TRANSITIONS",
     "PICKS_KEPT",
     "RECENT_ENDED",
+    "RESERVED_KEPT",
     "WRONG_WAY",
     "HostChanged",
     "HostInput",
@@ -31,13 +32,17 @@ __all__ = (
     "SwitchAction",
     "ToApp",
     "ToHost",
+    "app_route",
     "best_host",
+    "one_flow",
 )
 
 #: Ended requests remembered to tell a straggler from a drop (the reference keeps 64).
 RECENT_ENDED = 256
 #: Requested caps whose route is remembered at once (the table restarts when full).
 PICKS_KEPT = 1024
+#: Routing ids reserved for calls and not used yet (the set restarts when full).
+RESERVED_KEPT = 4096
 
 
 class HostState(enum.Enum):
@@ -202,3 +207,43 @@ def best_host(slots: Iterable[Slot], cap: str) -> tuple[Slot, str, CartridgeReco
                 if best is None or rank < best[0]:
                     best = (rank, slot, text, record)
     return None if best is None else best[1:]
+
+
+def one_flow(flow: Sequence[Frame], reserved: set[int | bytes]) -> bool:
+    """Whether ``flow`` is a REQ whose routing id is one of ``reserved`` followed by frames
+    of that very rid and routing id (the same objects: the call built them together)."""
+    req = flow[0]
+    xid = req.routing_id
+    if req.frame_type is not FrameType.REQ or xid is None or xid.value not in reserved:
+        return False
+    for frame in flow:  # noqa: SIM110 (no generator per call)
+        if frame.id is not req.id or frame.routing_id is not xid:
+            return False
+    return True
+
+
+def app_route(
+    routes: Mapping[tuple[MessageId, MessageId], Route],
+    answered: set[tuple[str, tuple[Any, ...]]],
+    slots: Mapping[str, Slot],
+    host: str,
+    frame: Frame,
+) -> Route | None:
+    """The route of the application's request that ``frame``, from ``host``, answers, when
+    that host serves it, is attached and its cartridge answered before; else ``None``."""
+    xid = frame.routing_id
+    if xid is None:
+        return None
+    route = routes.get((xid, frame.id))
+    if (
+        route is None
+        or route.source is not None
+        or route.dest != host
+        or (route.dest_rid is not frame.id and route.dest_rid != frame.id)
+        or (host, route.record) not in answered
+    ):
+        return None
+    slot = slots.get(host)
+    if slot is None or slot.state is HostState.DETACHED:
+        return None
+    return route

@@ -39,6 +39,18 @@ ALLOWED: dict[tuple[str, str], str] = {
         "cartridge_runtime.runtime._frames._wire",
         "cartridge_runtime.protocol._codec",
     ): "the per-CHUNK fast path writes a byte string's head without the public encoder",
+    (
+        "cartridge_runtime.relay._forward",
+        "cartridge_runtime.protocol._speedups",
+    ): "the host's forwarding table binds its own compiled functions (relay C in the extension)",
+    (
+        "cartridge_runtime.relay._forward",
+        "cartridge_runtime.protocol._constants",
+    ): "the forwarding table honours the pure-Python switch as the codec's fast paths do",
+    (
+        "cartridge_runtime.relay._switch",
+        "cartridge_runtime.protocol._frame",
+    ): "the switch gives out routing ids from the id cache (int_id), as a connection does",
 }
 
 

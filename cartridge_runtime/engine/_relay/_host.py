@@ -26,6 +26,7 @@ from ...relay import (
     PolicyChanged,
     Refuse,
     encode_inventory,
+    switch_dispatch,
 )
 from .._connection._counters import Counters
 from ._records import inventory_records
@@ -79,6 +80,7 @@ class _Link:
             self.end.to_peer_call(event.frame)
         elif isinstance(event, OpenRequest):
             open_request(self.end, event.frame)
+            self.end.forward(event.frame.id)
         elif isinstance(event, Refuse):
             self.outbox.push(event.reply)
         elif isinstance(event, PolicyChanged):
@@ -111,9 +113,10 @@ async def serve_link(
         async with anyio.create_task_group() as tg:
             tg.start_soon(link.outbox.run)
             tg.start_soon(link.announcer)
-            pump = FramePump(
-                FrameDecoder(), lambda f: link.dispatch(f, open_request), hold=link.end.block
-            )
+            # The forwarding table takes a joined request's body frames (RLY-18); every
+            # other frame goes through the core.
+            dispatch = switch_dispatch(link.end.forwards, lambda f: link.dispatch(f, open_request))
+            pump = FramePump(FrameDecoder(), dispatch, hold=link.end.block)
             try:
                 await pump.run(link.wire.source)
             except ProtocolError as exc:

@@ -38,6 +38,7 @@ from ...relay import (
     SwitchCore,
     ToApp,
     ToHost,
+    app_router,
 )
 from .._connection._counters import Counters
 from .._connection._gate import PoolGate
@@ -74,7 +75,6 @@ class HostCallLink:
         self.name = f"{host}/{cartridge}"
         self.gate = PoolGate()  # the switch core holds admission per pool
         self.metric_totals: dict[str, float] = {}
-        self._xids = 0
         self._new_wake: Callable[[], Wake] = wake_factory()
 
     @property
@@ -92,17 +92,18 @@ class HostCallLink:
         return self._new_wake()
 
     def next_xid(self) -> MessageId:
-        self._xids += 1
-        return MessageId(self._xids)
+        """The routing id the switch will give the call's REQ, reserved now: its flow then
+        leaves as the call built it (:meth:`HostSwitch.from_app_flow`)."""
+        return self._switch.core.reserve_xid()
 
     def add_flow(self, rid: MessageId, flow: Flow) -> None:
         self._switch.flows[rid] = flow
 
     def forget(self, rid: MessageId) -> None:
-        self._switch.flows.pop(rid, None)
+        self._switch.forget_call(rid)
 
     def forget_flow(self, rid: MessageId, xid: MessageId | None) -> None:
-        self._switch.flows.pop(rid, None)
+        self._switch.forget_call(rid)
 
     def send(self, frame: Frame) -> None:
         self._switch.from_app(frame)
@@ -136,14 +137,27 @@ class HostCallLink:
         self._switch.drop(self.host, reason)
 
 
+class _Direct:
+    """The calls routed to one host whose response frames need nothing of the switch core
+    but their END, as the compiled response router sees a connection (``_routing``,
+    ``calls``, ``origins``; :func:`~cartridge_runtime.relay._forward.app_router`)."""
+
+    _routing = True
+
+    def __init__(self) -> None:
+        self.calls: dict[MessageId, Flow] = {}
+        self.origins: dict[MessageId, Any] = {}
+
+
 class _Link:
     """One attached host's socket: its outbox and the task reading it (internal)."""
 
-    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+    def __init__(self, stream: anyio.abc.ByteStream, direct: _Direct) -> None:
         self.stream = stream
         self.wire = LinkWire(stream)
         self.outbox = FrameOutbox(self.wire.sink, _link_max_frame)
         self.scope = anyio.CancelScope()
+        self.direct = direct
 
 
 class HostSwitch:
@@ -177,7 +191,8 @@ class HostSwitch:
         :raises HostAttachError: ``name`` is attached already.
         :raises RelayProtocolError: the host's first frame is not a readable RELAY_NOTIFY.
         """
-        pump = FramePump(FrameDecoder(), lambda f: self._from_host(name, f))
+        direct = _Direct()
+        pump = FramePump(FrameDecoder(), app_router(direct, lambda f: self._from_host(name, f)))
         try:
             with anyio.fail_after(ATTACH_TIMEOUT):
                 first = await pump.next_frame(stream)
@@ -197,7 +212,7 @@ class HostSwitch:
         except ProtocolError:
             await stream.aclose()
             raise
-        link = self._links[name] = _Link(stream)
+        link = self._links[name] = _Link(stream, direct)
         assert self._tg is not None
         self._tg.start_soon(self._serve, name, link, pump)
         self._apply(actions)
@@ -228,6 +243,7 @@ class HostSwitch:
     def _lost(self, name: str, link: _Link, reason: str) -> None:
         if self._links.get(name) is link:
             del self._links[name]
+        link.direct.calls.clear()
         link.outbox.close()
         link.wire.stop()
         self._apply(self.core.host_lost(name, reason))
@@ -253,11 +269,23 @@ class HostSwitch:
 
     def from_app_flow(self, flow: Sequence[Frame]) -> None:
         """A whole flow of the application's, numbered 0, 1, 2... on the link: what goes
-        to a host is queued under one hold and leaves in one write."""
-        send = self.core.send
-        actions: list[SwitchAction] = []
-        for seq, frame in enumerate(flow):
-            actions += send(frame, seq=seq)
+        to a host is queued under one hold and leaves in one write. A flow the core takes
+        whole (its routing id reserved for the call) is encoded in one call, unchanged."""
+        host, actions = self.core.send_flow(flow)
+        if host is not None:
+            link = self._links.get(host)
+            if link is not None:
+                rid = flow[0].id
+                call = self.flows.get(rid)
+                if call is not None and self.core.answered(host, rid):
+                    link.direct.calls[rid] = call
+                outbox = link.outbox
+                outbox.hold()
+                try:
+                    outbox.push_flow(flow)
+                finally:
+                    outbox.release()
+            return
         held: list[FrameOutbox] = []
         try:
             for action in actions:
@@ -275,6 +303,12 @@ class HostSwitch:
             for outbox in held:
                 outbox.release()
 
+    def forget_call(self, rid: MessageId) -> None:
+        """The call ``rid`` ended: its flow is routed no more."""
+        self.flows.pop(rid, None)
+        for link in self._links.values():
+            link.direct.calls.pop(rid, None)
+
     def _from_host(self, name: str, frame: Frame) -> None:
         # The time matters only to an inventory, which may start an identity probe (the one
         # thing the core times): the clock is not read for every other frame.
@@ -285,11 +319,28 @@ class HostSwitch:
                 flow = self.flows.get(response.id)
                 if flow is None:
                     self.counters.stragglers += 1
+                elif response.routing_id is flow.xid:  # the xid the switch reserved for it
+                    flow.on_frame(response)
                 else:
                     flow.on_frame(response.replace(routing_id=flow.xid))
                 return
+            admitted = self.core.end_for_app(name, frame)
+            if admitted is not None:  # its END: the route ended, the call's flow gets it
+                self._to_call(frame)
+                self._apply(admitted)
+                return
         now = anyio.current_time() if kind is FrameType.RELAY_NOTIFY else 0.0
         self._apply(self.core.receive(name, frame, now))
+
+    def _to_call(self, frame: Frame) -> None:
+        """A frame for one of the application's calls, given the call's routing id."""
+        flow = self.flows.get(frame.id)
+        if flow is None:
+            self.counters.stragglers += 1
+            return
+        if frame.frame_type in _TERMINAL:
+            self.forget_call(frame.id)
+        flow.on_frame(frame if frame.routing_id is flow.xid else frame.replace(routing_id=flow.xid))
 
     def _apply(self, actions: list[SwitchAction]) -> None:
         for action in actions:
@@ -307,14 +358,7 @@ class HostSwitch:
                     else:
                         outbox.push(frame)
             elif isinstance(action, ToApp):
-                frame = action.frame
-                flow = self.flows.get(frame.id)
-                if flow is None:
-                    self.counters.stragglers += 1
-                    continue
-                if frame.frame_type in _TERMINAL:
-                    self.flows.pop(frame.id, None)
-                flow.on_frame(frame.replace(routing_id=flow.xid))
+                self._to_call(action.frame)
             elif isinstance(action, HostChanged):
                 self._changed(action)
 

@@ -14,13 +14,15 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from ...protocol import AttributionClass, ErrorCode, Frame, MessageId
-from ...relay import HostLink
+from ...protocol import AttributionClass, ErrorCode, Frame, Limits, MessageId, SeqAssigner
+from ...relay import HostLink, ToCartridge, switch_forwarder
 from .._connection._block_hold import BlockHold, Holdable
 from .._connection._counters import Counters
 from .._connection._gate import PoolGate
 from .._connection._links import Flow, PeerOrigin
+from .._connection._shell import Connection
 from .._errors import CallError
+from .._peer import PeerLink
 
 if TYPE_CHECKING:
     from .._peer import PeerEnd
@@ -32,6 +34,9 @@ log = logging.getLogger("cartridge_runtime.host")
 #: The routing id a peer call toward the switch is given by :meth:`SwitchEnd.next_xid`; it
 #: never reaches the wire: the switch assigns the routing id of each REQ it routes.
 _SWITCH_ASSIGNS = MessageId(0)
+
+#: The largest frame a relay link carries (the protocol's default limit).
+_LINK_MAX_FRAME = Limits().max_frame
 
 
 class Outbox(Holdable, Protocol):
@@ -62,6 +67,9 @@ class SwitchEnd:
         self.death: CallError | None = None
         self._origins: dict[MessageId, PeerOrigin] = {}
         self._flows: dict[MessageId, Flow] = {}
+        #: The forwarding table (RLY-18): the switch's request id -> its joined route toward
+        #: the cartridge (:mod:`~cartridge_runtime.relay._forward`).
+        self.forwards: dict[MessageId, ToCartridge] = {}
 
     @property
     def ready(self) -> bool:
@@ -103,9 +111,49 @@ class SwitchEnd:
         self._origins[rid] = origin
 
     def forget(self, rid: MessageId) -> None:
-        self._origins.pop(rid, None)
+        origin = self._origins.pop(rid, None)
         self._flows.pop(rid, None)
+        if self.forwards.pop(rid, None) is not None and isinstance(origin, PeerLink):
+            origin.__dict__.pop("on_frame", None)  # its way back: the link's own again
         self.core.ended(rid)
+
+    def forward(self, rid: MessageId) -> None:
+        """Put the request ``rid`` in the forwarding table once its peer link has joined a
+        cartridge (RLY-18): its body frames from the switch, and its response frames back,
+        then skip the link's Python path. Nothing when the compiled forwarding is not in
+        use, the link waits for its cartridge, or the cartridge's frames are tapped."""
+        link = self._origins.get(rid)
+        if not isinstance(link, PeerLink) or link.done:
+            return
+        conn = link.target
+        if not isinstance(conn, Connection) or conn._tap is not None or link.xid is None:
+            return
+        route = (
+            link,
+            link.orig_rid,
+            link.orig_xid,
+            self,
+            self._outbox,
+            conn.batch,
+            _LINK_MAX_FRAME,
+            link.on_frame,
+            link.close,
+        )
+        back = switch_forwarder(route)
+        if back is None:
+            return
+        seq: SeqAssigner = conn.core.seq
+        self.forwards[rid] = (
+            link.rid,
+            link.xid,
+            seq._counters,
+            seq._closed,
+            seq.MAX_CLOSED,
+            conn.outbox,
+            conn,
+            self.batch,
+        )
+        link.__dict__["on_frame"] = back
 
     # -- from the switch --------------------------------------------------------------------
 
@@ -134,6 +182,7 @@ class SwitchEnd:
             ErrorCode.MASTER_DIED, AttributionClass.ENVIRONMENT, f"the switch link {reason}"
         )
         origins, self._origins = list(self._origins.values()), {}
+        self.forwards.clear()
         flows, self._flows = list(self._flows.values()), {}
         for origin in origins:
             origin.on_origin_death()

@@ -96,5 +96,10 @@ PyObject *end_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* A coroutine awaited with an outbox held while it runs (_held.c). */
 PyObject *held_while_running(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* A cartridge host's forwarding (_relay_forward.c). */
+PyObject *relay_to_cartridge(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *relay_to_switch(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *relay_to_app(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *configure_forwarding(PyObject *module, PyObject *fts);
 
 #endif

@@ -440,6 +440,14 @@ static PyMethodDef methods[] = {
     {"request_wire", (PyCFunction)(void (*)(void))request_wire, METH_FASTCALL,
      "request_wire(rid, xid, cap, inputs, max_chunk, credit, max_total, max_frame) -> the "
      "request's frames encoded, numbered 0, 1, 2... | None."},
+    {"configure_forwarding", configure_forwarding, METH_O,
+     "Hand over the frame types a cartridge host forwards (once)."},
+    {"relay_to_cartridge", (PyCFunction)(void (*)(void))relay_to_cartridge, METH_FASTCALL,
+     "relay_to_cartridge(forwards, fallback, frame): a host forwards a switch's frame."},
+    {"relay_to_switch", (PyCFunction)(void (*)(void))relay_to_switch, METH_FASTCALL,
+     "relay_to_switch(route, frame): a host forwards a cartridge's frame."},
+    {"relay_to_app", (PyCFunction)(void (*)(void))relay_to_app, METH_FASTCALL,
+     "relay_to_app(core, fallback, frame): a switch routes a host's response frame."},
     {NULL, NULL, 0, NULL},
 };
 
