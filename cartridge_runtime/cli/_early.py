@@ -12,9 +12,9 @@ of the target (a ``.py`` script with this interpreter, a ``.js`` script with ``n
 program given by a path), with the same pipes (enlarged where the OS allows), stdin, stdout
 and stderr, the same environment and default signal handling, and no other descriptor;
 the engine takes the process only when its own command for the target is the same.
-Anything else (a program looked up on ``PATH``, an OS without ``posix_spawn``) is left to
-the engine. This module imports nothing but ``os`` and ``sys``
-(and ``signal`` and ``fcntl``, both small) so that the cartridge starts at once.
+Anything else (a program looked up on ``PATH``, an OS without ``posix_spawn``, a cap given
+as a URN rather than a name) is left to the engine. This module imports nothing but ``os``
+and ``sys`` (and ``signal`` and ``fcntl``, both small) so that the cartridge starts at once.
 """
 
 from __future__ import annotations
@@ -114,6 +114,10 @@ def spawn_for_call(args: Sequence[str]) -> EarlyProcess | None:
     """Start the cartridge of a plain ``cartridge call TARGET CAP`` (``args`` after
     ``call``); ``None`` when ``args`` are anything else, or the engine is to start it."""
     if len(args) != 2 or any(not arg or arg.startswith("-") for arg in args):
+        return None
+    if args[1].startswith("cap:"):
+        # A cap URN may be refused as a usage error, and a usage error starts nothing; telling
+        # needs the URN parser, whose import costs about what starting early saves.
         return None
     if not hasattr(os, "posix_spawn"):
         return None

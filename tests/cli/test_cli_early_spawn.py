@@ -49,6 +49,8 @@ def _read_all(fd: int) -> bytes:
         ["/no/such/cartridge.py", "echo"],
         ["interop-on-path-maybe", "echo"],  # a bare name: looked up by the engine
         [str(Path(INTEROP).parent), "echo"],  # a directory
+        [INTEROP, "cap:echo"],  # a cap URN: checked before anything starts
+        [INTEROP, "cap:in=x;;"],
     ],
 )
 def test_nothing_starts_early_for_anything_but_a_plain_call_of_a_file(args: list[str]) -> None:
