@@ -197,7 +197,7 @@ function report(call) {
 async function peerCall(link, limits) {
   const call = newCall("cap:peer-echo", 11, Buffer.from("ping"), limits);
   await request(link, call);
-  const peer = { rid: null, xid: undefined, cap: null, nextSeq: 0, seq_wrong: 0, xid_wrong: 0, parts: [], frames: [] };
+  const peer = { rid: null, xid: undefined, cap: null, nextSeq: 0, seq_wrong: 0, xid_wrong: 0, parts: [], frames: [], credits: 0 };
   const stray = [];
   while (!call.response.ended) {
     const f = await link.next();
@@ -205,6 +205,9 @@ async function peerCall(link, limits) {
     if (idKey(f.id) === idKey(call.rid)) { takeResponse(link, call, f); continue; }
     if (f.type === T.REQ && peer.rid === null) { peer.rid = f.id; peer.xid = f.xid; peer.cap = f.cap; }
     if (peer.rid === null || idKey(f.id) !== idKey(peer.rid)) { stray.push(NAMES[f.type]); continue; }
+    // The cartridge returns credit for the answer it reads, whenever it reads it: before or
+    // after the outer call's END, so credits are counted apart from the request's frames.
+    if (f.type === T.CREDIT) { peer.credits += 1; continue; }
     peer.frames.push(NAMES[f.type]);
     if (idKey(f.xid) !== idKey(peer.xid)) peer.xid_wrong += 1;
     if (FLOW.has(f.type)) { if (f.seq !== peer.nextSeq) peer.seq_wrong += 1; peer.nextSeq = f.seq + 1; }
