@@ -204,7 +204,7 @@ class PoolAdmission(Generic[T]):
         if line and any(_fits(waiter.chain) for waiter in line):
             return None
         for pool in chain:
-            if pool.limit != CAPACITY_UNLIMITED and pool.active >= pool.limit:
+            if pool.limit and pool.active >= pool.limit:  # 0: unlimited
                 return None
         for pool in chain:
             pool.active += 1
