@@ -219,7 +219,11 @@ def plan_call_inputs(
 
     :raises ArgumentError: ``inputs`` do not fit (see :func:`check_call_inputs`).
     """
-    shape = (cap, *[(media, isinstance(value, _SEQUENCES)) for media, value in inputs])
+    if len(inputs) == 1:  # the usual shape, without a comprehension's frame
+        media, value = inputs[0]
+        shape: tuple[Any, ...] = (cap, (media, isinstance(value, _SEQUENCES)))
+    else:
+        shape = (cap, *[(media, isinstance(value, _SEQUENCES)) for media, value in inputs])
     seen = _PLANS.get(id(definition))
     if seen is not None and seen[0] is definition:
         defaults = seen[1].get(shape)

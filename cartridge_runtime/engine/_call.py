@@ -86,12 +86,12 @@ from ._events import (
     OutputStarted,
 )
 from ._inputs import (
+    INLINE_MAX,
     Inputs,
     InputSender,
     InputValue,
     normalize_inputs,
     request_flow,
-    request_wire,
 )
 
 __all__ = ("CallState", "InputValue", "Inputs", "normalize_inputs")
@@ -187,7 +187,17 @@ class CallState(CallQueue):
         conn = self.conn
         limits = self.limits
         inputs = self.inputs
-        wire = request_wire(self.cap, inputs, self.rid, self.xid, limits)
+        # (``None`` when the inputs are not small byte strings, or in pure Python.)
+        wire = P.request_wire(
+            self.rid,
+            self.xid,
+            self.cap,
+            inputs,
+            limits.effective_chunk,
+            limits.initial_credit,
+            INLINE_MAX,
+            limits.max_frame,
+        )
         conn.add_flow(self.rid, self)
         if wire is not None:
             # A small request, REQ to END, queued as its wire bytes (no frame made).

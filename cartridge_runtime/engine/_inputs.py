@@ -219,23 +219,6 @@ def request_flow(
     return body
 
 
-def request_wire(
-    cap: str, inputs: list[tuple[str, Any]], rid: MessageId, xid: MessageId | None, limits: P.Limits
-) -> bytes | None:
-    """The frames :func:`request_flow` makes for small byte-string inputs, in their wire form
-    (numbered 0, 1, 2...) when compiled; ``None`` otherwise (then :func:`request_flow`)."""
-    return P.request_wire(
-        rid,
-        xid,
-        cap,
-        inputs,
-        limits.effective_chunk,
-        limits.initial_credit,
-        INLINE_MAX,
-        limits.max_frame,
-    )
-
-
 class InputSender:
     """The task that streams a call's inputs under credit (the path for big or lazy inputs)."""
 

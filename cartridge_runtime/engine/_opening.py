@@ -75,6 +75,10 @@ class CallOpener:
         #: it, so that a reused id never matches).
         self._limits: dict[int, tuple[Any, float | None]] = {}
         self._media = bool(config.media)
+        # The config is frozen: what each call reads of it, read once.
+        self._grace = config.cancel_grace
+        self._max_logs = config.max_pending_logs
+        self._activity = config.activity_timeout
 
     async def open(
         self, cap: str, inputs: list[tuple[str, Any]], activity_timeout: float | None = None
@@ -183,8 +187,8 @@ class CallOpener:
             handler_cap=handler,
             inputs=inputs,
             chain=chain,
-            cancel_grace=self.config.cancel_grace,
-            max_pending_logs=self.config.max_pending_logs,
+            cancel_grace=self._grace,
+            max_pending_logs=self._max_logs,
         )
         if self._observers:
             state.observation = observe_call(self._observers, state, slot.name)
@@ -197,7 +201,7 @@ class CallOpener:
         if activity_timeout is None:
             activity_timeout = slot.activity_timeout
         if activity_timeout is None and (definition is None or not definition.metadata):
-            limit = self.config.activity_timeout  # the common case, without a call
+            limit = self._activity  # the common case, without a call
         elif activity_timeout is None:  # the cap's own: the same for each call to it
             known = self._limits.get(id(definition))
             if known is not None and known[0] is definition:

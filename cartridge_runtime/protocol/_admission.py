@@ -195,6 +195,21 @@ class PoolAdmission(Generic[T]):
         line.append(_Waiter(cap, chain, item))
         return sum(1 for waiter in line if waiter.cap == cap)
 
+    def take(self, chain: tuple[Pool, ...]) -> tuple[Pool, ...] | None:
+        """:meth:`arrive` for a caller that will not wait: a slot in every pool of
+        ``chain`` (one :meth:`chain_pools` gave since the table last changed) taken and
+        ``chain`` returned when :meth:`arrive` would admit at once; else ``None``, nothing
+        taken and nobody added to the line."""
+        line = self._line
+        if line and any(_fits(waiter.chain) for waiter in line):
+            return None
+        for pool in chain:
+            if pool.limit and pool.active >= pool.limit:  # 0: unlimited
+                return None
+        for pool in chain:
+            pool.active += 1
+        return chain
+
     def admit_next(self) -> tuple[str, T] | None:
         """Admit the longest-waiting request whose whole chain has room and return
         ``(cap, item)``; ``None`` when nobody in line can go. Call it repeatedly after a
@@ -220,12 +235,14 @@ class PoolAdmission(Generic[T]):
         for pool in chain:
             pool.active -= 1
 
-    def release_chain(self, chain: tuple[Pool, ...]) -> None:
+    def release_chain(self, chain: tuple[Pool, ...]) -> bool:
         """Free the slots of a chain taken earlier, even if the table's chains were redrawn
-        since; a pool already at zero stays there."""
+        since; a pool already at zero stays there. Returns whether anybody waits in line
+        (then :meth:`admit_next` may hand one out)."""
         for pool in chain:
             if pool.active > 0:
                 pool.active -= 1
+        return bool(self._line)
 
     def remove_queued(self, matches: Callable[[T], bool]) -> T | None:
         """Take the first waiting request whose item ``matches`` out of line (a cancel

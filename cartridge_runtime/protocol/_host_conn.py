@@ -321,7 +321,8 @@ class HostConnection(Generic[F, O]):
     def forget(self, rid: MessageId) -> None:
         """A flow of ``rid`` ended: later frames for it are stragglers."""
         self.calls.pop(rid, None)
-        self.origins.pop(rid, None)
+        if self.origins:  # (the cartridge's peer calls: most connections have none)
+            self.origins.pop(rid, None)
         closed = self._closed_rids
         closed[rid] = None
         if len(closed) > CLOSED_RIDS:

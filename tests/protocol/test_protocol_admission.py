@@ -101,3 +101,38 @@ def test_the_manifest_table_is_this_table_with_manifest_errors() -> None:
     assert table.chain("cap:a") == ["cap:a", "all"]
     with pytest.raises(UnknownPoolError):
         table.arrive("cap:c", "x")
+
+
+@pytest.mark.parametrize(
+    ("running", "waiting", "cap"),
+    [
+        ((), (), "cap:a"),
+        (("cap:a",), (), "cap:a"),
+        (("cap:a",), (), "cap:b"),
+        (("cap:a",), ("cap:a",), "cap:b"),
+        (("cap:b", "cap:b"), ("cap:a",), "cap:b"),
+    ],
+)
+def test_take_admits_exactly_when_arrive_would_and_never_queues(
+    running: tuple[str, ...], waiting: tuple[str, ...], cap: str
+) -> None:
+    def prepared() -> PoolAdmission[str]:
+        table = _table()
+        table.pool("shared").set_limits(0, 2)
+        for name in running:
+            assert table.arrive(name, "running") is None
+        for name in waiting:
+            assert table.arrive(name, "waiting") is not None
+        return table
+
+    by_arrive, by_take = prepared(), prepared()
+    admitted = by_arrive.arrive(cap, "new") is None
+    if not admitted:
+        by_arrive.remove_queued(lambda item: item == "new")
+    chain = by_take.take(by_take.chain_pools(cap))
+    assert (chain is not None) == admitted
+    assert chain is None or chain == by_take.chain_pools(cap)
+    assert by_take.waiting == by_arrive.waiting == len(waiting)
+    assert {n: p.active for n, p in by_take.pools.items()} == {
+        n: p.active for n, p in by_arrive.pools.items()
+    }

@@ -49,3 +49,17 @@ async def test_an_aborted_gate_admits_nothing_at_once() -> None:
     gate = PoolGate({"all": {"configured": 0, "caps": [ECHO]}})
     gate.abort(RuntimeError("gone"))
     assert gate.try_acquire(ECHO) is None
+
+
+def test_try_acquire_follows_a_new_pools_map() -> None:
+    # The gate keeps each cap's chain between calls; a new map (a heartbeat) redraws it.
+    gate = PoolGate({"all": {"configured": 0, "caps": [ECHO]}})
+    chain = gate.try_acquire(ECHO)
+    assert chain is not None and [pool.name for pool in chain] == ["all"]
+    gate.update({ECHO: {"configured": 1}, "all": {"configured": 0, "caps": [ECHO]}})
+    second = gate.try_acquire(ECHO)
+    assert second is not None and [pool.name for pool in second] == [ECHO, "all"]
+    assert gate.try_acquire(ECHO) is None  # the cap's own pool of one is full
+    gate.release(second)
+    gate.release(chain)
+    assert gate.snapshot() == {ECHO: {"limit": 1, "active": 0}, "all": {"limit": 0, "active": 0}}

@@ -45,12 +45,15 @@ class PoolGate:
     def __init__(self, pools: Mapping[str, Any] | None = None) -> None:
         self._table: PoolAdmission[_Waiter] = PoolAdmission()
         self._canon: dict[str, str] = {}  # cap text asked for -> the table's key
+        # cap text asked for -> its chain, while the table's chains stand (``update`` clears)
+        self._chains: dict[str, Chain] = {}
         self._abort: BaseException | None = None
         self.update(pools or {})
 
     def update(self, pools: Mapping[str, Any]) -> None:
         """Apply a (new) pools map; limits change, active counts are kept."""
         table = self._table
+        self._chains.clear()
         for name, state in pools.items():
             if not isinstance(state, Mapping):
                 continue
@@ -114,15 +117,10 @@ class PoolGate:
         (the chain to release), else ``None`` with nothing taken: :meth:`acquire` waits."""
         if self._abort is not None:
             return None
-        key = self._canon.get(cap)
-        if key is None:
-            key = self._canon[cap] = _canon(cap)
-        table = self._table
-        waiter = _Waiter()
-        if table.arrive(key, waiter) is None:
-            return table.chain_pools(key)
-        table.remove_queued(lambda item: item is waiter)  # the last in line: as before
-        return None
+        chain = self._chains.get(cap)
+        if chain is None:
+            chain = self._chains[cap] = self.chain(cap)
+        return self._table.take(chain)
 
     def abort(self, error: BaseException) -> None:
         """The cartridge is gone: every waiter (and later arrival) gets ``error``."""
@@ -134,8 +132,8 @@ class PoolGate:
 
     def release(self, chain: Chain) -> None:
         """Give back the slots of an admitted call and admit whoever can go now."""
-        self._table.release_chain(chain)
-        self._admit()
+        if self._table.release_chain(chain):
+            self._admit()
 
     def _admit(self) -> None:
         table = self._table
