@@ -45,6 +45,7 @@ from ._cartridge_state import (
     RequestAdmitted,
     RequestPhase,
     ServedRequest,
+    new_served_request,
     terminal_frame,
 )
 from ._conn_state import ConnState
@@ -264,7 +265,7 @@ class CartridgeConnection(Generic[H]):
         pool = self._pool_names.get(handler_urn)
         if pool is None:
             pool = self._pool_names[handler_urn] = self.handlers.pool_name(handler_urn)
-        request = ServedRequest(
+        request: ServedRequest[H] = new_served_request(
             frame.id, frame.routing_id, cap, handler_urn, handler, pool, self.limits.initial_credit
         )
         request.receiver.receive(frame)
