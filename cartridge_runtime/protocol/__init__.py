@@ -196,6 +196,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "compiled_hold",
         "flow_dispatcher",
         "frame_queuer",
+        "slotted_maker",
         "small_output_paths",
     ),
     "_telemetry": (
@@ -309,6 +310,7 @@ __all__ = (
     "compiled_hold",
     "flow_dispatcher",
     "frame_queuer",
+    "slotted_maker",
     "small_output_paths",
     # per-request state
     "BodyReceiver",
@@ -560,7 +562,13 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
         StreamState,
     )
     from ._seq import FlowKey, SeqAssigner
-    from ._session_path import compiled_hold, flow_dispatcher, frame_queuer, small_output_paths
+    from ._session_path import (
+        compiled_hold,
+        flow_dispatcher,
+        frame_queuer,
+        slotted_maker,
+        small_output_paths,
+    )
     from ._telemetry import (
         MAX_TELEMETRY_FIELDS,
         MAX_TELEMETRY_NAME,

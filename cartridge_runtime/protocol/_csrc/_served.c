@@ -191,3 +191,118 @@ new_served(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     put(o, R_PEER_IDS, peer_ids);
     return o;
 }
+
+/* slot_maker(cls, names) -> a capsule of cls and the offsets of its slots names, for
+ * make_slotted; cls must keep no dict and have no slot outside names (every slot is set). */
+#define SLOTTED_MAX 16
+typedef struct {
+    PyObject *cls;
+    Py_ssize_t n;
+    Py_ssize_t off[SLOTTED_MAX];
+} Slotted;
+
+static void
+slotted_free(PyObject *capsule)
+{
+    Slotted *s = PyCapsule_GetPointer(capsule, "cartridge_runtime.slotted");
+    if (s != NULL) {
+        Py_XDECREF(s->cls);
+        PyMem_Free(s);
+    }
+}
+
+/* The number of writable object slots of cls and its bases; -1 on error. */
+static Py_ssize_t
+count_slots(PyTypeObject *cls)
+{
+    PyObject *mro = cls->tp_mro;
+    if (mro == NULL || !PyTuple_Check(mro)) {
+        PyErr_SetString(PyExc_TypeError, "slot_maker: a class without an MRO");
+        return -1;
+    }
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); i++) {
+        PyObject *d = ((PyTypeObject *)PyTuple_GET_ITEM(mro, i))->tp_dict;
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (d != NULL && PyDict_Next(d, &pos, &key, &value))
+            if (Py_IS_TYPE(value, &PyMemberDescr_Type) &&
+                !(((PyMemberDescrObject *)value)->d_member->flags & READONLY))
+                count++;
+    }
+    return count;
+}
+
+PyObject *
+slot_maker(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyTuple_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "slot_maker(cls, names: tuple)");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    Py_ssize_t n = PyTuple_GET_SIZE(args[1]);
+    if (n > SLOTTED_MAX || cls->tp_dictoffset != 0) {
+        PyErr_Format(PyExc_ValueError, "slot_maker: %R keeps a dict or too many fields", cls);
+        return NULL;
+    }
+    Py_ssize_t all = count_slots(cls);
+    if (all < 0)
+        return NULL;
+    if (all != n) {
+        PyErr_Format(PyExc_ValueError, "slot_maker: %R has slots not named", cls);
+        return NULL;
+    }
+    Slotted *s = PyMem_Calloc(1, sizeof(Slotted));
+    if (s == NULL)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name = PyTuple_GET_ITEM(args[1], i);
+        const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        if (text == NULL || (s->off[i] = slot_offset(args[0], text)) < 0) {
+            PyMem_Free(s);
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "slot_maker: %R has no slot %R", cls, name);
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (s->off[j] == s->off[i]) {
+                PyMem_Free(s);
+                PyErr_Format(PyExc_ValueError, "slot_maker: %R named twice", name);
+                return NULL;
+            }
+    }
+    s->n = n;
+    s->cls = Py_NewRef(args[0]);
+    PyObject *capsule = PyCapsule_New(s, "cartridge_runtime.slotted", slotted_free);
+    if (capsule == NULL) {
+        Py_DECREF(s->cls);
+        PyMem_Free(s);
+    }
+    return capsule;
+}
+
+/* make_slotted(maker, *values) -> an instance of the maker's class, its slots set to values
+ * in the order slot_maker named them, without running __init__. */
+PyObject *
+make_slotted(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Slotted *s = nargs >= 1 ? PyCapsule_GetPointer(args[0], "cartridge_runtime.slotted") : NULL;
+    if (s == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "make_slotted(maker, *values)");
+        return NULL;
+    }
+    if (nargs - 1 != s->n) {
+        PyErr_Format(PyExc_TypeError, "make_slotted: %zd values for %zd fields", nargs - 1,
+                     s->n);
+        return NULL;
+    }
+    PyTypeObject *t = (PyTypeObject *)s->cls;
+    PyObject *o = t->tp_alloc(t, 0);
+    if (o == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < s->n; i++)
+        *(PyObject **)((char *)o + s->off[i]) = Py_NewRef(args[i + 1]);
+    return o;
+}
