@@ -42,9 +42,9 @@ from ._cartridge_state import (
     PeerRoute,
     PeerSink,
     PoolSchedule,
-    RequestAdmitted,
     RequestPhase,
     ServedRequest,
+    new_admitted,
     new_served_request,
     terminal_frame,
 )
@@ -273,7 +273,7 @@ class CartridgeConnection(Generic[H]):
         position = self.pools.arrive(pool, request)
         if position is None:
             request.phase = RequestPhase.RUNNING
-            return RequestAdmitted(request, False)
+            return new_admitted(request, False)
         self.outbox.append(  # REQ-37
             frames.log(
                 request.rid,
@@ -283,7 +283,7 @@ class CartridgeConnection(Generic[H]):
                 xid=request.xid,
             )
         )
-        return RequestAdmitted(request, True)
+        return new_admitted(request, True)
 
     def _refused(self, frame: Frame, outcome: Admission) -> ConnEvent:
         if outcome is Admission.DUPLICATE:

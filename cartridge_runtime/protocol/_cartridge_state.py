@@ -27,6 +27,7 @@ from ._events import ErrorReport, Event
 from ._frame import Frame, MessageId
 from ._limits import Limits
 from ._request_state import BodyReceiver, RequestState
+from ._slotted import slotted_maker
 from ._validate import ATTRIBUTION_CLASSES
 
 H = TypeVar("H")
@@ -350,3 +351,9 @@ def _compiled_served() -> Callable[..., ServedRequest[Any]]:
 #: ``new_served_request(rid, xid, cap, handler_urn, handler, pool, initial_credit)``: a
 #: :class:`ServedRequest` made as ``ServedRequest(...)`` makes it (see :func:`_compiled_served`).
 new_served_request = _compiled_served()
+
+
+#: ``new_admitted(request, queued)``: a :class:`RequestAdmitted`, in one C call when compiled.
+new_admitted: Callable[[ServedRequest[Any], bool], RequestAdmitted[Any]] = (
+    slotted_maker(RequestAdmitted, ("request", "queued")) or RequestAdmitted
+)

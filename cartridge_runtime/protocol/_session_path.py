@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from . import _request_state
 from ._cartridge_conn import CartridgeConnection
@@ -49,13 +49,10 @@ try:
 except ImportError:  # pragma: no cover - the extension is optional
     _compiled = None
 
-T = TypeVar("T")
-
 __all__ = (
     "compiled_hold",
     "flow_dispatcher",
     "frame_queuer",
-    "slotted_maker",
     "small_output_paths",
 )
 
@@ -180,20 +177,3 @@ def compiled_hold() -> Callable[[Any, Coroutine[Any, Any, Any]], Awaitable[Any]]
     from ._speedups import held_while_running
 
     return held_while_running
-
-
-def slotted_maker(cls: type[T], names: tuple[str, ...]) -> Callable[..., T] | None:
-    """What makes an instance of the slotted class ``cls`` from the values of its fields
-    ``names``, positionally, in one C call: its slots set, ``__init__`` not run (for a plain
-    record such as a frozen ``attrs`` class, whose ``__init__`` only sets them). ``None``
-    when not compiled, switched off, or ``cls`` keeps a dict or a slot not named."""
-    if _compiled is None:
-        return None
-    from ._speedups import make_slotted, slot_maker
-
-    try:
-        maker = slot_maker(cls, names)
-    except (TypeError, ValueError):
-        return None
-    make: Callable[..., T] = functools.partial(make_slotted, maker)
-    return make

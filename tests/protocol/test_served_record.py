@@ -90,3 +90,14 @@ def test_registration_refuses_a_record_with_other_slots() -> None:
 def test_the_pure_python_switch_gives_the_class(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CARTRIDGE_RUNTIME_PURE_PYTHON", "1")
     assert state._compiled_served() is state.ServedRequest
+
+
+@pytest.mark.parametrize("queued", [False, True])
+def test_the_admission_event_is_the_one_the_class_makes(queued: bool) -> None:
+    made, _ = _pair(None, 8)
+    event = state.new_admitted(made, queued)
+    assert type(event) is state.RequestAdmitted
+    assert event == state.RequestAdmitted(made, queued)
+    assert event.request is made and event.queued is queued
+    with pytest.raises(AttributeError):
+        event.queued = not queued  # type: ignore[misc]
