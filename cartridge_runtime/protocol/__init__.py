@@ -198,6 +198,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "frame_queuer",
         "small_output_paths",
     ),
+    "_slotted": ("slotted_maker",),
     "_telemetry": (
         "MAX_TELEMETRY_FIELDS",
         "MAX_TELEMETRY_NAME",
@@ -309,6 +310,7 @@ __all__ = (
     "compiled_hold",
     "flow_dispatcher",
     "frame_queuer",
+    "slotted_maker",
     "small_output_paths",
     # per-request state
     "BodyReceiver",
@@ -561,6 +563,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
     )
     from ._seq import FlowKey, SeqAssigner
     from ._session_path import compiled_hold, flow_dispatcher, frame_queuer, small_output_paths
+    from ._slotted import slotted_maker
     from ._telemetry import (
         MAX_TELEMETRY_FIELDS,
         MAX_TELEMETRY_NAME,

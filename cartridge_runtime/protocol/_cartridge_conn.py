@@ -42,9 +42,10 @@ from ._cartridge_state import (
     PeerRoute,
     PeerSink,
     PoolSchedule,
-    RequestAdmitted,
     RequestPhase,
     ServedRequest,
+    new_admitted,
+    new_served_request,
     terminal_frame,
 )
 from ._conn_state import ConnState
@@ -264,7 +265,7 @@ class CartridgeConnection(Generic[H]):
         pool = self._pool_names.get(handler_urn)
         if pool is None:
             pool = self._pool_names[handler_urn] = self.handlers.pool_name(handler_urn)
-        request = ServedRequest(
+        request: ServedRequest[H] = new_served_request(
             frame.id, frame.routing_id, cap, handler_urn, handler, pool, self.limits.initial_credit
         )
         request.receiver.receive(frame)
@@ -272,7 +273,7 @@ class CartridgeConnection(Generic[H]):
         position = self.pools.arrive(pool, request)
         if position is None:
             request.phase = RequestPhase.RUNNING
-            return RequestAdmitted(request, False)
+            return new_admitted(request, False)
         self.outbox.append(  # REQ-37
             frames.log(
                 request.rid,
@@ -282,7 +283,7 @@ class CartridgeConnection(Generic[H]):
                 xid=request.xid,
             )
         )
-        return RequestAdmitted(request, True)
+        return new_admitted(request, True)
 
     def _refused(self, frame: Frame, outcome: Admission) -> ConnEvent:
         if outcome is Admission.DUPLICATE:

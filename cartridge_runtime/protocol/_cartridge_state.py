@@ -21,12 +21,13 @@ import attrs
 
 from . import _builders as frames
 from ._conn_state import ConnState
-from ._constants import PURE_PYTHON_ENV, AttributionClass
+from ._constants import PURE_PYTHON_ENV, AttributionClass, CreditDirection
 from ._errors import ProtocolError
 from ._events import ErrorReport, Event
 from ._frame import Frame, MessageId
 from ._limits import Limits
-from ._request_state import BodyReceiver
+from ._request_state import BodyReceiver, RequestState
+from ._slotted import slotted_maker
 from ._validate import ATTRIBUTION_CLASSES
 
 H = TypeVar("H")
@@ -321,3 +322,38 @@ def _compiled_end() -> Any:
 
 
 _c_end = _compiled_end()
+
+
+def _compiled_served() -> Callable[..., ServedRequest[Any]]:
+    """What makes a :class:`ServedRequest`: ``_speedups.new_served`` (the same record, its
+    slots and its receiver's dict set as the two ``__init__`` set them, in one C call), or
+    the class itself when the extension is not built, switched off, or refused the classes."""
+    if os.environ.get(PURE_PYTHON_ENV):
+        return ServedRequest
+    try:
+        from ._speedups import configure_served, new_served
+    except ImportError:  # pragma: no cover - the extension is optional
+        return ServedRequest
+    try:
+        configure_served(
+            ServedRequest,
+            BodyReceiver,
+            RequestPhase.QUEUED,
+            RequestState.EXPECT_REQ,
+            CreditDirection.REQUEST,
+        )
+    except (TypeError, ValueError):  # pragma: no cover - a class changed its fields
+        return ServedRequest
+    make: Callable[..., ServedRequest[Any]] = new_served
+    return make
+
+
+#: ``new_served_request(rid, xid, cap, handler_urn, handler, pool, initial_credit)``: a
+#: :class:`ServedRequest` made as ``ServedRequest(...)`` makes it (see :func:`_compiled_served`).
+new_served_request = _compiled_served()
+
+
+#: ``new_admitted(request, queued)``: a :class:`RequestAdmitted`, in one C call when compiled.
+new_admitted: Callable[[ServedRequest[Any], bool], RequestAdmitted[Any]] = (
+    slotted_maker(RequestAdmitted, ("request", "queued")) or RequestAdmitted
+)

@@ -49,7 +49,12 @@ try:
 except ImportError:  # pragma: no cover - the extension is optional
     _compiled = None
 
-__all__ = ("compiled_hold", "flow_dispatcher", "frame_queuer", "small_output_paths")
+__all__ = (
+    "compiled_hold",
+    "flow_dispatcher",
+    "frame_queuer",
+    "small_output_paths",
+)
 
 _FLOW = (FrameType.STREAM_START, FrameType.CHUNK, FrameType.STREAM_END, FrameType.END)
 

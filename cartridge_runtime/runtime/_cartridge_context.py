@@ -18,11 +18,17 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, TypeVar, cast, overload
 
-from cartridge_runtime.protocol import Limits
+from cartridge_runtime.protocol import Limits, slotted_maker
 
 from ._context import REQUEST_KEY, DryContext, Key, WetContext
 
 __all__ = ("CartridgeContext", "Hook")
+
+#: A :class:`DryContext` from its fields in this order, in one C call (``None``: not compiled).
+_make_dry = slotted_maker(
+    DryContext,
+    ("cap_urn", "handler_urn", "limits", "policy", "dry_run", "cartridge", "message_id"),
+)
 
 T = TypeVar("T")
 
@@ -105,6 +111,8 @@ class CartridgeContext:
         message_id: Any = None,
     ) -> DryContext:
         """The :class:`DryContext` of one request (a new value for each)."""
+        if _make_dry is not None:
+            return _make_dry(cap_urn, handler_urn, limits, policy, False, self.name, message_id)
         return DryContext(
             cap_urn=cap_urn,
             handler_urn=handler_urn,

@@ -96,6 +96,11 @@ PyObject *end_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* A coroutine awaited with an outbox held while it runs (_held.c). */
 PyObject *held_while_running(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* The cartridge's record of an incoming request made in one call (_served.c). */
+PyObject *configure_served(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *new_served(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *slot_maker(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *make_slotted(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 /* A cartridge host's forwarding (_relay_forward.c). */
 PyObject *relay_to_cartridge(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *relay_to_switch(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

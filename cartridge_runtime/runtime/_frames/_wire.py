@@ -28,9 +28,11 @@ from cartridge_runtime.protocol import (
     FrameType,
     Limits,
     OutgoingStream,
+    OutState,
     ServedRequest,
     frame_queuer,
     frames,
+    slotted_maker,
     small_output_paths,
 )
 from cartridge_runtime.protocol._codec import bytes_head
@@ -47,6 +49,28 @@ _CHUNK = FrameType.CHUNK
 _queue_frames = frame_queuer()
 #: A small output's frames in one call each (answer ``None`` for the methods to decide).
 _open_small, _close_small = small_output_paths()
+#: An output's stream from all its fields in this order, in one C call (``None``: not compiled).
+_new_outgoing = slotted_maker(
+    OutgoingStream,
+    (
+        "rid",
+        "xid",
+        "stream_id",
+        "media_urn",
+        "max_chunk",
+        "credit",
+        "is_sequence",
+        "unbounded",
+        "output",
+        "meta",
+        "coalesce",
+        "state",
+        "chunks_sent",
+        "_buf",
+        "_buf_since",
+    ),
+)
+_NEW = OutState.NEW
 
 #: The sans-IO connection of a CBOR-mode session, with its handler type.
 Connection = CartridgeConnection[OpFactory]
@@ -291,15 +315,37 @@ class Active:
     def make_output(self, spec: OutputSpec, reporter: WireReporter) -> OutputStream:
         limits = self.limits
         sid = f"{self.prefix}-{spec.index}"
-        og = OutgoingStream(
-            self.rid,
-            sid,
-            spec.media_urn,
-            xid=self.xid,
-            max_chunk=limits.effective_chunk,
-            initial_credit=limits.initial_credit,
-            is_sequence=spec.is_sequence,
-            output=None if spec.is_main else spec.declared_urn,
+        output = None if spec.is_main else spec.declared_urn
+        # The same stream OutgoingStream(...) makes, its slots set in one call when compiled.
+        og = (
+            _new_outgoing(
+                self.rid,
+                self.xid,
+                sid,
+                spec.media_urn,
+                limits.effective_chunk,
+                limits.initial_credit,
+                spec.is_sequence,
+                False,
+                output,
+                None,
+                True,
+                _NEW,
+                0,
+                bytearray(),
+                0.0,
+            )
+            if _new_outgoing is not None
+            else OutgoingStream(
+                self.rid,
+                sid,
+                spec.media_urn,
+                xid=self.xid,
+                max_chunk=limits.effective_chunk,
+                initial_credit=limits.initial_credit,
+                is_sequence=spec.is_sequence,
+                output=output,
+            )
         )
         backend = WireOutput(self.writer, self, og)
         self.outputs.append(backend)
