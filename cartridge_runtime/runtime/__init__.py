@@ -115,9 +115,9 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "_input": (
         "InputItem",
-        "InputPackage",
         "InputStream",
     ),
+    "_input_package": ("InputPackage",),
     "_network": (
         "NetworkAccess",
         "Reach",
@@ -255,7 +255,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only; names i
     )
     from ._frames._exit import EXIT_FAILURE, EXIT_FORCE_KILLED, EXIT_OK, EXIT_PROTOCOL, ExitStatus
     from ._graph import GraphBatch, GraphGrowth, GraphGrowthError
-    from ._input import InputItem, InputPackage, InputStream
+    from ._input import InputItem, InputStream
+    from ._input_package import InputPackage
     from ._network import NetworkAccess, Reach
     from ._output import OutputSpec, OutputStream
     from ._peer import PeerCall, PeerData, PeerInvoker, PeerLog, PeerResponse

@@ -15,7 +15,7 @@ from cartridge_runtime.protocol import (
 from cartridge_runtime.urn import media_matches_for_stream
 
 from ._errors import InputConsumedError, UnknownOutput
-from ._input import InputPackage, bind_definition
+from ._input_package import InputPackage, bind_definition
 from ._network import NetworkAccess
 from ._output import OutputStream, Reporter
 from ._reports import report_final, report_log, report_progress

@@ -22,7 +22,8 @@ import anyio.to_thread
 from ._context import DryContext, Op, WetContext
 from ._errors import RequestCancelled
 from ._graph import GraphBatch, GraphGrowth
-from ._input import InputPackage, InputStream
+from ._input import InputStream
+from ._input_package import InputPackage
 from ._output import OutputStream
 from ._peer import PeerCall, PeerInvoker, PeerResponse
 from ._request import Request

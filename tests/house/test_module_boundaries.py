@@ -2,7 +2,7 @@
 
 A class's underscore methods are its own business and its module's: the code that feeds a
 request's inputs, for one, goes through :class:`~cartridge_runtime.runtime._input.StreamFeed`
-and :class:`~cartridge_runtime.runtime._input.PackageFeed`, never ``stream._push_data``.
+and :class:`~cartridge_runtime.runtime._input_package.PackageFeed`, never ``stream._push_data``.
 
 The check reads the source with :mod:`ast`. A call ``obj._name(...)`` (``obj`` not ``self`` or
 ``cls``, ``_name`` not a dunder) is a breach when no class of the calling module has a method

@@ -18,6 +18,7 @@ HEAVY = (
     "cartridge_runtime.runtime._blocking",
     "cartridge_runtime.runtime._frames._session",
     "cartridge_runtime.runtime._input",
+    "cartridge_runtime.runtime._input_package",
     "cartridge_runtime.runtime._peer",
     "cartridge_runtime.engine",
 )

@@ -21,7 +21,8 @@ from cartridge_runtime.protocol import (
 )
 from cartridge_runtime.runtime._context import REQUEST_KEY, WetContext
 from cartridge_runtime.runtime._errors import InputStreamError
-from cartridge_runtime.runtime._input import InputPackage, InputStream, StreamFeed
+from cartridge_runtime.runtime._input import InputStream, StreamFeed
+from cartridge_runtime.runtime._input_package import InputPackage
 from cartridge_runtime.runtime._peer import PeerInvoker
 from cartridge_runtime.runtime._request import Request
 from cartridge_runtime.testing import CallResult, CartridgeHarness

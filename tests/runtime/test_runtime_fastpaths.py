@@ -171,11 +171,11 @@ async def test_a_finished_request_is_freed_without_the_cycle_collector(
     import gc
     import weakref
 
-    from cartridge_runtime.runtime import _input
+    from cartridge_runtime.runtime import _input, _input_package
     from cartridge_runtime.runtime._frames import _wire
 
     made: list[weakref.ref[object]] = []
-    for cls in (_wire.Active, _wire.WireOutput, _input.InputStream, _input.InputPackage):
+    for cls in (_wire.Active, _wire.WireOutput, _input.InputStream, _input_package.InputPackage):
         original = cls.__init__
 
         def tracking(self: object, *args: object, _orig: object = original, **kw: object) -> None:

@@ -19,7 +19,8 @@ from cartridge_runtime.runtime import (
     MissingInput,
     Request,
 )
-from cartridge_runtime.runtime._input import PackageFeed, StreamFeed, package_from_bytes
+from cartridge_runtime.runtime._input import StreamFeed
+from cartridge_runtime.runtime._input_package import PackageFeed, package_from_bytes
 from cartridge_runtime.testing import CartridgeHarness
 
 HERE = Path(__file__).resolve().parents[1]  # tests/, where the helper modules are

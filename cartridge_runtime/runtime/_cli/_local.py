@@ -16,7 +16,7 @@ import anyio
 from cartridge_runtime.protocol import AttributionClass, ErrorCode
 
 from .._errors import CartridgeError, handler_error_message
-from .._input import InputPackage, package_from_bytes
+from .._input_package import InputPackage, package_from_bytes
 from .._network import NetworkAccess
 from .._output import OutputStream, finish_output
 from .._request import Request

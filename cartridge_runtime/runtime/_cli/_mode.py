@@ -50,7 +50,8 @@ from cartridge_runtime.manifest import CapDef, Manifest
 from cartridge_runtime.protocol import AttributionClass, ErrorCode
 
 from .._errors import CartridgeError
-from .._input import InputPackage, InputStream, StreamFeed
+from .._input import InputStream, StreamFeed
+from .._input_package import InputPackage
 from .._output import OutputSpec
 from ._args import (
     HELP_FLAGS,

@@ -38,7 +38,8 @@ from cartridge_runtime.protocol import (
 from cartridge_runtime.protocol._codec import bytes_head
 
 from .._errors import RequestCancelled
-from .._input import InputPackage, PackageFeed, StreamFeed
+from .._input import StreamFeed
+from .._input_package import InputPackage, PackageFeed
 from .._output import OutputSpec, OutputStream
 from .._peer import PeerCall, ResponseSink
 from ._served import OpFactory
