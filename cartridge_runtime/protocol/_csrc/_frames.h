@@ -13,6 +13,18 @@ enum { K_INT = 0, K_STR = 1, K_BOOL = 2, K_META = 3, K_BYTES = 4, K_ID = 5, K_CH
 #define MAX_KEY 32   /* wire keys are small integers; a larger one is unknown (FRM-4) */
 #define PREFIX_LEN 4 /* the big-endian u32 length before each frame body */
 
+/* FNV-1a 64 of a CHUNK payload, its checksum (REQ-11): one definition for every fast path. */
+static inline uint64_t
+fnv1a64(const unsigned char *p, Py_ssize_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
 typedef struct {
     int configured;
     PyObject *key_name[MAX_KEY]; /* key number -> interned field name, or NULL */

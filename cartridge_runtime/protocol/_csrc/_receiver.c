@@ -73,17 +73,6 @@ one(PyObject *ev)
     return list;
 }
 
-static uint64_t
-fnv1a64(const unsigned char *p, Py_ssize_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 /* A scalar payload's value: a definite byte or text string read here, anything else by
  * decode_scalar. New reference, CBOR_GIVE_UP, or NULL with an exception (cleared: the
  * Python path raises it again in its place). */

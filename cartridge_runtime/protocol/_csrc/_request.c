@@ -24,17 +24,6 @@ typedef struct {
 
 static RequestTables rq;
 
-static uint64_t
-fnv1a64(const unsigned char *p, Py_ssize_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 /* A Frame of type ft for rid with its head fields set; its dict is returned borrowed through
  * *d. New reference, or NULL. */
 static PyObject *

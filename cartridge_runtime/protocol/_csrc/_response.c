@@ -41,17 +41,6 @@ field(PyObject *d, PyObject *name)
     return v != NULL ? v : Py_None;
 }
 
-static uint64_t
-fnv1a64(const unsigned char *p, Py_ssize_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 /* A new instance of a slotted class with its slots offs[i] set to values[i]. */
 static PyObject *
 make(PyObject *cls, int n, const Py_ssize_t *offs, PyObject **values)
